@@ -1,0 +1,3 @@
+"""fabricmon agent: scheduler, counter store, detector, exporter, CLI."""
+
+__version__ = "0.1.0"

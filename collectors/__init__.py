@@ -1,0 +1,63 @@
+"""Collector registry: source name -> collector class, imported on first use.
+
+Adding a source: create ``collectors/<name>/`` with ``fetch.py`` and ``parse.py`` and a
+collector class decorated with nothing more than an entry in ``SOURCES`` below. Modules load
+lazily so that an agent that only polls SNMP never imports the UFM client, and a broken
+optional dependency only affects its own source.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from collectors.base import Collector, FetchError, ParseError, SourceOptions
+
+# source name -> "module:Class"
+SOURCES: dict[str, str] = {
+    "perfquery": "collectors.perfquery:PerfqueryCollector",
+    "snmp": "collectors.snmp:SnmpCollector",
+    "ufm": "collectors.ufm:UfmCollector",
+    "ufm-telemetry": "collectors.ufm_telemetry:UfmTelemetryCollector",
+    "nvue": "collectors.nvue:NvueCollector",
+    "host": "collectors.host:HostCollector",
+}
+
+_loaded: dict[str, type[Collector]] = {}
+
+
+class UnknownSource(KeyError):
+    pass
+
+
+def get(source: str) -> type[Collector]:
+    """The collector class for a source name; UnknownSource if there is none."""
+    if source in _loaded:
+        return _loaded[source]
+    ref = SOURCES.get(source)
+    if ref is None:
+        raise UnknownSource(source)
+    module_name, _, cls_name = ref.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            raise UnknownSource(source) from exc
+        raise
+    cls = getattr(module, cls_name)
+    _loaded[source] = cls
+    return cls
+
+
+def available() -> list[str]:
+    """Source names whose collector module is present in this installation."""
+    names = []
+    for source in SOURCES:
+        try:
+            get(source)
+        except UnknownSource:
+            continue
+        names.append(source)
+    return names
+
+
+__all__ = ["Collector", "FetchError", "ParseError", "SourceOptions", "SOURCES", "UnknownSource", "get", "available"]
