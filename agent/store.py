@@ -1,0 +1,279 @@
+"""Counter store: raw counter readings in, correct deltas and rates out.
+
+Per (device, port, counter, sub) it keeps the last reading and a short history of the
+accumulated value, and gives the last interval's delta and rate. The rules, in order:
+
+* **Device clock.** When the payload carried the device's own clock (SNMP sysUpTime, a
+  UFM Telemetry timestamp), the interval is measured on it; otherwise on the poll clock.
+  A device clock that does not advance (reboot, uptime wrap) makes the interval invalid.
+* **Saturation.** Counters that stop at all-ones (InfiniBand PortCounters) give no rate
+  once at the cap: the true increase is unknown. A later value below the cap means the
+  counter was cleared: a reset.
+* **Wrap or reset.** A wrapping counter (Counter32, or any width up to 32 bits) that went
+  down is taken as one wrap when the implied increase is under half its range and the
+  device clock advanced normally; otherwise it is a reset. Counters wider than 32 bits
+  (Counter64, IB extended) never wrap in practice, so a decrease is always a reset.
+* **Reset.** The interval is skipped: no rate, no negative value, no spike; the next
+  interval is measured from the new value.
+* **Width or scale change** (a source switching from the 32-bit to the 64-bit counter) is
+  treated as a reset.
+
+Each series also carries ``total``: the first value seen plus every valid delta, in base
+units. It is what the exporter publishes as the counter, so Prometheus sees a monotonic
+counter across wraps, resets and saturation, and never a false reset of its own.
+
+Memory is proportional to the number of series: one slotted object each, with a history
+of at most ``history`` (time, total) pairs. Series not updated for ``stale_after``
+seconds are dropped by :meth:`CounterStore.expire`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.model import DeviceInfo, Gauge, PortInfo, Sample
+
+# Why the last interval has (or has no) delta.
+OK = "ok"
+FIRST = "first"
+WRAP = "wrap"
+RESET = "reset"
+SATURATED = "saturated"
+CLOCK = "clock"  # the clock did not advance: interval invalid
+
+PortKey = tuple[str, str]
+SeriesKey = tuple[str, tuple[Any, ...]]
+
+
+class Series:
+    """One counter series. ``delta``/``rate`` are None when the last interval was invalid."""
+
+    __slots__ = ("bits", "delta", "device_t", "dt", "history", "poll_t", "rate", "saturating", "scale", "status", "total", "value")
+
+    def __init__(self, sample: Sample, poll_t: float, device_t: float | None) -> None:
+        self.value = sample.value
+        self.bits = sample.bits
+        self.saturating = sample.saturating
+        self.scale = sample.scale
+        self.poll_t = poll_t
+        self.device_t = device_t
+        self.total = float(sample.value) * sample.scale
+        self.delta: float | None = None
+        self.dt: float | None = None
+        self.rate: float | None = None
+        self.status = SATURATED if self.at_cap(sample.value) else FIRST
+        self.history: list[tuple[float, float]] = [(poll_t, self.total)]
+
+    def at_cap(self, value: int | float) -> bool:
+        return self.saturating and value >= (1 << self.bits) - 1
+
+    @property
+    def valid(self) -> bool:
+        return self.delta is not None
+
+    def window(self, seconds: float) -> tuple[float, float] | None:
+        """(increase in base units, elapsed poll seconds) over roughly the last ``seconds``.
+
+        Uses the oldest history point no older than ``seconds``; None with fewer than two
+        points. The increase includes only valid intervals (totals skip resets).
+        """
+        hist = self.history
+        if len(hist) < 2:
+            return None
+        t_now, total_now = hist[-1]
+        for t, total in hist:
+            if t_now - t <= seconds + 1e-9:
+                if t == t_now:
+                    return None
+                return total_now - total, t_now - t
+        return None
+
+
+@dataclass(slots=True)
+class GaugeValue:
+    value: float
+    t: float
+
+
+@dataclass(slots=True)
+class PortEntry:
+    """Everything the store holds for one port."""
+
+    series: dict[SeriesKey, Series] = field(default_factory=dict)
+    gauges: dict[SeriesKey, GaugeValue] = field(default_factory=dict)
+    info: PortInfo | None = None
+    seen: float = 0.0
+    target: str = ""
+
+
+class CounterStore:
+    def __init__(self, history: int = 8, stale_after: float = 600.0) -> None:
+        if history < 2:
+            raise ValueError("history must keep at least 2 points")
+        self.history = history
+        self.stale_after = stale_after
+        self.ports: dict[PortKey, PortEntry] = {}
+        self.devices: dict[str, DeviceInfo] = {}
+        self.device_target: dict[str, str] = {}
+        self.device_seen: dict[str, float] = {}
+        self._device_clock: dict[str, tuple[float, float]] = {}  # device -> (device clock, poll t)
+
+    # ----------------------------------------------------------------- updates
+    def update(
+        self,
+        samples: Iterable[Sample],
+        poll_t: float,
+        clocks: dict[str, float] | None = None,
+        gauges: Iterable[Gauge] = (),
+        target: str = "",
+    ) -> set[PortKey]:
+        """Feed one poll's readings. Returns the ports that were updated."""
+        clocks = clocks or {}
+        clock_reset: set[str] = set()
+        for device, dev_t in clocks.items():
+            prev = self._device_clock.get(device)
+            if prev is not None and dev_t <= prev[0]:
+                clock_reset.add(device)  # rebooted or uptime wrapped: every interval is invalid
+            self._device_clock[device] = (dev_t, poll_t)
+        touched: set[PortKey] = set()
+        ports = self.ports
+        for s in samples:
+            pk = (s.device, s.port)
+            entry = ports.get(pk)
+            if entry is None:
+                entry = ports[pk] = PortEntry(target=target)
+            if pk not in touched:
+                touched.add(pk)
+                entry.seen = poll_t
+                if target:
+                    entry.target = target
+            key = (s.counter, s.sub)
+            dev_t = clocks.get(s.device)
+            series = entry.series.get(key)
+            if series is None:
+                entry.series[key] = Series(s, poll_t, dev_t)
+            else:
+                self._advance(series, s, poll_t, dev_t, s.device in clock_reset)
+        for g in gauges:
+            pk = (g.device, g.port)
+            entry = ports.get(pk)
+            if entry is None:
+                entry = ports[pk] = PortEntry(target=target)
+            if pk not in touched:
+                touched.add(pk)
+                entry.seen = poll_t
+            entry.gauges[(g.name, g.sub)] = GaugeValue(float(g.value), poll_t)
+        for device, _ in touched:
+            self.device_seen[device] = poll_t
+            if target:
+                self.device_target[device] = target
+        return touched
+
+    def _advance(self, se: Series, s: Sample, poll_t: float, dev_t: float | None, clock_reset: bool) -> None:
+        value = s.value
+        # The interval: device clock when both readings have it, else the poll clock.
+        if dev_t is not None and se.device_t is not None:
+            dt = dev_t - se.device_t
+        else:
+            dt = poll_t - se.poll_t
+        prev = se.value
+        delta: float | None
+        if s.bits != se.bits or s.scale != se.scale or s.saturating != se.saturating:
+            status, delta = RESET, None
+            se.bits, se.scale, se.saturating = s.bits, s.scale, s.saturating
+        elif clock_reset or dt <= 0:
+            status, delta = CLOCK, None
+        elif se.at_cap(value):
+            status, delta = SATURATED, None
+            if not se.at_cap(prev) and value > prev:
+                # It rose to the cap: the true increase is at least this much, the rate unknown.
+                se.total += (value - prev) * se.scale
+        elif value >= prev:
+            status, delta = OK, value - prev
+        elif se.at_cap(prev):
+            status, delta = RESET, None  # was stuck at the cap and went down: cleared
+        elif not se.saturating and se.bits <= 32:
+            wrapped = value + (1 << se.bits) - prev
+            if wrapped < (1 << (se.bits - 1)):
+                status, delta = WRAP, wrapped
+            else:
+                status, delta = RESET, None
+        else:
+            status, delta = RESET, None
+        se.value = value
+        se.poll_t = poll_t
+        se.device_t = dev_t
+        se.status = status
+        se.dt = dt if dt > 0 else None
+        if delta is not None and dt > 0:
+            d = delta * se.scale
+            se.delta = d
+            se.rate = d / dt
+            se.total += d
+        else:
+            se.delta = None
+            se.rate = None
+        hist = se.history
+        hist.append((poll_t, se.total))
+        if len(hist) > self.history:
+            del hist[0]
+
+    def set_devices(self, devices: Iterable[DeviceInfo], target: str = "") -> None:
+        for d in devices:
+            self.devices[d.name] = d
+            if target:
+                self.device_target.setdefault(d.name, target)
+
+    def set_port_info(self, infos: Iterable[PortInfo], poll_t: float) -> None:
+        for info in infos:
+            entry = self.ports.get((info.device, info.port))
+            if entry is None:
+                entry = self.ports[(info.device, info.port)] = PortEntry(seen=poll_t)
+            entry.info = info
+
+    def expire(self, now: float) -> int:
+        """Drop ports not updated for ``stale_after`` seconds; returns how many."""
+        limit = now - self.stale_after
+        stale = [pk for pk, e in self.ports.items() if e.seen < limit]
+        for pk in stale:
+            del self.ports[pk]
+        for device in [d for d, seen in self.device_seen.items() if seen < limit]:
+            del self.device_seen[device]
+            self._device_clock.pop(device, None)
+            self.devices.pop(device, None)
+            self.device_target.pop(device, None)
+        return len(stale)
+
+    # ----------------------------------------------------------------- queries
+    def get(self, device: str, port: str, counter: str, sub: tuple[Any, ...] = ()) -> Series | None:
+        entry = self.ports.get((device, port))
+        return entry.series.get((counter, sub)) if entry else None
+
+    def rate(self, device: str, port: str, counter: str, sub: tuple[Any, ...] = ()) -> float | None:
+        se = self.get(device, port, counter, sub)
+        return se.rate if se else None
+
+    def delta(self, device: str, port: str, counter: str, sub: tuple[Any, ...] = ()) -> float | None:
+        se = self.get(device, port, counter, sub)
+        return se.delta if se else None
+
+    def gauge(self, device: str, port: str, name: str, sub: tuple[Any, ...] = ()) -> float | None:
+        entry = self.ports.get((device, port))
+        if entry is None:
+            return None
+        g = entry.gauges.get((name, sub))
+        return g.value if g else None
+
+    def iter_series(self) -> Iterator[tuple[PortKey, SeriesKey, Series]]:
+        for pk, entry in self.ports.items():
+            for sk, se in entry.series.items():
+                yield pk, sk, se
+
+    def series_count(self) -> int:
+        return sum(len(e.series) for e in self.ports.values())
+
+    def device_clock(self, device: str) -> float | None:
+        v = self._device_clock.get(device)
+        return v[0] if v else None
