@@ -1,0 +1,29 @@
+"""Rule registry: rule name -> class. Each rule lives in its own module here.
+
+A rule is enabled unless the config says ``rules: {<name>: {enabled: false}}``; its other
+keys there override the rule's ``defaults`` (thresholds) and ``raise_polls``/``clear_polls``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.detector import Rule
+from agent.detector.rules.link_flap import LinkFlapRule
+
+RULES: dict[str, type[Rule]] = {cls.name: cls for cls in [LinkFlapRule]}
+
+
+def build(config: dict[str, dict[str, Any]] | None = None) -> list[Rule]:
+    """Instantiate the enabled rules with their configured parameters."""
+    config = config or {}
+    unknown = set(config) - set(RULES)
+    if unknown:
+        raise ValueError(f"unknown rule(s): {', '.join(sorted(unknown))}; known: {', '.join(sorted(RULES))}")
+    rules = []
+    for name, cls in RULES.items():
+        params = dict(config.get(name) or {})
+        if not params.pop("enabled", True):
+            continue
+        rules.append(cls(params))
+    return rules

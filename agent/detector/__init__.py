@@ -1,0 +1,179 @@
+"""Detector framework: rules observe, the detector decides.
+
+A rule is a plugin (a :class:`Rule` subclass listed in ``agent/detector/rules/__init__.py``)
+that looks at the store and the topology after a poll and yields :class:`Observation`s:
+"this condition holds on this port now". The detector alone turns observations into
+findings, with hysteresis: a finding is raised after ``raise_polls`` consecutive polls that
+observe it and cleared after ``clear_polls`` consecutive fresh polls that do not. A poll
+counts as fresh for a finding only when it brought new data for the finding's device, so
+a fabric with many targets does not count one device's state several times per interval.
+
+Findings use the vocabulary of recording-format.md (kind, severity, device, port,
+priority, role, start, end) plus a one-sentence summary and the evidence numbers.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from agent.model import Finding
+from agent.store import CounterStore, PortKey
+from agent.topology import Topology
+
+SEVERITY_RANK = {"warning": 1, "critical": 2}
+
+
+@dataclass(slots=True)
+class Observation:
+    kind: str
+    severity: str
+    device: str
+    port: str | None
+    priority: int | None = None
+    role: str | None = None
+    summary: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
+    # Polls needed to raise; None = the rule's default. Device-confirmed events use 1.
+    raise_polls: int | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str | None, int | None, str | None]:
+        return (self.kind, self.device, self.port, self.priority, self.role)
+
+
+@dataclass(slots=True)
+class DetectContext:
+    store: CounterStore
+    topology: Topology
+    t: float  # recording/poll time of this pass
+    updated: set[PortKey]  # ports that received data since the previous pass
+    updated_devices: set[str]
+
+
+@dataclass(slots=True)
+class RuleMetric:
+    """A gauge a rule exports (a ratio or a state), so alert rules stay thin."""
+
+    name: str  # full metric name, fabricmon_...
+    help: str
+    labels: tuple[str, ...]
+    values: list[tuple[tuple[str, ...], float]]
+
+
+class Rule(abc.ABC):
+    name: ClassVar[str]
+    kinds: ClassVar[tuple[str, ...]]
+    defaults: ClassVar[dict[str, Any]] = {}
+    raise_polls: ClassVar[int] = 2
+    clear_polls: ClassVar[int] = 2
+
+    def __init__(self, params: dict[str, Any] | None = None) -> None:
+        params = dict(params or {})
+        self.raise_polls = int(params.pop("raise_polls", type(self).raise_polls))
+        self.clear_polls = int(params.pop("clear_polls", type(self).clear_polls))
+        unknown = set(params) - set(self.defaults)
+        if unknown:
+            raise ValueError(f"rule {self.name}: unknown parameter(s) {', '.join(sorted(unknown))}")
+        self.params = {**self.defaults, **params}
+
+    @abc.abstractmethod
+    def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
+        """Observations for this pass. Must not raise on odd data: skip what is missing."""
+
+    def metrics(self) -> Iterable[RuleMetric]:
+        return ()
+
+
+@dataclass(slots=True)
+class _Track:
+    hits: int = 0
+    misses: int = 0
+    first_hit: float = 0.0
+    first_miss: float | None = None
+    finding: Finding | None = None
+    rule: Rule | None = None
+
+
+class Detector:
+    def __init__(self, rules: list[Rule]) -> None:
+        self.rules = rules
+        self._tracks: dict[tuple, _Track] = {}
+        self.finished: list[Finding] = []  # ended findings not yet taken by take_finished()
+        self.raised_total: dict[tuple[str, str], int] = {}  # (kind, severity) -> count
+        self.errors: dict[str, int] = {}  # rule name -> evaluation failures
+        self.last_errors: list[str] = []
+
+    @property
+    def active(self) -> list[Finding]:
+        return [tr.finding for tr in self._tracks.values() if tr.finding is not None]
+
+    def run(self, ctx: DetectContext) -> None:
+        seen: dict[tuple, tuple[Observation, Rule]] = {}
+        self.last_errors = []
+        for rule in self.rules:
+            try:
+                for ob in rule.evaluate(ctx):
+                    prev = seen.get(ob.key)
+                    if prev is None or SEVERITY_RANK[ob.severity] > SEVERITY_RANK[prev[0].severity]:
+                        seen[ob.key] = (ob, rule)
+            except Exception as exc:  # a rule bug must not stop detection or the agent
+                self.errors[rule.name] = self.errors.get(rule.name, 0) + 1
+                self.last_errors.append(f"rule {rule.name} failed: {type(exc).__name__}: {exc}")
+        for key, (ob, rule) in seen.items():
+            tr = self._tracks.get(key)
+            if tr is None:
+                tr = self._tracks[key] = _Track(rule=rule)
+            if tr.hits == 0:
+                tr.first_hit = ctx.t
+            tr.hits += 1
+            tr.misses = 0
+            tr.first_miss = None
+            need = ob.raise_polls or rule.raise_polls
+            f = tr.finding
+            if f is None and tr.hits >= need:
+                peer = ctx.topology.peer(ob.device, ob.port) if ob.port is not None else None
+                f = tr.finding = Finding(
+                    kind=ob.kind, severity=ob.severity, device=ob.device, port=ob.port, priority=ob.priority,
+                    role=ob.role, start=tr.first_hit, rule=rule.name,
+                    peer_device=peer[0] if peer else None, peer_port=peer[1] if peer else None,
+                )
+                self.raised_total[(ob.kind, ob.severity)] = self.raised_total.get((ob.kind, ob.severity), 0) + 1
+            if f is not None:
+                if SEVERITY_RANK[ob.severity] > SEVERITY_RANK[f.severity]:
+                    f.severity = ob.severity
+                    self.raised_total[(ob.kind, ob.severity)] = self.raised_total.get((ob.kind, ob.severity), 0) + 1
+                f.summary = ob.summary
+                f.evidence = ob.evidence
+        for key in [k for k in self._tracks if k not in seen]:
+            tr = self._tracks[key]
+            if key[1] not in ctx.updated_devices:
+                continue  # no fresh data for that device: neither a hit nor a miss
+            tr.hits = 0
+            if tr.finding is None:
+                del self._tracks[key]
+                continue
+            if tr.first_miss is None:
+                tr.first_miss = ctx.t
+            tr.misses += 1
+            if tr.misses >= (tr.rule.clear_polls if tr.rule else 2):
+                tr.finding.end = tr.first_miss
+                self.finished.append(tr.finding)
+                del self._tracks[key]
+
+    def take_finished(self) -> list[Finding]:
+        out, self.finished = self.finished, []
+        return out
+
+    def close_all(self) -> list[Finding]:
+        """At the end of a recording: every active finding, still open (end None)."""
+        return [tr.finding for tr in self._tracks.values() if tr.finding is not None]
+
+    def restore(self, findings: Iterable[Finding]) -> None:
+        """Re-seed active findings (persisted state) so a restart keeps their start time."""
+        by_name = {r.name: r for r in self.rules}
+        for f in findings:
+            rule = by_name.get(f.rule)
+            self._tracks[f.key] = _Track(hits=rule.raise_polls if rule else 1, first_hit=f.start, finding=f, rule=rule)

@@ -1,0 +1,198 @@
+"""The one path every poll takes, live or replayed: record -> parse -> store -> detect.
+
+The scheduler (live) and the replayer (recordings) both hand finished :class:`Poll`s to
+:meth:`Pipeline.ingest`; neither knows anything else. A payload that cannot be parsed is
+a failed poll of that target, with its reason and message, never an agent crash; the
+target's last good data stays in the store, with its age, until it goes stale.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import collectors
+from agent.detector import DetectContext, Detector, Rule
+from agent.model import Finding, Link, Poll, TargetSpec
+from agent.recording import RecordingWriter
+from agent.store import CounterStore, PortKey
+from agent.topology import Topology
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TargetStatus:
+    """What the exporter and landing page show per target."""
+
+    name: str
+    source: str
+    polls: int = 0
+    up: bool | None = None  # None until the first poll finished
+    last_poll_t: float | None = None
+    last_success_t: float | None = None
+    last_duration_s: float = 0.0
+    errors: dict[str, int] = field(default_factory=dict)  # reason -> count
+    last_error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def classify_error(message: str) -> str:
+    """Error reason for a failed poll line that did not record one."""
+    m = message.lower()
+    for reason, words in (("timeout", ("timeout", "timed out")), ("auth", ("401", "403", "auth")),
+                          ("tls", ("certificate", "ssl", "tls")), ("connection", ("refused", "reset", "unreachable", "connect")),
+                          ("http", ("http",))):
+        if any(w in m for w in words):
+            return reason
+    return "protocol"
+
+
+class Pipeline:
+    def __init__(
+        self,
+        specs: Iterable[TargetSpec],
+        rules: list[Rule],
+        *,
+        history: int = 8,
+        stale_after: float = 600.0,
+        static_links: Iterable[Link] = (),
+        detect_min_interval: float = 0.0,
+        recorder: RecordingWriter | None = None,
+        on_finding_end: Callable[[Finding], None] | None = None,
+        wall_clock: bool = False,
+    ) -> None:
+        self.store = CounterStore(history=history, stale_after=stale_after)
+        self.topology = Topology()
+        self.topology.set_static(static_links)
+        self.detector = Detector(rules)
+        self.specs: dict[str, TargetSpec] = {}
+        self.targets: dict[str, TargetStatus] = {}
+        self.set_targets(specs)
+        self.parse_state: dict[str, dict[str, Any]] = {}
+        self.recorder = recorder
+        self.on_finding_end = on_finding_end
+        self.detect_min_interval = detect_min_interval
+        self.wall_clock = wall_clock  # live: ages against time.time(); replay: against the recording clock
+        self.clock = 0.0  # latest poll time seen
+        self.generation = 0  # bumped by every ingest: the exporter renders when it changes
+        self.ended: list[Finding] = []  # recently ended findings, newest last (bounded)
+        self._last_detect: float | None = None
+        self._pending_ports: set[PortKey] = set()
+        self._pending_devices: set[str] = set()
+        self._last_expire = 0.0
+
+    # ------------------------------------------------------------------ targets
+    def set_targets(self, specs: Iterable[TargetSpec]) -> None:
+        """Install the target list (start-up and reload). Known targets keep their status."""
+        new = {s.name: s for s in specs}
+        for name in list(self.targets):
+            if name not in new:
+                del self.targets[name]
+                self.topology.drop_target(name)
+        for name, spec in new.items():
+            old = self.specs.get(name)
+            if old is None or old.source != spec.source:
+                self.targets[name] = TargetStatus(name=name, source=spec.source)
+        self.specs = new
+
+    def now(self) -> float:
+        return time.time() if self.wall_clock else self.clock
+
+    @property
+    def ready(self) -> bool:
+        """One poll cycle done: every target finished at least one poll."""
+        return bool(self.targets) and all(s.polls > 0 for s in self.targets.values())
+
+    # ------------------------------------------------------------------ ingest
+    def ingest(self, poll: Poll) -> None:
+        if self.recorder is not None:
+            try:
+                self.recorder.write_poll(poll)
+            except OSError as exc:
+                log.error("recording: cannot write poll of %s: %s", poll.target, exc)
+        spec = self.specs.get(poll.target)
+        if spec is None:
+            spec = self.specs[poll.target] = TargetSpec(name=poll.target, source=poll.source)
+        status = self.targets.get(poll.target)
+        if status is None:
+            status = self.targets[poll.target] = TargetStatus(name=poll.target, source=poll.source)
+        status.polls += 1
+        status.last_poll_t = poll.t
+        status.last_duration_s = poll.duration_s
+        self.clock = max(self.clock, poll.t)
+        if poll.ok:
+            self._parse_into_store(poll, spec, status)
+        else:
+            self._fail(status, poll.reason or classify_error(poll.error or ""), poll.error or "unknown error")
+        self.generation += 1
+        self._maybe_detect(poll.t)
+        if poll.t - self._last_expire >= max(self.store.stale_after / 4, 1.0):
+            self._last_expire = poll.t
+            self.store.expire(poll.t)
+
+    def _fail(self, status: TargetStatus, reason: str, message: str) -> None:
+        status.up = False
+        status.errors[reason] = status.errors.get(reason, 0) + 1
+        status.last_error = message
+        log.warning("target %s (%s): %s", status.name, status.source, message)
+
+    def _parse_into_store(self, poll: Poll, spec: TargetSpec, status: TargetStatus) -> None:
+        try:
+            cls = collectors.get(spec.source)
+        except collectors.UnknownSource:
+            self._fail(status, "parse", f"no collector for source {spec.source!r} in this installation")
+            return
+        state = self.parse_state.setdefault(poll.target, {})
+        try:
+            result = cls.parse(poll.payload or {}, spec, state)
+        except collectors.ParseError as exc:
+            self._fail(status, "parse", f"cannot parse {spec.source} payload: {exc}")
+            return
+        except Exception as exc:  # a parser bug: report it like bad input, never crash the agent
+            log.exception("parser for %s crashed on target %s", spec.source, poll.target)
+            self._fail(status, "parse", f"internal error in the {spec.source} parser: {type(exc).__name__}: {exc}")
+            return
+        store = self.store
+        store.set_devices(result.devices, target=poll.target)
+        store.set_port_info(result.ports, poll.t)
+        touched = store.update(result.samples, poll.t, result.clocks, result.gauges, target=poll.target)
+        if result.links is not None:
+            self.topology.set_links(poll.target, result.links)
+        self._pending_ports |= touched
+        self._pending_devices.update(d for d, _ in touched)
+        self._pending_devices.update(result.clocks)
+        status.up = True
+        status.last_success_t = poll.t
+        status.warnings = result.warnings[:20]
+        for w in result.warnings[:5]:
+            log.info("target %s: %s", poll.target, w)
+
+    def _maybe_detect(self, t: float) -> None:
+        if self._last_detect is not None and t - self._last_detect < self.detect_min_interval:
+            return
+        self.detect(t)
+
+    def detect(self, t: float) -> None:
+        """One detection pass over what changed since the previous pass."""
+        self._last_detect = t
+        ctx = DetectContext(store=self.store, topology=self.topology, t=t,
+                            updated=self._pending_ports, updated_devices=self._pending_devices)
+        self._pending_ports = set()
+        self._pending_devices = set()
+        self.detector.run(ctx)
+        for err in self.detector.last_errors:
+            log.error("%s", err)
+        for f in self.detector.take_finished():
+            self.ended.append(f)
+            if self.on_finding_end is not None:
+                self.on_finding_end(f)
+        if len(self.ended) > 500:
+            del self.ended[: len(self.ended) - 500]
+
+    def findings(self) -> list[Finding]:
+        """Active findings, most severe first."""
+        return sorted(self.detector.active, key=lambda f: (f.severity != "critical", f.kind, f.device, f.port or "", f.priority or -1))
