@@ -1,0 +1,162 @@
+"""Replay: feed a recording's polls through the same pipeline as a live run.
+
+The pipeline is driven by the recording's clock: with ``fast`` nothing sleeps; with a
+``speed`` the replay waits so that recording time runs ``speed`` times faster than wall
+time. The demo loops a bundled recording with its times moved to the present.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.config import LoadedConfig
+from agent.detector import rules as rules_mod
+from agent.model import Finding, Poll, TargetSpec
+from agent.pipeline import Pipeline
+from agent.recording import RecordingError, iter_lines, poll_from_line
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReplayResult:
+    header: dict[str, Any]
+    findings: list[Finding]  # ended ones, then those still open at the end (end None)
+    truth: list[dict[str, Any]]
+    polls: int
+    poll_interval: float
+    pipeline: Pipeline
+    notes: list[dict[str, Any]] = field(default_factory=list)
+
+
+def specs_from_header(header: dict[str, Any], path: str | Path) -> list[TargetSpec]:
+    specs = []
+    for i, entry in enumerate(header.get("targets") or []):
+        if not isinstance(entry, dict) or "name" not in entry or "source" not in entry:
+            raise RecordingError(f"{path}:1: header target #{i} needs a name and a source")
+        specs.append(TargetSpec.from_header(entry))
+    return specs
+
+
+def build_pipeline(header: dict[str, Any], path: str | Path, config: LoadedConfig | None = None,
+                   on_finding_end: Callable[[Finding], None] | None = None) -> Pipeline:
+    cfg = config.config if config else None
+    return Pipeline(
+        specs_from_header(header, path),
+        rules_mod.build(cfg.rules if cfg else None),
+        history=cfg.global_.history if cfg else 8,
+        stale_after=cfg.global_.stale_after if cfg else 600.0,
+        static_links=cfg.static_links() if cfg else (),
+        detect_min_interval=cfg.detector.min_interval if cfg else 0.0,
+        on_finding_end=on_finding_end,
+    )
+
+
+class _Reader:
+    """Streams a recording: header first, then polls; collects truth and note lines."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = path
+        self._lines = iter_lines(path)
+        try:
+            _, self.header = next(self._lines)
+        except StopIteration:
+            raise RecordingError(f"{path}: empty recording") from None
+        self.truth: list[dict[str, Any]] = []
+        self.notes: list[dict[str, Any]] = []
+
+    def polls(self) -> Iterator[Poll]:
+        for lineno, line in self._lines:
+            kind = line["type"]
+            if kind == "poll":
+                yield poll_from_line(self.path, lineno, line)
+            elif kind == "truth":
+                self.truth.append(line)
+            elif kind == "note":
+                self.notes.append(line)
+            elif kind == "header":
+                raise RecordingError(f"{self.path}:{lineno}: a second header line (a recording has exactly one)")
+
+
+class _Progress:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.last = time.monotonic()
+        self.count = 0
+
+    def tick(self, poll: Poll, pipeline: Pipeline) -> None:
+        self.count += 1
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.last >= 1.0:
+            self.last = now
+            print(f"replay: {self.count} polls, recording time {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(poll.t))}Z, "
+                  f"{len(pipeline.detector.active)} active findings", file=sys.stderr, flush=True)
+
+
+def _interval(polls_t: dict[str, list[float]]) -> float:
+    gaps = [b - a for ts in polls_t.values() for a, b in itertools.pairwise(ts) if b > a]
+    return statistics.median(gaps) if gaps else 10.0
+
+
+def replay_recording(path: str | Path, config: LoadedConfig | None = None, *,
+                     on_finding_end: Callable[[Finding], None] | None = None, progress: bool = False) -> ReplayResult:
+    """Replay a whole recording as fast as possible (no sleeping)."""
+    reader = _Reader(path)
+    pipeline = build_pipeline(reader.header, path, config, on_finding_end)
+    prog = _Progress(progress)
+    times: dict[str, list[float]] = {}
+    for poll in reader.polls():
+        pipeline.ingest(poll)
+        times.setdefault(poll.target, []).append(poll.t)
+        prog.tick(poll, pipeline)
+    return _finish(reader, pipeline, prog.count, times)
+
+
+def _finish(reader: _Reader, pipeline: Pipeline, count: int, times: dict[str, list[float]]) -> ReplayResult:
+    ended = list(pipeline.ended)
+    open_ = pipeline.detector.close_all()
+    return ReplayResult(header=reader.header, findings=ended + open_, truth=reader.truth, polls=count,
+                        poll_interval=_interval(times), pipeline=pipeline, notes=reader.notes)
+
+
+async def replay_paced(path: str | Path, pipeline_factory: Callable[[dict[str, Any]], Pipeline], *,
+                       speed: float | None, on_poll: Callable[[], None] | None = None, progress: bool = False,
+                       time_offset: float = 0.0, pipeline: Pipeline | None = None) -> ReplayResult:
+    """Replay on the event loop: paced by ``speed`` (None = as fast as possible, yielding to
+    the loop between polls so a server keeps answering). ``time_offset`` shifts every poll
+    time (the demo moves its recording to the present)."""
+    reader = _Reader(path)
+    if pipeline is None:
+        pipeline = pipeline_factory(reader.header)
+    prog = _Progress(progress)
+    times: dict[str, list[float]] = {}
+    wall0 = time.monotonic()
+    t0: float | None = None
+    for poll in reader.polls():
+        poll.t += time_offset
+        if t0 is None:
+            t0 = poll.t
+        if speed:
+            due = wall0 + (poll.t - t0) / speed
+            delay = due - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        elif prog.count % 50 == 0:
+            await asyncio.sleep(0)
+        pipeline.ingest(poll)
+        times.setdefault(poll.target, []).append(poll.t)
+        prog.tick(poll, pipeline)
+        if on_poll is not None:
+            on_poll()
+    return _finish(reader, pipeline, prog.count, times)

@@ -1,0 +1,115 @@
+"""Scheduler: polls each target on its own interval, isolated from every other target.
+
+One asyncio task per target, so polls of one target never overlap. Each poll runs under a
+timeout (cancellation reaches the collector, which kills its subprocesses and closes its
+sockets) and a global concurrency limit. A failing target backs off exponentially
+(interval x 2^failures, capped); a hanging one costs only its own timeout. Start times
+are spread with jitter so a thousand targets do not fire in the same millisecond.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agent.model import Poll
+from collectors import Collector, FetchError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ScheduledTarget:
+    collector: Collector
+    interval: float
+    timeout: float
+
+
+class Scheduler:
+    def __init__(self, on_poll: Callable[[Poll], None], max_concurrency: int = 64, jitter: float = 0.1,
+                 backoff_max: float = 300.0, rng: random.Random | None = None) -> None:
+        self.on_poll = on_poll
+        self.semaphore = asyncio.Semaphore(max_concurrency)
+        self.jitter = jitter
+        self.backoff_max = backoff_max
+        self.rng = rng or random.Random()
+        self.tasks: dict[str, asyncio.Task] = {}
+        self.targets: dict[str, ScheduledTarget] = {}
+        self.failures: dict[str, int] = {}
+
+    def start(self, targets: list[ScheduledTarget]) -> None:
+        for t in targets:
+            self.add(t)
+
+    def add(self, target: ScheduledTarget) -> None:
+        name = target.collector.name
+        self.targets[name] = target
+        self.failures[name] = 0
+        self.tasks[name] = asyncio.create_task(self._loop(target), name=f"poll:{name}")
+
+    async def remove(self, name: str) -> None:
+        task = self.tasks.pop(name, None)
+        target = self.targets.pop(name, None)
+        self.failures.pop(name, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if target is not None:
+            await _close(target.collector)
+
+    async def stop(self) -> None:
+        for name in list(self.tasks):
+            await self.remove(name)
+
+    def next_delay(self, target: ScheduledTarget, failures: int) -> float:
+        """The wait before the next poll: the interval, or the backoff while failing."""
+        if failures <= 0:
+            return target.interval
+        return min(target.interval * (2 ** min(failures, 30)), max(self.backoff_max, target.interval))
+
+    async def poll_once(self, target: ScheduledTarget) -> Poll:
+        c = target.collector
+        async with self.semaphore:
+            t_start = time.time()
+            m0 = time.monotonic()
+            try:
+                payload = await asyncio.wait_for(c.fetch(), timeout=target.timeout)
+                return Poll(c.name, c.source, t_start, time.monotonic() - m0, True, payload=payload)
+            except TimeoutError:
+                return Poll(c.name, c.source, t_start, time.monotonic() - m0, False,
+                            error=f"timeout after {target.timeout:g} s polling {c.address or c.name}", reason="timeout")
+            except FetchError as exc:
+                return Poll(c.name, c.source, t_start, time.monotonic() - m0, False, error=str(exc), reason=exc.reason)
+            except Exception as exc:  # a collector bug is this target's failure, never the agent's
+                log.exception("collector %s crashed polling %s", c.source, c.name)
+                return Poll(c.name, c.source, t_start, time.monotonic() - m0, False,
+                            error=f"internal error in the {c.source} collector: {type(exc).__name__}: {exc}", reason="internal")
+
+    async def _loop(self, target: ScheduledTarget) -> None:
+        name = target.collector.name
+        await asyncio.sleep(self.rng.uniform(0, self.jitter * target.interval))
+        next_due = time.monotonic()
+        while True:
+            poll = await self.poll_once(target)
+            self.failures[name] = 0 if poll.ok else self.failures[name] + 1
+            try:
+                self.on_poll(poll)
+            except Exception:
+                log.exception("processing the poll of %s failed", name)
+            next_due += self.next_delay(target, self.failures[name])
+            now = time.monotonic()
+            if next_due < now:  # the poll overran its interval: skip the missed slots, do not burst
+                missed = int((now - next_due) // target.interval) + 1
+                next_due += missed * target.interval
+            await asyncio.sleep(next_due - now)
+
+
+async def _close(collector: Collector) -> None:
+    try:
+        await collector.close()
+    except Exception:
+        log.exception("closing collector %s failed", collector.name)
