@@ -1,0 +1,152 @@
+"""Helpers shared by the rules: validity guards, fractions, a per-port index, ratio gauges.
+
+False-positive controls live here so every rule applies them the same way:
+
+* an interval is used only when the store marked it valid (``Series.delta`` is not None:
+  no reset, restart, saturation or clock problem), on the store's device-clocked ``dt``;
+* derived rules skip a port whose link is down (``link_up`` gauge 0) or that went down or
+  retrained during the interval (``link_downed`` / ``link_error_recovery`` delta > 0): a
+  flap stalls transmission and pauses, which must not read as a storm or a stall.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from agent.detector import RuleMetric
+from agent.store import PortEntry, PortKey, Series
+
+LINK_UP = ("link_up", ())
+LINK_SPEED = ("link_speed_bytes", ())
+LINK_DOWNED = ("link_downed", ())
+LINK_RECOVERY = ("link_error_recovery", ())
+TX_BYTES = ("tx_bytes", ())
+
+
+def link_ok(entry: PortEntry) -> bool:
+    """False while the link is down or when it flapped or retrained during the last interval."""
+    g = entry.gauges.get(LINK_UP)
+    if g is not None and g.value <= 0:
+        return False
+    for key in (LINK_DOWNED, LINK_RECOVERY):
+        se = entry.series.get(key)
+        if se is not None and se.delta:
+            return False
+    return True
+
+
+def speed_bytes(entry: PortEntry | None) -> float | None:
+    if entry is None:
+        return None
+    g = entry.gauges.get(LINK_SPEED)
+    return g.value if g is not None and g.value > 0 else None
+
+
+def frac(se: Series | None) -> float | None:
+    """Share of the last valid interval covered by a seconds counter (pause duration), 0..1."""
+    if se is None or se.delta is None or not se.dt:
+        return None
+    return min(max(se.delta / se.dt, 0.0), 1.0)
+
+
+def window_frac(se: Series | None, seconds: float) -> tuple[float, float] | None:
+    """(fraction of time, elapsed) of a seconds counter over the rolling window."""
+    if se is None:
+        return None
+    w = se.window(seconds)
+    if w is None or w[1] <= 0:
+        return None
+    return min(max(w[0] / w[1], 0.0), 1.0), w[1]
+
+
+def tx_progress(entry: PortEntry, queue_tx: Series | None, min_line_fraction: float) -> bool | None:
+    """Did the port (or its queue) transmit during the last interval? None when unknown.
+
+    A per-queue packet counter answers exactly (delta > 0). Without one, the port's byte
+    counter answers: progress when it sent at least ``min_line_fraction`` of line rate
+    (other priorities share it), or any byte when the speed is unknown.
+    """
+    if queue_tx is not None:
+        return None if queue_tx.delta is None else queue_tx.delta > 0
+    tx = entry.series.get(TX_BYTES)
+    if tx is None or tx.rate is None:
+        return None
+    speed = speed_bytes(entry)
+    if speed is None:
+        return tx.delta > 0 if tx.delta is not None else None
+    return tx.rate >= min_line_fraction * speed
+
+
+class SubIndex:
+    """Which sub-label values (priorities, queues) a port has for some counters, cached.
+
+    Scanning every series of every updated port each pass would cost too much on a
+    100,000-port fabric; the set of series of a port rarely changes, so it is cached and
+    rebuilt only when the entry object or its series count changes.
+    """
+
+    __slots__ = ("_cache", "names")
+
+    _EMPTY: tuple[Any, ...] = ()
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self.names = frozenset(names)
+        self._cache: dict[PortKey, tuple[int, int, tuple[Any, ...]]] = {}
+
+    def subs(self, pk: PortKey, entry: PortEntry) -> tuple[Any, ...]:
+        c = self._cache.get(pk)
+        n = len(entry.series)
+        if c is not None and c[0] == id(entry) and c[1] == n:
+            return c[2]
+        names = self.names
+        found = sorted({sub[0] for (name, sub) in entry.series if name in names and len(sub) == 1}, key=str)
+        subs = tuple(found) if found else self._EMPTY
+        self._cache[pk] = (id(entry), n, subs)
+        return subs
+
+    def forget_missing(self, live: dict[PortKey, PortEntry]) -> None:
+        for pk in [pk for pk in self._cache if pk not in live]:
+            del self._cache[pk]
+
+
+class RatioGauge:
+    """Last values of one exported ratio. A series that drops to 0 is exported as 0 once
+    (so dashboards see it end) and then removed, which bounds the cardinality to the ports
+    that are, or just were, non-zero."""
+
+    __slots__ = ("help", "labels", "name", "values")
+
+    def __init__(self, name: str, help: str, labels: tuple[str, ...]) -> None:
+        self.name = name
+        self.help = help
+        self.labels = labels
+        self.values: dict[tuple[str, ...], float] = {}
+
+    def set(self, key: tuple[str, ...], value: float | None) -> None:
+        if value is None:
+            return
+        if value > 0:
+            self.values[key] = value
+            return
+        prev = self.values.get(key)
+        if prev is None:
+            return
+        if prev == 0:
+            del self.values[key]
+        else:
+            self.values[key] = 0.0
+
+    def metric(self) -> RuleMetric:
+        return RuleMetric(self.name, self.help, self.labels, sorted(self.values.items()))
+
+
+def int_map(value: dict[Any, Any] | None) -> dict[int, int]:
+    """A priority -> queue map from config (YAML keys may be strings)."""
+    return {int(k): int(v) for k, v in (value or {}).items()}
+
+
+def is_fresh(device: str, updated_devices: set[str]) -> bool:
+    """Observations are emitted only for devices with new data in this pass, so a finding's
+    persistence counts that device's polls, not detection passes triggered by other targets."""
+    return device in updated_devices

@@ -1,0 +1,312 @@
+"""A small discrete-time fabric simulator: per-port, per-priority state integrated step by step.
+
+The simulator knows nothing about output formats (see :mod:`agent.scenarios.render`). A
+scenario builds a :class:`Fabric`, then for each poll interval hands :meth:`Fabric.step` a
+:class:`StepPlan` saying what happened during it: offered load per egress and priority, how
+long each egress was paused by its peer (Ethernet PFC) or stalled for credits (InfiniBand),
+ECN marking, drops, watchdog events, error bursts, links down. ``step`` turns that into
+counter increments that are consistent by construction:
+
+- what one port transmits, its peer receives (bytes and packets);
+- an egress paused for a fraction ``f`` of the step transmits at most ``1 - f`` of line rate;
+  the pause time it received is the pause time its peer sent, and the pause frames follow
+  from the durations: XOFF with quanta 0xFFFF (65535 x 512 bit times) refreshed at half the
+  quanta time while continuously paused, XOFF+XON pairs for brief pauses;
+- InfiniBand XmitWait counts ticks of 64 bit times at the link rate (so a fully stalled port
+  gains ``rate x dt / 64`` ticks, the ib-traffic-monitor convention), data in 4-byte words.
+
+:func:`propagate_pause` derives the hop-by-hop spreading of a storm: an egress that stays
+paused fills its queue, the ingress buffers holding traffic for it pass XOFF upstream, and
+so on along every flow that crosses it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+PortRef = tuple[str, str]
+NPRIO = 8
+QUANTA_BITS = 65535 * 512
+IB_TICK_BITS = 64
+BRIEF_PAUSE_EPISODE_US = 25.0  # a typical short XOFF..XON episode under load
+
+
+@dataclass
+class PrioState:
+    """Cumulative per-priority (= per egress queue / traffic class) state of one port."""
+
+    q_tx_pkts: float = 0.0
+    q_tx_bytes: float = 0.0
+    ecn_marked: float = 0.0
+    q_drops: float = 0.0
+    nobuf_drops: float = 0.0
+    rx_pause_frames: float = 0.0  # received by this port: its transmitter is paused
+    tx_pause_frames: float = 0.0  # sent by this port: it pauses its peer
+    rx_pause_us: float = 0.0
+    tx_pause_us: float = 0.0
+    rx_pause_transitions: float = 0.0
+    wd_storms: float = 0.0
+    wd_restores: float = 0.0
+    wd_drops: float = 0.0
+    wd_stormed: bool = False
+    occupancy: float = 0.0  # bytes, gauge at sample time
+
+
+PORT_COUNTERS = (
+    "in_octets", "out_octets", "in_pkts", "out_pkts", "in_discards", "out_discards", "in_errors", "out_errors",
+    # InfiniBand / PHY
+    "symbol_errors", "link_error_recovery", "link_downed", "rcv_errors", "xmit_discards", "xmit_wait",
+    # host NIC
+    "tx_pause_storm_warning", "tx_pause_storm_error", "rx_discards_phy", "np_ecn_marked", "np_cnp_sent",
+    "rp_cnp_handled", "out_of_sequence", "packet_seq_err", "local_ack_timeout_err",
+)
+
+
+@dataclass
+class Port:
+    device: str
+    name: str
+    index: int  # ifIndex (Ethernet) or port number (InfiniBand)
+    speed_gbps: float
+    peer: PortRef | None = None
+    up: bool = True
+    c: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PORT_COUNTERS, 0.0))
+    prio: list[PrioState] = field(default_factory=lambda: [PrioState() for _ in range(NPRIO)])
+
+    @property
+    def ref(self) -> PortRef:
+        return (self.device, self.name)
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.speed_gbps * 1e9 / 8
+
+    def reset(self) -> None:
+        """What a reboot or a counter clear does: every counter back to zero."""
+        self.c = dict.fromkeys(PORT_COUNTERS, 0.0)
+        self.prio = [PrioState() for _ in range(NPRIO)]
+
+
+@dataclass
+class Device:
+    name: str
+    kind: str  # eth_switch | host | ib_switch | ib_ca
+    profile: str = ""
+    sys_oid: str = ""
+    sys_descr: str = ""
+    guid: int = 0
+    lid: int = 0  # switch LID (port 0); a CA's port LID
+    boot_t: float = 0.0
+    ports: dict[str, Port] = field(default_factory=dict)
+
+    def add_port(self, name: str, index: int, speed_gbps: float) -> Port:
+        p = Port(self.name, name, index, speed_gbps)
+        self.ports[name] = p
+        return p
+
+
+@dataclass
+class StepPlan:
+    """What happens during one poll interval. Keys are egress ports; fractions are of the step."""
+
+    load: dict[PortRef, dict[int, float]] = field(default_factory=dict)  # offered, fraction of line rate
+    paused: dict[PortRef, dict[int, float]] = field(default_factory=dict)  # egress paused by its peer
+    ecn: dict[PortRef, dict[int, float]] = field(default_factory=dict)  # fraction of sent packets marked
+    occupancy: dict[PortRef, dict[int, float]] = field(default_factory=dict)  # bytes queued at the end
+    nobuf_drops: dict[PortRef, dict[int, float]] = field(default_factory=dict)
+    q_drops: dict[PortRef, dict[int, float]] = field(default_factory=dict)
+    # (storms, restores, drops, stormed at the end of the step)
+    watchdog: dict[PortRef, dict[int, tuple[int, int, int, bool]]] = field(default_factory=dict)
+    wait: dict[PortRef, float] = field(default_factory=dict)  # IB: fraction of the step stalled for credits
+    bump: dict[PortRef, dict[str, float]] = field(default_factory=dict)  # raw counter increments
+    down: set[PortRef] = field(default_factory=set)  # link down for the whole step (both ends)
+    flaps: set[PortRef] = field(default_factory=set)  # link went down and came back within the step
+    resets: set[str] = field(default_factory=set)  # devices whose counters are cleared during the step
+
+
+def pkt_size(prio: int) -> float:
+    """Mean wire size: RoCE (priority 3) carries 4 KiB MTU frames, the rest mostly 1.5 KB."""
+    return 4174.0 if prio == 3 else 1514.0
+
+
+class Fabric:
+    def __init__(self, seed: int) -> None:
+        self.devices: dict[str, Device] = {}
+        self.rng = random.Random(seed)
+
+    # ---------------------------------------------------------------- construction
+
+    def add(self, dev: Device) -> Device:
+        self.devices[dev.name] = dev
+        return dev
+
+    def port(self, ref: PortRef) -> Port:
+        return self.devices[ref[0]].ports[ref[1]]
+
+    def connect(self, a: PortRef, b: PortRef) -> None:
+        self.port(a).peer = b
+        self.port(b).peer = a
+
+    def seed_counters(self, scale_s: float = 86400.0) -> None:
+        """Give every counter a plausible history (as if the fabric ran ``scale_s`` before)."""
+        for dev in self.devices.values():
+            for p in dev.ports.values():
+                if p.peer is None:
+                    continue
+                u = self.rng.uniform(0.05, 0.3)
+                out = p.bytes_per_s * scale_s * u
+                p.c["out_octets"] += out
+                p.c["out_pkts"] += out / 2500
+                self.port(p.peer).c["in_octets"] += out
+                self.port(p.peer).c["in_pkts"] += out / 2500
+                for prio in (0, 3):
+                    share = out * (0.8 if prio == 3 else 0.2)
+                    p.prio[prio].q_tx_bytes += share
+                    p.prio[prio].q_tx_pkts += share / pkt_size(prio)
+                p.prio[3].ecn_marked += out / 4174 * 1e-4
+                frames = int(scale_s * self.rng.uniform(0.5, 3))
+                p.prio[3].rx_pause_frames += frames
+                p.prio[3].rx_pause_us += frames * 10.0
+                self.port(p.peer).prio[3].tx_pause_frames += frames
+                self.port(p.peer).prio[3].tx_pause_us += frames * 10.0
+                p.prio[3].rx_pause_transitions += frames / 2
+                p.c["xmit_wait"] += scale_s * u * 0.002 * p.bytes_per_s * 8 / IB_TICK_BITS
+
+    # ---------------------------------------------------------------- routing
+
+    def links(self) -> Iterable[tuple[Port, Port]]:
+        for dev in self.devices.values():
+            for p in dev.ports.values():
+                if p.peer is not None:
+                    yield p, self.port(p.peer)
+
+    def route(self, src: str, dst: str) -> list[PortRef]:
+        """Egress ports along a shortest path from device src to device dst (BFS, deterministic)."""
+        prev: dict[str, PortRef | None] = {src: None}
+        queue = deque([src])
+        while queue:
+            d = queue.popleft()
+            if d == dst:
+                break
+            for p in self.devices[d].ports.values():
+                if p.peer is None or p.peer[0] in prev:
+                    continue
+                # traffic does not transit hosts / CAs
+                if p.peer[0] != dst and self.devices[p.peer[0]].kind in ("host", "ib_ca"):
+                    continue
+                prev[p.peer[0]] = p.ref
+                queue.append(p.peer[0])
+        if dst not in prev:
+            raise ValueError(f"no route {src} -> {dst}")
+        path: list[PortRef] = []
+        node = dst
+        while prev[node] is not None:
+            hop = prev[node]
+            assert hop is not None
+            path.append(hop)
+            node = hop[0]
+        return path[::-1]
+
+    # ---------------------------------------------------------------- integration
+
+    def step(self, plan: StepPlan, dt: float) -> None:
+        for name in sorted(plan.resets):
+            for p in self.devices[name].ports.values():
+                p.reset()
+        down = set(plan.down)
+        for ref in list(down):
+            peer = self.port(ref).peer
+            if peer:
+                down.add(peer)
+        for dev in self.devices.values():
+            for p in dev.ports.values():
+                p.up = p.ref not in down
+        for p, q in self.links():
+            self._egress(p, q, plan, dt, p.ref in down)
+        for ref in plan.flaps:
+            for end in (ref, self.port(ref).peer):
+                if end:
+                    self.port(end).c["link_downed"] += 1
+                    self.port(end).c["link_error_recovery"] += 1
+        for ref, bumps in plan.bump.items():
+            for name, n in bumps.items():
+                self.port(ref).c[name] += n
+
+    def _egress(self, p: Port, q: Port, plan: StepPlan, dt: float, down: bool) -> None:
+        ref = p.ref
+        loads = plan.load.get(ref, {})
+        paused = plan.paused.get(ref, {})
+        wait = 0.0 if down else plan.wait.get(ref, 0.0)
+        total_bytes = 0.0
+        total_pkts = 0.0
+        for prio in range(NPRIO):
+            st, peer_st = p.prio[prio], q.prio[prio]
+            st.occupancy = plan.occupancy.get(ref, {}).get(prio, 0.0)
+            if down:
+                continue
+            frac = paused.get(prio, 0.0)
+            sent = min(loads.get(prio, 0.0), max(0.0, 1.0 - frac), max(0.0, 1.0 - wait))
+            nbytes = p.bytes_per_s * dt * sent
+            npkts = nbytes / pkt_size(prio)
+            total_bytes += nbytes
+            total_pkts += npkts
+            st.q_tx_bytes += nbytes
+            st.q_tx_pkts += npkts
+            st.ecn_marked += npkts * plan.ecn.get(ref, {}).get(prio, 0.0)
+            st.nobuf_drops += plan.nobuf_drops.get(ref, {}).get(prio, 0.0)
+            st.q_drops += plan.q_drops.get(ref, {}).get(prio, 0.0) + plan.nobuf_drops.get(ref, {}).get(prio, 0.0)
+            if frac > 0:
+                us = frac * dt * 1e6
+                quanta_us = QUANTA_BITS / (p.speed_gbps * 1e9) * 1e6
+                if frac >= 0.9:  # continuous XOFF, refreshed at half the quanta time
+                    frames = us / (quanta_us / 2)
+                    transitions = 1.0 if frac < 0.999 else 0.0
+                else:  # brief episodes: one XOFF and one XON each
+                    episodes = us / BRIEF_PAUSE_EPISODE_US
+                    frames = 2 * episodes
+                    transitions = episodes
+                frames = round(frames)
+                st.rx_pause_us += us
+                st.rx_pause_frames += frames
+                st.rx_pause_transitions += round(transitions)
+                peer_st.tx_pause_us += us
+                peer_st.tx_pause_frames += frames
+            wd = plan.watchdog.get(ref, {}).get(prio)
+            if wd is not None:
+                storms, restores, drops, stormed = wd
+                st.wd_storms += storms
+                st.wd_restores += restores
+                st.wd_drops += drops
+                st.wd_stormed = stormed
+            else:
+                st.wd_stormed = False
+        p.c["out_octets"] += total_bytes
+        p.c["out_pkts"] += total_pkts
+        q.c["in_octets"] += total_bytes
+        q.c["in_pkts"] += total_pkts
+        p.c["xmit_wait"] += wait * dt * p.speed_gbps * 1e9 / IB_TICK_BITS
+
+
+def propagate_pause(flows: Iterable[list[PortRef]], seeds: dict[PortRef, float], threshold: float = 0.5) -> dict[PortRef, float]:
+    """Hop-by-hop spreading of a lasting pause along flows.
+
+    ``flows`` are egress paths (from :meth:`Fabric.route`); ``seeds`` the egresses paused from
+    outside (a storming NIC, a deadlock). An egress paused for at least ``threshold`` of the
+    time holds its queue full; the switch's ingress carrying a flow into it then pauses the
+    previous hop of that flow for the same fraction, and so on upstream.
+    """
+    flows = [f for f in flows if f]
+    paused = dict(seeds)
+    changed = True
+    while changed:
+        changed = False
+        for path in flows:
+            for i in range(len(path) - 1, 0, -1):
+                f = paused.get(path[i], 0.0)
+                if f >= threshold and paused.get(path[i - 1], 0.0) < f:
+                    paused[path[i - 1]] = f
+                    changed = True
+    return paused

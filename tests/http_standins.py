@@ -1,0 +1,167 @@
+"""Real aiohttp stand-in servers on 127.0.0.1 for the REST collectors (UFM, UFM Telemetry, NVUE).
+
+* ``self_signed_cert(dir)``: a throw-away CA-less self-signed certificate for 127.0.0.1,
+  generated at test time with ``cryptography`` (or the ``openssl`` CLI when it is missing).
+* ``StandIn``: an aiohttp server with per-prefix auth (basic user/password, or a token sent
+  as ``Authorization: <scheme> <token>``), optional TLS, canned ``Reply`` objects per path,
+  and a log of every request (path with query string, headers) for assertions.
+
+Only loopback is ever bound. Use as ``async with StandIn(routes, ...) as srv: srv.url``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import ipaddress
+import json
+import shutil
+import ssl
+import subprocess
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+LOOPBACK = "127.0.0.1"
+
+
+def self_signed_cert(directory: Path) -> tuple[Path, Path]:
+    """(cert.pem, key.pem) valid for IP 127.0.0.1 and DNS localhost; the cert is its own CA file."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    try:
+        _with_cryptography(cert, key)
+    except ImportError:
+        if shutil.which("openssl") is None:
+            raise RuntimeError("neither the cryptography package nor the openssl CLI is available") from None
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+             "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", str(key), "-out", str(cert)],
+            check=True, capture_output=True, timeout=60,
+        )
+    return cert, key
+
+
+def _with_cryptography(cert_path: Path, key_path: Path) -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fabricmon test stand-in")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=2))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(LOOPBACK)), x509.DNSName("localhost")]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+@dataclass
+class Reply:
+    """A canned answer. ``body``: dict/list -> JSON, str/bytes -> as is. ``truncate_to``: send the
+    full Content-Length but only this many bytes, then drop the connection."""
+
+    body: Any = ""
+    status: int = 200
+    content_type: str | None = None
+    truncate_to: int | None = None
+
+    def encoded(self) -> tuple[bytes, str]:
+        if isinstance(self.body, (dict, list)):
+            return json.dumps(self.body).encode(), self.content_type or "application/json"
+        raw = self.body if isinstance(self.body, bytes) else str(self.body).encode()
+        return raw, self.content_type or "text/plain; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class BasicAuthRule:
+    username: str
+    password: str
+
+    def ok(self, header: str) -> bool:
+        want = "Basic " + base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
+        return header == want
+
+
+@dataclass(frozen=True)
+class TokenAuthRule:
+    token: str
+    scheme: str = "Basic"  # UFM's /ufmRestV3 takes "Authorization: Basic <token>"
+
+    def ok(self, header: str) -> bool:
+        return header == f"{self.scheme} {self.token}"
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass
+class Seen:
+    path_qs: str
+    query: dict[str, str]
+    headers: dict[str, str]
+
+
+@dataclass
+class StandIn:
+    """An HTTP(S) server on 127.0.0.1 serving ``routes`` (path without query -> Reply)."""
+
+    routes: dict[str, Reply] = field(default_factory=dict)
+    auth: dict[str, BasicAuthRule | TokenAuthRule] = field(default_factory=dict)  # path prefix -> rule
+    tls: tuple[Path, Path] | None = None
+    seen: list[Seen] = field(default_factory=list)
+    port: int = 0
+    _runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://{LOOPBACK}:{self.port}"
+
+    async def __aenter__(self) -> StandIn:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        ctx = None
+        if self.tls:
+            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ctx.load_cert_chain(str(self.tls[0]), str(self.tls[1]))
+        site = web.TCPSite(self._runner, LOOPBACK, 0, ssl_context=ctx)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.seen.append(Seen(request.path_qs, dict(request.query), dict(request.headers)))
+        for prefix, rule in self.auth.items():
+            if request.path.startswith(prefix + "/") and not rule.ok(request.headers.get("Authorization", "")):
+                return web.json_response({"error": "unauthorized"}, status=401, headers={"WWW-Authenticate": 'Basic realm="ufm"'})
+        reply = self.routes.get(request.path)
+        if reply is None:
+            return web.json_response({"error": f"no route {request.path}"}, status=404)
+        raw, ctype = reply.encoded()
+        if reply.truncate_to is None:
+            return web.Response(body=raw, status=reply.status, headers={"Content-Type": ctype})
+        resp = web.StreamResponse(status=reply.status, headers={"Content-Type": ctype})
+        resp.content_length = len(raw)
+        await resp.prepare(request)
+        await resp.write(raw[: reply.truncate_to])
+        await asyncio.sleep(0)
+        assert request.transport is not None
+        request.transport.close()  # the client sees fewer bytes than Content-Length
+        return resp
