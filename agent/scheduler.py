@@ -74,19 +74,19 @@ class Scheduler:
     async def poll_once(self, target: ScheduledTarget) -> Poll:
         c = target.collector
         async with self.semaphore:
-            t_start = time.time()
+            t_start = round(time.time(), 6)  # as recorded: live and replay see the same clock
             m0 = time.monotonic()
             try:
                 payload = await asyncio.wait_for(c.fetch(), timeout=target.timeout)
-                return Poll(c.name, c.source, t_start, time.monotonic() - m0, True, payload=payload)
+                return Poll(c.name, c.source, t_start, _elapsed(m0), True, payload=payload)
             except TimeoutError:
-                return Poll(c.name, c.source, t_start, time.monotonic() - m0, False,
+                return Poll(c.name, c.source, t_start, _elapsed(m0), False,
                             error=f"timeout after {target.timeout:g} s polling {c.address or c.name}", reason="timeout")
             except FetchError as exc:
-                return Poll(c.name, c.source, t_start, time.monotonic() - m0, False, error=str(exc), reason=exc.reason)
+                return Poll(c.name, c.source, t_start, _elapsed(m0), False, error=str(exc), reason=exc.reason)
             except Exception as exc:  # a collector bug is this target's failure, never the agent's
                 log.exception("collector %s crashed polling %s", c.source, c.name)
-                return Poll(c.name, c.source, t_start, time.monotonic() - m0, False,
+                return Poll(c.name, c.source, t_start, _elapsed(m0), False,
                             error=f"internal error in the {c.source} collector: {type(exc).__name__}: {exc}", reason="internal")
 
     async def _loop(self, target: ScheduledTarget) -> None:
@@ -113,3 +113,7 @@ async def _close(collector: Collector) -> None:
         await collector.close()
     except Exception:
         log.exception("closing collector %s failed", collector.name)
+
+
+def _elapsed(m0: float) -> float:
+    return round(time.monotonic() - m0, 6)

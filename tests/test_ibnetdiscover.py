@@ -118,6 +118,20 @@ def test_empty_description_named_by_guid_and_unknown_width():
     assert 5 not in topo.by_lid
 
 
+def test_ports_of_an_unreadable_header_are_not_credited_to_the_previous_node():
+    text = (
+        'Switch\t8 "S-0000000000000abc"\t\t# "sw-a" base port 0 lid 4 lmc 0\n'
+        '[1]\t"S-0000000000000abd"[1]\t\t# "sw-b" lid 6 4xHDR\n'
+        "\nvendid=0x2c9\n"
+        'Switch\t8 "S-0000000000000abd00"\t\t# "sw-b" base port 0 lid 6 lmc 0\n'
+        '[1]\t"S-0000000000000abc"[1]\t\t# "sw-a" lid 4 4xHDR\n'
+    )
+    topo = parse_ibnetdiscover(text)
+    assert list(topo.nodes) == ["0x0000000000000abc"]
+    assert list(topo.nodes["0x0000000000000abc"].ports) == [1]
+    assert topo.unparsed == 1
+
+
 def test_router_and_unquoted_names():
     text = 'Rt\t2 R-0000000000000001\t\t# "gw router"\n[1](1) \tS-0000000000000002[7]\t\t# lid 9 lmc 0 spine lid 3 4xHDR\n'
     topo = parse_ibnetdiscover(text)

@@ -163,8 +163,10 @@ async def test_timeout_kills_the_process_group(fakeib, monkeypatch):
     await _assert_gone(pids)  # the fake and its `sleep` child
 
 
-async def test_cancellation_kills_the_process_group(fakeib, monkeypatch):
-    monkeypatch.setenv("FAKE_IBNETDISCOVER_MODE", "hang")
+@pytest.mark.parametrize("tool", ["IBNETDISCOVER", "PERFQUERY"])
+async def test_cancellation_kills_the_process_group(fakeib, monkeypatch, tool):
+    monkeypatch.setenv(f"FAKE_{tool}_MODE", "hang")
+    monkeypatch.setenv("FAKE_PERFQUERY_LID", "1719")  # only the switch call hangs; the HCA calls finish
     task = asyncio.create_task(_collector(command_timeout=60).fetch())
     pids = await _wait_pids(fakeib, 2)
     task.cancel()

@@ -1,0 +1,65 @@
+"""InfiniBand counters from infiniband-diags: ``ibnetdiscover`` for the topology, ``perfquery -x`` per node.
+
+The agent runs on a node with an IB port (the target address is empty or ``local``). Each poll
+queries every switch (all its connected ports in one ``perfquery -x -l <lid> <ports>`` call)
+and every CA port; nodes whose extended error counters are not real (CapMask2 bit 1 clear)
+get a basic call too. The topology is refreshed every ``topology_interval`` seconds and
+travels in the payload only when it was refreshed. See README.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from agent.model import ParseResult, TargetSpec
+from collectors.base import Collector, FetchError, SourceOptions
+from collectors.perfquery.fetch import LOCAL_ADDRESSES, PerfqueryFetcher
+from collectors.perfquery.parse import parse_payload
+
+
+class PerfqueryOptions(SourceOptions):
+    ibnetdiscover_path: str = "ibnetdiscover"
+    perfquery_path: str = "perfquery"
+    # Passed to both commands, e.g. ["-C", "mlx5_0", "-P", "1"] to pick the local HCA port.
+    extra_args: list[str] = Field(default_factory=list)
+    topology_interval: float = Field(600.0, gt=0)
+    concurrency: int = Field(4, ge=1, le=64)
+    command_timeout: float = Field(10.0, gt=0)
+    include_cas: bool = True  # also query CA (HCA) ports, not only switches
+
+
+class PerfqueryCollector(Collector):
+    source: ClassVar[str] = "perfquery"
+    options_model: ClassVar[type[SourceOptions]] = PerfqueryOptions
+    parse_options: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, name: str, address: str, options: SourceOptions) -> None:
+        super().__init__(name, address, options)
+        opts = options if isinstance(options, PerfqueryOptions) else PerfqueryOptions.model_validate(options.model_dump())
+        self._fetcher = PerfqueryFetcher(
+            ibnetdiscover_path=opts.ibnetdiscover_path,
+            perfquery_path=opts.perfquery_path,
+            extra_args=opts.extra_args,
+            topology_interval=opts.topology_interval,
+            concurrency=opts.concurrency,
+            command_timeout=opts.command_timeout,
+            include_cas=opts.include_cas,
+        )
+
+    async def fetch(self) -> dict[str, Any]:
+        if (self.address or "").strip().lower() not in LOCAL_ADDRESSES:
+            raise FetchError(
+                f"address {self.address!r}: perfquery runs infiniband-diags on this node; use an empty address or "
+                "'local' and pick the HCA port with extra_args: ['-C', '<ca>', '-P', '<port>']",
+                reason="command",
+            )
+        return await self._fetcher.fetch()
+
+    @classmethod
+    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
+        return parse_payload(payload, state)
+
+
+__all__ = ["PerfqueryCollector", "PerfqueryOptions"]

@@ -1,0 +1,215 @@
+"""I/O for the perfquery collector: run ``ibnetdiscover`` and ``perfquery`` on this node.
+
+Every command runs in its own session (process group), so a timeout or a cancelled poll
+kills the whole group with SIGKILL (MAD tools stuck in the kernel, wrapper scripts and
+their children alike; peers' "runaway children", treydock#38) and reaps it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from collectors.base import FetchError
+from collectors.perfquery.parse import CAPMASK2_ADDL_EXT, Topology, parse_ibnetdiscover, parse_perfquery
+
+log = logging.getLogger(__name__)
+
+LOCAL_ADDRESSES = ("", "local", "localhost", "127.0.0.1", "::1")
+
+
+@dataclass(slots=True)
+class CommandResult:
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def describe_failure(self, what: str) -> str:
+        first = next((ln.strip() for ln in self.stderr.splitlines() if ln.strip()), "")
+        detail = f": {first}" if first else ""
+        return f"`{' '.join(self.argv)}` {what} (exit status {self.returncode}){detail}"
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+async def run_command(argv: list[str], timeout: float) -> CommandResult:
+    """Run ``argv`` with a timeout; FetchError(reason="command"/"timeout") when it cannot finish.
+
+    A non-zero exit status is not an error here: the callers decide from stdout.
+    """
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise FetchError(f"cannot run {argv[0]}: {exc.strerror or exc}", reason="command") from exc
+    finished = False
+    try:
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        except TimeoutError:
+            raise FetchError(f"`{' '.join(argv)}` timed out after {timeout:g} s", reason="timeout") from None
+        finished = True
+    finally:
+        if not finished:
+            # Timeout or cancellation: the group may hold children that keep our pipes open.
+            _kill_group(proc.pid)
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(proc.wait(), 5.0)
+    rc = proc.returncode if proc.returncode is not None else -1
+    return CommandResult(argv, rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+
+
+@dataclass(frozen=True, slots=True)
+class QueryTarget:
+    """One perfquery call: a switch (all its connected ports) or one CA port, by LID."""
+
+    key: tuple[str, int]  # (node GUID, LID)
+    lid: int
+    ports: tuple[int, ...]
+
+
+def query_targets(topo: Topology, include_cas: bool = True) -> list[QueryTarget]:
+    """What to ask perfquery for, in topology order. Ports without a LID cannot be addressed."""
+    targets: list[QueryTarget] = []
+    for node in topo.nodes.values():
+        if node.kind == "switch":
+            if node.lid is not None and node.ports:
+                targets.append(QueryTarget((node.guid, node.lid), node.lid, tuple(sorted(node.ports))))
+        elif include_cas:
+            for p in sorted(node.ports.values(), key=lambda p: p.num):
+                if p.lid is not None:
+                    targets.append(QueryTarget((node.guid, p.lid), p.lid, (p.num,)))
+    return targets
+
+
+class PerfqueryFetcher:
+    """Keeps the topology between polls, and which nodes need a basic (non ``-x``) call too."""
+
+    def __init__(
+        self,
+        *,
+        ibnetdiscover_path: str,
+        perfquery_path: str,
+        extra_args: list[str],
+        topology_interval: float,
+        concurrency: int,
+        command_timeout: float,
+        include_cas: bool,
+    ) -> None:
+        self.ibnetdiscover_path = ibnetdiscover_path
+        self.perfquery_path = perfquery_path
+        self.extra_args = list(extra_args)
+        self.topology_interval = topology_interval
+        self.concurrency = concurrency
+        self.command_timeout = command_timeout
+        self.include_cas = include_cas
+        self.topology: Topology | None = None
+        self._topology_at = 0.0
+        self._needs_basic: dict[tuple[str, int], bool] = {}
+
+    async def fetch(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {}
+        due = self.topology is None or time.monotonic() - self._topology_at >= self.topology_interval
+        if due:
+            text = await self._discover()
+            if text is not None:
+                payload["ibnetdiscover"] = text
+        assert self.topology is not None  # _discover raised otherwise
+        payload["perfquery"] = await self._query_all(query_targets(self.topology, self.include_cas))
+        return payload
+
+    async def _discover(self) -> str | None:
+        """Run ibnetdiscover; None when a refresh failed and the previous topology is kept."""
+        try:
+            res = await run_command([self.ibnetdiscover_path, *self.extra_args], self.command_timeout)
+            topo = parse_ibnetdiscover(res.stdout)
+            if not topo.nodes:
+                raise FetchError(res.describe_failure("printed no topology"), reason="command")
+        except FetchError as exc:
+            if self.topology is None:
+                raise
+            log.warning("ibnetdiscover refresh failed, keeping the previous topology: %s", exc)
+            return None
+        if res.returncode != 0:
+            log.info("%s", res.describe_failure("exited non-zero; its topology was used"))
+        self.topology = topo
+        self._topology_at = time.monotonic()
+        return res.stdout
+
+    async def _query_all(self, targets: list[QueryTarget]) -> list[str]:
+        if not targets:
+            return []
+        sem = asyncio.Semaphore(self.concurrency)
+        results: list[tuple[list[str], FetchError | None]] = [([], None)] * len(targets)
+
+        async def one(i: int, target: QueryTarget) -> None:
+            results[i] = await self._query(target, sem)
+
+        async with asyncio.TaskGroup() as tg:
+            for i, target in enumerate(targets):
+                tg.create_task(one(i, target))
+        texts = [t for outs, _ in results for t in outs]
+        errors = [e for _, e in results if e is not None]
+        if not texts:
+            first = errors[0] if errors else FetchError("perfquery printed no counters", reason="command")
+            more = f" (and {len(errors) - 1} more failed call(s))" if len(errors) > 1 else ""
+            raise FetchError(f"{first}{more}", reason=first.reason)
+        for err in errors:
+            log.warning("perfquery call failed: %s", err)
+        return texts
+
+    async def _query(self, target: QueryTarget, sem: asyncio.Semaphore) -> tuple[list[str], FetchError | None]:
+        """The ``-x`` call and, for nodes whose CapMask2 bit 1 is clear, the basic call."""
+        ports = ",".join(str(p) for p in target.ports)
+        base = [self.perfquery_path, *self.extra_args]
+        ext_argv = [*base, "-x", "-l", str(target.lid), ports]
+        basic_argv = [*base, "-l", str(target.lid), ports]
+        texts: list[str] = []
+        error: FetchError | None = None
+        if self._needs_basic.get(target.key):
+            ext, basic = await asyncio.gather(self._run(ext_argv, sem), self._run(basic_argv, sem))
+            for res in (ext, basic):
+                if isinstance(res, str):
+                    texts.append(res)
+                else:
+                    error = error or res
+            return texts, error
+        ext = await self._run(ext_argv, sem)
+        if not isinstance(ext, str):
+            return texts, ext
+        texts.append(ext)
+        blocks = [b for b in parse_perfquery(ext) if b.extended]
+        if blocks and not all(b.cap_mask2 is not None and b.cap_mask2 & CAPMASK2_ADDL_EXT for b in blocks):
+            self._needs_basic[target.key] = True
+            basic = await self._run(basic_argv, sem)
+            if isinstance(basic, str):
+                texts.append(basic)
+            else:
+                error = basic
+        return texts, error
+
+    async def _run(self, argv: list[str], sem: asyncio.Semaphore) -> str | FetchError:
+        """stdout when it holds counter blocks (whatever the exit status), else the error."""
+        async with sem:
+            try:
+                res = await run_command(argv, self.command_timeout)
+            except FetchError as exc:
+                return exc
+        if parse_perfquery(res.stdout):
+            return res.stdout
+        return FetchError(res.describe_failure("printed no counters"), reason="command")

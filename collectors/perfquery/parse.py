@@ -1,0 +1,517 @@
+"""Pure parsers for infiniband-diags output: ``ibnetdiscover`` topology and ``perfquery`` counters.
+
+Both formats are read line by line with anchored regular expressions built from the printing
+code in infiniband-diags (``ibnetdiscover.c``, ``perfquery.c``), not from column positions:
+real captures lose their tabs (PuTTY logs), carry CR/LF line ends, Quantum-2 port labels,
+GUIDs without leading zeros, ``#`` inside node descriptions and stderr noise.
+See docs/fabric-reference.md sections 1.1 and 1.3.
+
+Device naming: a node's ``device`` label is its node description. When the description is
+empty the node's GUID (``0x`` + 16 hex digits) is used instead; when several nodes share one
+description (``"Quantum-2 Mellanox Technologies"``, ``"Mellanox Technologies Aggregation
+Node"``) every one of them gets ``" " + GUID`` appended, so names are unique and do not depend
+on the order nodes appear in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.model import DeviceInfo, Gauge, Link, ParseResult, PortInfo, Sample
+from collectors.base import ParseError
+
+# --------------------------------------------------------------------------------------------
+# ibnetdiscover
+# --------------------------------------------------------------------------------------------
+
+_KINDS = {"Switch": "switch", "Ca": "ca", "Rt": "router"}
+_NO_LID = (0, 0xFFFF)  # LID 0 and 65535: no LID assigned
+
+# `Switch\t41 "S-b8599f0300fc6de4"\t\t# "desc" enhanced port 0 lid 13 lmc 0`; tabs may be lost.
+_NODE_RE = re.compile(r'^(Switch|Ca|Rt)\s*(\d+)\s+"?[A-Za-z?]-([0-9A-Fa-f]{1,16})"?\s*#\s?(.*)$')
+_SWITCH_TAIL_RE = re.compile(r"^(.*?)\s*(?:(?:base|enhanced)\s+)?port\s+0\s+lid\s+(\d+)\s+lmc\s+(\d+)\s*$")
+# `[23](label)(guid) \t"H-ec0d9a03007d7d0a"[1](ec0d9a03007d7d0a) \t\t# tail`
+_PORT_RE = re.compile(
+    r'^\[(\d+)\]((?:\s*(?:\([^()]*\)|\[ext \d+\]))*)\s*"?[A-Za-z?]-([0-9A-Fa-f]{1,16})"?\[(\d+)\]'
+    r"((?:\s*(?:\([^()]*\)|\[ext \d+\]))*)\s*#\s?(.*)$"
+)
+# Port-line tail: CA ports start with their own `lid L lmc M`; then the peer's description and LID
+# and the active width and speed (`4xEDR`, `2xNDR`, `??`/`???` when unknown).
+_PORT_TAIL_RE = re.compile(
+    r'^(?:lid\s+(\d+)\s+lmc\s+(\d+)\s+)?(?:"(.*)"|(.*?))\s+lid\s+(\d+)\s+(\d+x|\?\?)\s*([A-Za-z0-9?]*)'
+)
+_GROUP_RE = re.compile(r"\(([^()]*)\)")
+_HEX_RE = re.compile(r"^[0-9A-Fa-f]{1,16}$")
+
+# Effective (after line coding) per-lane data rate in bit/s: docs/fabric-reference.md 1.3.
+LANE_RATE_BPS: dict[str, float] = {
+    "SDR": 2.5e9 * 8 / 10,
+    "DDR": 5e9 * 8 / 10,
+    "QDR": 10e9 * 8 / 10,
+    "FDR10": 10.3125e9 * 64 / 66,
+    "FDR": 14.0625e9 * 64 / 66,
+    "EDR": 25.78125e9 * 64 / 66,
+    "HDR": 50e9,
+    "NDR": 100e9,
+    "XDR": 250e9,
+}
+
+
+def norm_guid(text: str) -> str:
+    """``ec0d9a03007d7d0b`` / ``0xc42a103008b40d0`` -> ``0x0c42a103008b40d0`` (zero-padded, lower case)."""
+    return f"0x{int(text, 16):016x}"
+
+
+@dataclass(slots=True)
+class IbPort:
+    """One connected port, as one ibnetdiscover port line describes it."""
+
+    num: int
+    peer_guid: str
+    peer_port: int
+    peer_desc: str = ""
+    peer_lid: int | None = None
+    guid: str = ""  # the port GUID (CAs and routers print it; a switch port uses the node GUID)
+    label: str = ""  # ibdiagnet/Quantum-2 label such as "1/1/1"
+    lid: int | None = None  # a CA port's own LID
+    lmc: int = 0
+    width: str = ""  # "4x", "" when unknown
+    speed: str = ""  # "EDR", "" when unknown
+
+    @property
+    def lanes(self) -> int | None:
+        return int(self.width[:-1]) if self.width else None
+
+    @property
+    def speed_bytes(self) -> float | None:
+        """Effective data rate of all active lanes in bytes per second, when width and speed are known."""
+        rate = LANE_RATE_BPS.get(self.speed)
+        lanes = self.lanes
+        if rate is None or not lanes:
+            return None
+        return lanes * rate / 8
+
+
+@dataclass(slots=True)
+class IbNode:
+    kind: str  # switch | ca | router
+    guid: str
+    description: str
+    nports: int
+    lid: int | None = None  # a switch's LID (port 0); CA LIDs live on their ports
+    ports: dict[int, IbPort] = field(default_factory=dict)
+    name: str = ""
+
+
+@dataclass(slots=True)
+class Topology:
+    """Nodes by GUID, plus a LID index: ``lid -> (node, port)``; port is None for a switch LID."""
+
+    nodes: dict[str, IbNode] = field(default_factory=dict)
+    by_lid: dict[int, tuple[IbNode, int | None]] = field(default_factory=dict)
+    unparsed: int = 0  # port lines that could not be read
+
+    def links(self) -> list[Link]:
+        """Both directions of every cable, sorted; a one-sided line still gives both directions."""
+        seen: set[Link] = set()
+        for node in self.nodes.values():
+            for port in node.ports.values():
+                peer = self.nodes.get(port.peer_guid)
+                peer_name = peer.name if peer else (port.peer_desc or port.peer_guid)
+                a, b = (node.name, str(port.num)), (peer_name, str(port.peer_port))
+                seen.add(Link(a[0], a[1], b[0], b[1]))
+                seen.add(Link(b[0], b[1], a[0], a[1]))
+        return sorted(seen, key=lambda ln: (ln.device, _port_key(ln.port), ln.peer_device, _port_key(ln.peer_port)))
+
+
+def _port_key(port: str) -> tuple[int, str]:
+    return (int(port), "") if port.isdigit() else (1 << 30, port)
+
+
+def parse_ibnetdiscover(text: str) -> Topology:
+    """Read the default ``ibnetdiscover`` topology format (also as written by ibdiagnet).
+
+    Lines that are neither node headers nor port lines (``vendid=``, comments, banners, shell
+    prompts) are skipped. Port lines that cannot be read are counted in ``unparsed``.
+    """
+    if not isinstance(text, str):
+        raise ParseError("ibnetdiscover output must be text")
+    topo = Topology()
+    node: IbNode | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        first = line[0]
+        if first == "[":
+            port = _parse_port_line(line, node) if node is not None else None
+            if port is None:
+                topo.unparsed += 1
+            elif node is not None:
+                node.ports[port.num] = port
+            continue
+        if first not in "SCRv":
+            continue
+        m = _NODE_RE.match(line)
+        if m is None:
+            if line.startswith(("Switch", "Ca", "Rt", "vendid=")):
+                node = None  # a new node block whose header is unreadable: do not credit its ports to the last node
+            continue
+        kind, nports, guid, tail = m.groups()
+        node = _parse_node_header(_KINDS[kind], int(nports), norm_guid(guid), tail)
+        topo.nodes[node.guid] = node  # a repeated GUID: the later block wins
+    _name_nodes(topo)
+    _index_lids(topo)
+    return topo
+
+
+def _unquote(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+        return text[1:-1]
+    return text
+
+
+def _parse_node_header(kind: str, nports: int, guid: str, tail: str) -> IbNode:
+    lid = None
+    desc = tail
+    if kind == "switch":
+        t = _SWITCH_TAIL_RE.match(tail)
+        if t:
+            desc, lid = t.group(1), int(t.group(2))
+    elif desc.endswith(" (scp)"):
+        desc = desc[: -len(" (scp)")]
+    return IbNode(kind=kind, guid=guid, description=_unquote(desc).strip(), nports=nports, lid=lid)
+
+
+def _parse_port_line(line: str, node: IbNode) -> IbPort | None:
+    m = _PORT_RE.match(line)
+    if m is None:
+        return None
+    num, local_groups, peer_guid, peer_port, _peer_groups, tail = m.groups()
+    t = _PORT_TAIL_RE.match(tail)
+    if t is None:
+        return None
+    own_lid, lmc, qdesc, udesc, peer_lid, width, speed = t.groups()
+    port = IbPort(
+        num=int(num),
+        peer_guid=norm_guid(peer_guid),
+        peer_port=int(peer_port),
+        peer_desc=(qdesc if qdesc is not None else udesc or "").strip(),
+        peer_lid=_lid(peer_lid),
+        width="" if width.startswith("?") else width,
+        speed="" if not speed or "?" in speed else speed,
+    )
+    groups = _GROUP_RE.findall(local_groups)
+    if node.kind != "switch" and groups and _HEX_RE.match(groups[-1]):
+        # CAs and routers print their port GUID in the last parentheses; a label may precede it.
+        port.guid = norm_guid(groups.pop())
+    elif node.kind == "switch":
+        port.guid = node.guid
+    port.label = "/".join(g.strip() for g in groups if g.strip())
+    if own_lid is not None:
+        port.lid = _lid(own_lid)
+        port.lmc = min(int(lmc), 7)
+    return port
+
+
+def _lid(text: str | None) -> int | None:
+    if text is None:
+        return None
+    lid = int(text)
+    return None if lid in _NO_LID else lid
+
+
+def _name_nodes(topo: Topology) -> None:
+    counts = Counter(n.description for n in topo.nodes.values() if n.description)
+    for n in topo.nodes.values():
+        if not n.description:
+            n.name = n.guid
+        elif counts[n.description] > 1:
+            n.name = f"{n.description} {n.guid}"
+        else:
+            n.name = n.description
+
+
+def _index_lids(topo: Topology) -> None:
+    for n in topo.nodes.values():
+        if n.kind == "switch":
+            if n.lid is not None and n.lid not in _NO_LID:
+                topo.by_lid[n.lid] = (n, None)
+            continue
+        for p in n.ports.values():
+            if p.lid is not None:
+                for lid in range(p.lid, p.lid + (1 << p.lmc)):
+                    topo.by_lid[lid] = (n, p.num)
+    # A CA whose own section is missing is still known by the LID its switch peer reports.
+    for n in topo.nodes.values():
+        if n.kind != "switch":
+            continue
+        for p in n.ports.values():
+            peer = topo.nodes.get(p.peer_guid)
+            if p.peer_lid is not None and peer is not None and peer.kind != "switch":
+                topo.by_lid.setdefault(p.peer_lid, (peer, p.peer_port))
+
+
+# --------------------------------------------------------------------------------------------
+# perfquery
+# --------------------------------------------------------------------------------------------
+
+_HEADER_RE = re.compile(
+    r"#\s*Port\s+(extended\s+)?counters:\s*Lid\s+(\d+)\s+port\s+(\d+)"
+    r"(?:\s*\(\s*CapMask:\s*(0x[0-9A-Fa-f]+)(?:\s+CapMask2:\s*(0x[0-9A-Fa-f]+))?)?",
+    re.IGNORECASE,
+)
+_VALUE_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_]*):\.*\s*(\S+)\s*$")
+
+CAPMASK_XMIT_WAIT = 1 << 12
+CAPMASK_QP1_DROP = 1 << 15
+CAPMASK2_ADDL_EXT = 1 << 1  # IsAdditionalPortCountersExtendedSupported: -x error counters are real
+ALL_PORTS = 255  # perfquery -a: an aggregate, not a port
+
+
+@dataclass(frozen=True, slots=True)
+class CounterDef:
+    counter: str  # agent.vocabulary name
+    width: int  # bits in the basic PortCounters attribute
+    scale: float = 1.0
+    ext_error: bool = True  # in -x output only valid when CapMask2 bit 1 is set
+
+
+# perfquery field -> vocabulary; widths from libibmad fields.c (docs/fabric-reference.md 1.1).
+COUNTERS: dict[str, CounterDef] = {
+    "PortXmitData": CounterDef("tx_bytes", 32, 4.0, ext_error=False),
+    "PortRcvData": CounterDef("rx_bytes", 32, 4.0, ext_error=False),
+    "PortXmitPkts": CounterDef("tx_packets", 32, ext_error=False),
+    "PortRcvPkts": CounterDef("rx_packets", 32, ext_error=False),
+    "PortXmitWait": CounterDef("xmit_wait", 32),
+    "PortXmitDiscards": CounterDef("tx_discards", 16),
+    "SymbolErrorCounter": CounterDef("symbol_errors", 16),
+    "LinkErrorRecoveryCounter": CounterDef("link_error_recovery", 8),
+    "LinkDownedCounter": CounterDef("link_downed", 8),
+    "PortRcvErrors": CounterDef("rx_errors", 16),
+    "PortRcvRemotePhysicalErrors": CounterDef("rx_remote_physical_errors", 16),
+    "PortRcvSwitchRelayErrors": CounterDef("rx_switch_relay_errors", 16),
+    "PortXmitConstraintErrors": CounterDef("tx_constraint_errors", 8),
+    "PortRcvConstraintErrors": CounterDef("rx_constraint_errors", 8),
+    "LocalLinkIntegrityErrors": CounterDef("local_link_integrity_errors", 4),
+    "ExcessiveBufferOverrunErrors": CounterDef("excessive_buffer_overrun_errors", 4),
+    "VL15Dropped": CounterDef("vl15_dropped", 16),
+    "QP1Dropped": CounterDef("qp1_dropped", 16),
+}
+
+
+@dataclass(slots=True)
+class CounterBlock:
+    """One ``# Port counters:`` (basic) or ``# Port extended counters:`` block."""
+
+    lid: int
+    port: int
+    extended: bool
+    cap_mask: int | None = None
+    cap_mask2: int | None = None
+    values: dict[str, int] = field(default_factory=dict)
+    invalid: list[str] = field(default_factory=list)  # known counters whose value was not a number
+
+    @property
+    def ext_errors_valid(self) -> bool:
+        return self.cap_mask2 is not None and bool(self.cap_mask2 & CAPMASK2_ADDL_EXT)
+
+
+def parse_perfquery(text: str) -> list[CounterBlock]:
+    """All counter blocks of one perfquery stdout, in order.
+
+    Value lines are ``Name:`` + dots + value: split on the first ``:`` and strip the dots.
+    Other block kinds (``-E``/``-D`` details, ``PortSamplesControl``), stderr lines and the
+    aggregate port 255 are skipped. A header wrapped onto the next line is joined back.
+    """
+    if not isinstance(text, str):
+        raise ParseError("perfquery output must be text")
+    blocks: list[CounterBlock] = []
+    current: CounterBlock | None = None
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        i += 1
+        if not line:
+            continue
+        if line.startswith("#"):
+            if "counters:" in line and ")" not in line and i < len(lines):
+                # A header wrapped by a terminal or a paste: "(CapMask: 0x5300" + "CapMask2: 0x2)".
+                nxt = lines[i].strip()
+                if not nxt.startswith("#") and (("(" in line and ")" in nxt) or nxt.startswith("(")):
+                    line = f"{line} {nxt}"
+                    i += 1
+            current = _parse_header(line)
+            if current is not None and current.port != ALL_PORTS:
+                blocks.append(current)
+            else:
+                current = None
+            continue
+        if current is None:
+            continue
+        m = _VALUE_RE.match(line)
+        if m is None:
+            continue
+        name, value = m.groups()
+        if name not in COUNTERS:
+            continue
+        try:
+            number = int(value, 0)
+        except ValueError:
+            number = -1
+        # A basic counter cannot exceed its width, an extended one 64 bits: anything else is garbage.
+        limit = 1 << (64 if current.extended else COUNTERS[name].width)
+        if 0 <= number < limit:
+            current.values[name] = number
+        else:
+            current.invalid.append(name)
+    return blocks
+
+
+def _parse_header(line: str) -> CounterBlock | None:
+    m = _HEADER_RE.search(line)
+    if m is None:
+        return None
+    ext, lid, port, cap, cap2 = m.groups()
+    return CounterBlock(
+        lid=int(lid),
+        port=int(port),
+        extended=ext is not None,
+        cap_mask=int(cap, 16) if cap else None,
+        cap_mask2=int(cap2, 16) if cap2 else None,
+    )
+
+
+def port_samples(device: str, port: str, ext: CounterBlock | None, basic: CounterBlock | None) -> list[Sample]:
+    """Samples of one port from its extended and/or basic block.
+
+    A 64-bit extended value wins over the basic one. The extended error counters (and
+    XmitWait, QP1Dropped) count only when CapMask2 bit 1 is set; otherwise older perfquery
+    printed zeros for them, so the basic (saturating) values are used when present.
+    """
+    out: dict[str, Sample] = {}
+    if basic is not None:
+        cap = basic.cap_mask
+        for name, value in basic.values.items():
+            d = COUNTERS[name]
+            if cap is not None and name == "PortXmitWait" and not cap & CAPMASK_XMIT_WAIT:
+                continue  # XmitWait unsupported: the 0 printed means nothing
+            if cap is not None and name == "QP1Dropped" and not cap & CAPMASK_QP1_DROP:
+                continue
+            out[name] = Sample(device, port, d.counter, value, bits=d.width, saturating=True, scale=d.scale)
+    if ext is not None:
+        errors_ok = ext.ext_errors_valid
+        for name, value in ext.values.items():
+            d = COUNTERS[name]
+            if d.ext_error and not errors_ok:
+                continue
+            out[name] = Sample(device, port, d.counter, value, bits=64, saturating=False, scale=d.scale)
+    return list(out.values())
+
+
+# --------------------------------------------------------------------------------------------
+# The collector's payload
+# --------------------------------------------------------------------------------------------
+
+
+def parse_payload(payload: Any, state: dict[str, Any]) -> ParseResult:
+    """``{"ibnetdiscover": TEXT?, "perfquery": [TEXT, ...]}`` -> ParseResult.
+
+    The latest topology is kept in ``state["topology"]`` for the polls that carry none.
+    Devices, ports and link gauges come from that topology on every poll; ``links`` only
+    when this payload carried ibnetdiscover output.
+    """
+    if not isinstance(payload, dict):
+        raise ParseError("perfquery payload must be a JSON object")
+    texts = payload.get("perfquery", [])
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise ParseError("perfquery payload: 'perfquery' must be a list of strings")
+    disc = payload.get("ibnetdiscover")
+    if disc is not None and not isinstance(disc, str):
+        raise ParseError("perfquery payload: 'ibnetdiscover' must be a string")
+
+    result = ParseResult()
+    if disc is not None:
+        new = parse_ibnetdiscover(disc)
+        if new.nodes:
+            _replace_topology(state, new)
+            result.links = new.links()
+            if new.unparsed:
+                result.warnings.append(f"ibnetdiscover: {new.unparsed} port line(s) could not be read")
+        else:
+            result.warnings.append("ibnetdiscover output holds no nodes; keeping the previous topology")
+    topo: Topology | None = state.get("topology")
+    if topo is not None:
+        facts = state.get("facts")
+        if facts is None or facts[0] is not topo:
+            # Built once per topology: tens of thousands of objects on a large fabric.
+            facts = state["facts"] = (topo, *_topology_facts(topo, state.get("gone", set())))
+        result.devices.extend(facts[1])
+        result.ports.extend(facts[2])
+        result.gauges.extend(facts[3])
+
+    ext_blocks: dict[tuple[int, int], CounterBlock] = {}
+    basic_blocks: dict[tuple[int, int], CounterBlock] = {}
+    for text in texts:
+        for block in parse_perfquery(text):
+            (ext_blocks if block.extended else basic_blocks)[(block.lid, block.port)] = block
+            if block.invalid:
+                result.warnings.append(f"LID {block.lid} port {block.port}: values of {', '.join(block.invalid)} are not numbers")
+
+    unknown: set[int] = set()
+    for key in sorted(ext_blocks.keys() | basic_blocks.keys()):
+        lid, portnum = key
+        entry = topo.by_lid.get(lid) if topo is not None else None
+        if entry is None:
+            device = f"lid-{lid}"
+            unknown.add(lid)
+            result.ports.append(PortInfo(device=device, port=str(portnum), lid=str(lid)))
+        else:
+            device = entry[0].name
+        result.samples.extend(port_samples(device, str(portnum), ext_blocks.get(key), basic_blocks.get(key)))
+    if unknown:
+        lids = ", ".join(str(x) for x in sorted(unknown))
+        if topo is None:
+            result.warnings.append(f"no ibnetdiscover topology yet: counters of LID(s) {lids} are named lid-<LID>")
+        else:
+            result.warnings.append(f"LID(s) {lids} are not in the ibnetdiscover topology: named lid-<LID>")
+    return result
+
+
+def _replace_topology(state: dict[str, Any], new: Topology) -> None:
+    """Install a new topology; ports connected before but missing now are remembered as down."""
+    old: Topology | None = state.get("topology")
+    gone: set[tuple[str, str]] = set(state.get("gone", set()))
+    if old is not None:
+        gone |= {(n.name, str(p)) for n in old.nodes.values() for p in n.ports}
+    gone -= {(n.name, str(p)) for n in new.nodes.values() for p in n.ports}
+    state["topology"] = new
+    state["gone"] = gone
+
+
+def _topology_facts(topo: Topology, gone: set[tuple[str, str]]) -> tuple[list[DeviceInfo], list[PortInfo], list[Gauge]]:
+    """Devices, port infos and link gauges of a topology (link_up 0 for ports that vanished from it)."""
+    devices: list[DeviceInfo] = []
+    ports: list[PortInfo] = []
+    gauges: list[Gauge] = []
+    for n in topo.nodes.values():
+        devices.append(DeviceInfo(name=n.name, kind=n.kind, guid=n.guid, description=n.description))
+        for p in n.ports.values():
+            port = str(p.num)
+            lid = n.lid if n.kind == "switch" else p.lid
+            ports.append(PortInfo(device=n.name, port=port, guid=p.guid, lid="" if lid is None else str(lid), label=p.label))
+            gauges.append(Gauge(n.name, port, "link_up", 1.0))
+            lanes = p.lanes
+            if lanes:
+                gauges.append(Gauge(n.name, port, "link_width_lanes", float(lanes)))
+            speed = p.speed_bytes
+            if speed is not None:
+                gauges.append(Gauge(n.name, port, "link_speed_bytes", speed))
+    for device, port in sorted(gone):
+        gauges.append(Gauge(device, port, "link_up", 0.0))
+    return devices, ports, gauges

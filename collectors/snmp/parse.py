@@ -1,0 +1,270 @@
+"""snmp payload -> ParseResult. Pure: no I/O beyond reading the profile files once.
+
+The payload is ``{"snmprec": TEXT}`` (recording-format.md). What is read here:
+
+- system group: sysUpTime (TimeTicks, 1/100 s) -> ``clocks[target]``, so rates use the
+  device's clock; sysObjectID / sysDescr select the vendor profile;
+- IF-MIB ifName (else ifDescr, else ``ifIndex<N>``) -> the ``port`` label of every sample;
+- the base profile ``if-mib`` and the selected vendor profile -> samples and gauges;
+- LLDP-MIB remote table -> ``links`` (None when the payload has no LLDP rows at all).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from typing import Any
+
+from agent.model import DeviceInfo, Gauge, Link, ParseResult, PortInfo, Sample, TargetSpec
+from agent.vocabulary import COUNTERS, GAUGES
+from collectors.base import ParseError
+from collectors.snmp import profiles as prof
+from collectors.snmp.snmprec import COUNTER64, INTEGER, NUMERIC_TAGS, Oid, Value, Varbinds, parse_snmprec
+
+SYS_DESCR: Oid = (1, 3, 6, 1, 2, 1, 1, 1, 0)
+SYS_OBJECT_ID: Oid = (1, 3, 6, 1, 2, 1, 1, 2, 0)
+SYS_UPTIME: Oid = (1, 3, 6, 1, 2, 1, 1, 3, 0)
+SCALARS: tuple[Oid, ...] = (SYS_DESCR, SYS_OBJECT_ID, SYS_UPTIME)
+IF_DESCR: Oid = (1, 3, 6, 1, 2, 1, 2, 2, 1, 2)
+IF_NAME: Oid = (1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 1)
+IF_ALIAS: Oid = (1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 18)
+LLDP_ROOT: Oid = (1, 0, 8802, 1, 1, 2, 1)
+LLDP_LOC_PORT: Oid = (1, 0, 8802, 1, 1, 2, 1, 3, 7, 1)  # index lldpLocPortNum; .3 PortId, .4 PortDesc
+LLDP_REM: Oid = (1, 0, 8802, 1, 1, 2, 1, 4, 1, 1)  # index TimeMark, LocalPortNum, RemIndex
+REM_CHASSIS, REM_PORT_SUBTYPE, REM_PORT_ID, REM_PORT_DESC, REM_SYS_NAME = 5, 6, 7, 8, 9
+# Subtrees every poll walks, whatever the profile: port names and the LLDP neighbours.
+STRUCTURE_WALKS: tuple[Oid, ...] = (
+    IF_NAME, IF_DESCR, IF_ALIAS,
+    (*LLDP_LOC_PORT, 3), (*LLDP_LOC_PORT, 4),
+    *((*LLDP_REM, c) for c in (REM_CHASSIS, REM_PORT_SUBTYPE, REM_PORT_ID, REM_PORT_DESC, REM_SYS_NAME)),
+)
+
+
+def oid_str(oid: Oid) -> str:
+    return ".".join(map(str, oid))
+
+
+def text(value: Value) -> str:
+    """An OCTET STRING as display text (DisplayString is ASCII/UTF-8; stray bytes kept visible)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace").strip("\x00").strip()
+    return "" if value is None else str(value).strip()
+
+
+def _mac_or_text(value: Value) -> str:
+    """LLDP chassis/port ids: printable text as is, 6 raw bytes as a MAC, else hex."""
+    if isinstance(value, bytes):
+        try:
+            decoded = value.decode("utf-8")
+            if decoded and decoded.isprintable():
+                return decoded.strip()
+        except UnicodeDecodeError:
+            pass
+        if len(value) == 6:
+            return ":".join(f"{b:02x}" for b in value)
+        return value.hex()
+    return text(value)
+
+
+class _Index:
+    """Sorted OIDs for fast subtree scans (a poll can carry tens of thousands of varbinds)."""
+
+    def __init__(self, vb: Varbinds) -> None:
+        self.vb = vb
+        self.oids = sorted(vb.table)
+
+    def subtree(self, prefix: Oid) -> Iterator[tuple[Oid, str, Value]]:
+        n = len(prefix)
+        i = bisect.bisect_left(self.oids, prefix)
+        while i < len(self.oids) and self.oids[i][:n] == prefix:
+            oid = self.oids[i]
+            tag, value = self.vb.table[oid]
+            yield oid[n:], tag, value
+            i += 1
+
+
+def port_names(ix: _Index) -> dict[int, str]:
+    names: dict[int, str] = {}
+    for column in (IF_DESCR, IF_NAME):  # ifName overrides ifDescr
+        for rest, _tag, value in ix.subtree(column):
+            if len(rest) == 1 and text(value):
+                names[rest[0]] = text(value)
+    return names
+
+
+def port_label(names: dict[int, str], if_index: int) -> str:
+    return names.get(if_index) or f"ifIndex{if_index}"
+
+
+def _decode_index(rest: Oid, parts: tuple[prof.IndexPart, ...]) -> dict[str, Any] | None:
+    """Split a row index into role values; None when the row is not of this table's shape."""
+    labels: dict[str, Any] = {}
+    pos = 0
+    for part in parts:
+        if part.kind == "implied":
+            pos = len(rest)
+            continue
+        if part.kind == "string":
+            if pos >= len(rest) or pos + 1 + rest[pos] > len(rest):
+                return None
+            pos += 1 + rest[pos]
+            continue
+        if pos >= len(rest):
+            return None
+        raw = rest[pos]
+        pos += 1
+        if part.values is not None and raw not in part.values:
+            return None
+        if (part.lo is not None and raw < part.lo) or (part.hi is not None and raw > part.hi):
+            return None
+        if part.role == "ifIndex":
+            labels["ifIndex"] = raw
+        elif part.role == "priority":
+            labels["priority"] = raw + part.offset
+        elif part.role == "queue":
+            labels["queue"] = part.fmt.format(raw + part.offset)
+    return labels if pos == len(rest) else None
+
+
+class _Emitter:
+    """Collects samples and gauges, first writer wins per (port, name, labels)."""
+
+    def __init__(self, device: str, names: dict[int, str], result: ParseResult) -> None:
+        self.device, self.names, self.result = device, names, result
+        self.seen: set[tuple[str, str, tuple[Any, ...]]] = set()
+        self.problems: dict[str, int] = {}
+
+    def _note(self, what: str) -> None:
+        self.problems[what] = self.problems.get(what, 0) + 1
+
+    def table(self, profile: prof.Profile, table: prof.Table, ix: _Index) -> None:
+        for col in table.columns:
+            defn = COUNTERS[col.name] if col.kind == "counter" else GAUGES[col.name]
+            where = f"{profile.name}/{table.name} column {col.number} ({col.name})"
+            for rest, tag, value in ix.subtree((*table.entry, col.number)):
+                labels = _decode_index(rest, table.index)
+                if labels is None:
+                    continue
+                labels.update(col.fixed)
+                port = port_label(self.names, labels["ifIndex"])
+                sub = tuple(labels[name] for name in defn.labels)
+                key = (port, col.name, sub)
+                if key in self.seen:
+                    if not col.fallback:
+                        self._note(f"{where}: duplicate value for a key already set, ignored")
+                    continue
+                if tag not in NUMERIC_TAGS or not isinstance(value, int):
+                    self._note(f"{where}: non-numeric value of type {tag}, ignored")
+                    continue
+                if value in col.ignore:
+                    continue
+                if col.kind == "counter":
+                    self._counter(port, col, sub, tag, value)
+                elif not self._gauge(port, col, sub, value):
+                    continue
+                self.seen.add(key)
+
+    def _counter(self, port: str, col: prof.Column, sub: tuple[Any, ...], tag: str, value: int) -> None:
+        bits = 64 if tag == COUNTER64 else 32
+        if tag == INTEGER:  # an Integer32 "count" wraps through negative values
+            value &= 0xFFFFFFFF
+        self.result.samples.append(Sample(device=self.device, port=port, counter=col.name, value=value,
+                                          sub=sub, bits=bits, scale=col.scale))
+
+    def _gauge(self, port: str, col: prof.Column, sub: tuple[Any, ...], value: int) -> bool:
+        reading: float | None = float(value)
+        if col.value_map is not None:
+            reading = dict(col.value_map).get(value, col.default)
+        if reading is None:
+            return False
+        self.result.gauges.append(Gauge(device=self.device, port=port, name=col.name, value=reading * col.scale, sub=sub))
+        return True
+
+
+def _lldp_local_ports(ix: _Index, names: dict[int, str]) -> dict[int, str]:
+    """lldpLocPortNum -> our port label. The LLDP port number is not always the ifIndex, so
+    match the local port id / description against the interface names first."""
+    by_name = {v: v for v in names.values()}
+    out: dict[int, str] = {}
+    local: dict[int, list[str]] = {}
+    for column in (3, 4):
+        for rest, _tag, value in ix.subtree((*LLDP_LOC_PORT, column)):
+            if len(rest) == 1 and text(value):
+                local.setdefault(rest[0], []).append(text(value))
+    for num, candidates in local.items():
+        hit = next((by_name[c] for c in candidates if c in by_name), None)
+        out[num] = hit or names.get(num) or candidates[0]
+    return out
+
+
+def lldp_links(ix: _Index, device: str, names: dict[int, str]) -> list[Link] | None:
+    if next(ix.subtree(LLDP_ROOT), None) is None:
+        return None
+    local = _lldp_local_ports(ix, names)
+    rows: dict[tuple[int, ...], dict[int, Value]] = {}
+    for column in (REM_CHASSIS, REM_PORT_SUBTYPE, REM_PORT_ID, REM_PORT_DESC, REM_SYS_NAME):
+        for rest, _tag, value in ix.subtree((*LLDP_REM, column)):
+            if len(rest) == 3:
+                rows.setdefault(rest, {})[column] = value
+    links: set[Link] = set()
+    for (_mark, local_num, _rem), row in rows.items():
+        peer_device = text(row.get(REM_SYS_NAME)) or _mac_or_text(row.get(REM_CHASSIS))
+        subtype = row.get(REM_PORT_SUBTYPE)
+        port_id = _mac_or_text(row.get(REM_PORT_ID))
+        port_desc = text(row.get(REM_PORT_DESC))
+        # interfaceName(5) and local(7) ids are port names; for a MAC (3), network address (4)
+        # or alias (1) id the description is the better name when the peer sent one.
+        peer_port = port_id if subtype in (5, 7) else (port_desc or port_id)
+        if not peer_device or not peer_port:
+            continue
+        port = local.get(local_num) or port_label(names, local_num)
+        links.add(Link(device=device, port=port, peer_device=peer_device, peer_port=peer_port))
+    return sorted(links, key=lambda ln: (ln.port, ln.peer_device, ln.peer_port))
+
+
+def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
+    if not isinstance(payload, dict) or not isinstance(payload.get("snmprec"), str):
+        raise ParseError("snmp payload must be an object with an 'snmprec' text")
+    vb = parse_snmprec(payload["snmprec"])
+    result = ParseResult(warnings=list(vb.warnings))
+    ix = _Index(vb)
+    device = spec.name
+
+    extra = spec.options.get("profile_dirs") or ()
+    if isinstance(extra, str) or not all(isinstance(d, str) for d in extra):
+        raise ParseError("option profile_dirs must be a list of directory paths")
+    try:
+        profiles = prof.load_profiles(tuple(extra))
+    except prof.ProfileError as exc:
+        raise ParseError(f"SNMP profiles: {exc}") from None
+
+    oid_value = vb.get(SYS_OBJECT_ID)
+    sys_oid: Oid | None = None
+    if isinstance(oid_value, str):
+        sys_oid = tuple(int(c) for c in oid_value.split("."))
+    descr = text(vb.get(SYS_DESCR))
+    explicit = spec.options.get("profile")
+    try:
+        vendor, warning = prof.select_profile(profiles, sys_oid, descr, str(explicit) if explicit else None)
+    except KeyError:
+        raise ParseError(f"unknown SNMP profile {explicit!r}; known: {', '.join(sorted(profiles))}") from None
+    if warning:
+        result.warnings.append(warning)
+
+    uptime = vb.table.get(SYS_UPTIME)
+    if uptime is not None and isinstance(uptime[1], int) and uptime[1] >= 0:
+        result.clocks[device] = uptime[1] / 100.0
+
+    names = port_names(ix)
+    emitter = _Emitter(device, names, result)
+    for profile in (profiles[prof.BASE_PROFILE], vendor):
+        for table in profile.tables:
+            emitter.table(profile, table, ix)
+    result.warnings.extend(f"{what} ({n} rows)" for what, n in sorted(emitter.problems.items()))
+
+    result.devices.append(DeviceInfo(name=device, kind="switch", description=descr))
+    aliases = {rest[0]: text(v) for rest, _t, v in ix.subtree(IF_ALIAS) if len(rest) == 1}
+    for if_index in sorted(names):
+        result.ports.append(PortInfo(device=device, port=names[if_index], alias=aliases.get(if_index, "")))
+    result.links = lldp_links(ix, device, names)
+    return result

@@ -1,0 +1,267 @@
+"""Vendor profiles: YAML files that say which SNMP table columns feed which vocabulary names.
+
+Why data, not code: every switch vendor puts PFC, ECN and queue-drop counters in its own MIB
+with its own index shape. A profile declares, per table, the entry OID, how the index splits
+into ifIndex / priority / queue parts, and which columns map to which counter or gauge; one
+engine (``parse.py``) turns any profile into samples. Users add profiles for other switches
+with the ``profile_dirs`` option, without touching code.
+
+Schema (see ``profiles/*.yaml`` for real ones)::
+
+    name: cisco                      # defaults to the file stem
+    description: ...
+    match:                           # selection when the target sets no ``profile``
+      sys_object_id: [1.3.6.1.4.1.9] # OID prefixes (component-wise)
+      sys_descr: ["SONiC"]           # regexes; a sysDescr match outranks any OID match
+    tables:
+      - name: cpfcIfPriorityTable
+        entry: 1.3.6.1.4.1.9.9.813.1.2.1
+        index: [ifIndex, priority]   # parts: ifIndex | priority | queue | int | string | implied
+        columns:                     # or {role: queue, format: "pg{}", values: [0, 2], offset: 0}
+          2: {counter: pfc_tx_pause_frames}
+          3: {counter: pfc_rx_pause_frames, scale: 0.001, priority: 3, queue: all,
+              fallback: true, map: {1: 0, 2: 1}, default: 0, ignore: [4294967295]}
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent.vocabulary import COUNTERS, GAUGES
+from collectors.snmp.snmprec import Oid, parse_oid
+
+SHIPPED_DIR = Path(__file__).resolve().parent / "profiles"
+BASE_PROFILE = "if-mib"  # applied to every target, before the vendor profile
+FALLBACK_PROFILE = "ieee8021-pfc"  # when no vendor profile matches
+ROLES = ("ifIndex", "priority", "queue", "ignore")
+KINDS = ("int", "string", "implied")
+
+
+class ProfileError(ValueError):
+    """A profile file that does not follow the schema; names the file and the problem."""
+
+
+@dataclass(frozen=True, slots=True)
+class IndexPart:
+    kind: str = "int"  # int: one sub-identifier; string: length-prefixed; implied: the rest
+    role: str = "ignore"
+    values: frozenset[int] | None = None  # rows with other values are not ours (filter)
+    lo: int | None = None
+    hi: int | None = None
+    offset: int = 0  # label = raw + offset (a 1-based queue numbering)
+    fmt: str = "{}"  # queue label format, e.g. "pg{}"
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    number: int
+    kind: str  # counter | gauge
+    name: str
+    scale: float = 1.0
+    fixed: tuple[tuple[str, Any], ...] = ()  # labels given by the column (Cumulus InPfc3Pkt)
+    fallback: bool = False  # only when an earlier column gave no value for the same key
+    value_map: tuple[tuple[int, float], ...] | None = None
+    default: float | None = None
+    ignore: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    name: str
+    entry: Oid
+    index: tuple[IndexPart, ...]
+    columns: tuple[Column, ...]
+
+    def column_oids(self) -> list[Oid]:
+        return [(*self.entry, c.number) for c in self.columns]
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    name: str
+    description: str
+    match_oids: tuple[Oid, ...]
+    match_descr: tuple[re.Pattern[str], ...]
+    tables: tuple[Table, ...]
+    path: str = ""
+
+    def walk_oids(self) -> list[Oid]:
+        return [oid for t in self.tables for oid in t.column_oids()]
+
+
+_SHORTHANDS = {
+    "ifIndex": IndexPart(role="ifIndex"),
+    "priority": IndexPart(role="priority", lo=0, hi=7),
+    "queue": IndexPart(role="queue"),
+    "int": IndexPart(),
+    "string": IndexPart(kind="string"),
+    "implied": IndexPart(kind="implied"),
+}
+
+
+def _index_part(raw: Any, where: str) -> IndexPart:
+    if isinstance(raw, str):
+        if raw not in _SHORTHANDS:
+            raise ProfileError(f"{where}: unknown index part {raw!r} (one of {', '.join(_SHORTHANDS)})")
+        return _SHORTHANDS[raw]
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{where}: an index part is a name or a mapping, got {raw!r}")
+    unknown = set(raw) - {"kind", "role", "values", "range", "offset", "format", "name"}
+    if unknown:
+        raise ProfileError(f"{where}: unknown index keys {sorted(unknown)}")
+    kind, role = raw.get("kind", "int"), raw.get("role", "ignore")
+    if kind not in KINDS or role not in ROLES:
+        raise ProfileError(f"{where}: kind must be one of {KINDS}, role one of {ROLES}")
+    if kind != "int" and role != "ignore":
+        raise ProfileError(f"{where}: only int index parts can carry a role")
+    values = raw.get("values")
+    lo, hi = (0, 7) if role == "priority" else (None, None)
+    if "range" in raw:
+        lo, hi = (int(x) for x in raw["range"])
+    fmt = str(raw.get("format", "{}"))
+    if "{}" not in fmt:
+        raise ProfileError(f"{where}: format needs a {{}} placeholder")
+    return IndexPart(kind=kind, role=role, values=frozenset(int(v) for v in values) if values is not None else None,
+                     lo=lo, hi=hi, offset=int(raw.get("offset", 0)), fmt=fmt)
+
+
+def _column(number: Any, raw: Any, roles: set[str], where: str) -> Column:
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{where}: column {number} must be a mapping")
+    allowed = {"counter", "gauge", "scale", "priority", "queue", "fallback", "map", "default", "ignore", "name"}
+    if set(raw) - allowed:
+        raise ProfileError(f"{where}: column {number}: unknown keys {sorted(set(raw) - allowed)}")
+    if ("counter" in raw) == ("gauge" in raw):
+        raise ProfileError(f"{where}: column {number} needs exactly one of counter/gauge")
+    kind = "counter" if "counter" in raw else "gauge"
+    name = str(raw[kind])
+    defn = COUNTERS.get(name) if kind == "counter" else GAUGES.get(name)
+    if defn is None:
+        raise ProfileError(f"{where}: column {number}: {name!r} is not a {kind} of agent/vocabulary.py")
+    fixed = {k: raw[k] for k in ("priority", "queue") if k in raw}
+    if "priority" in fixed:
+        fixed["priority"] = int(fixed["priority"])
+    if "queue" in fixed:
+        fixed["queue"] = str(fixed["queue"])
+    for label in defn.labels:
+        if label not in roles and label not in fixed:
+            raise ProfileError(f"{where}: column {number}: {name} needs a {label!r} label from the index or the column")
+    value_map = raw.get("map")
+    if value_map is not None and kind != "gauge":
+        raise ProfileError(f"{where}: column {number}: map is for gauges")
+    try:
+        col_no = int(number)
+        return Column(
+            number=col_no, kind=kind, name=name, scale=float(raw.get("scale", 1.0)),
+            fixed=tuple(sorted(fixed.items())), fallback=bool(raw.get("fallback", False)),
+            value_map=tuple((int(k), float(v)) for k, v in value_map.items()) if value_map is not None else None,
+            default=float(raw["default"]) if raw.get("default") is not None else None,
+            ignore=frozenset(int(v) for v in raw.get("ignore", ())),
+        )
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ProfileError(f"{where}: column {number}: {exc}") from None
+
+
+def _oid(text: Any, where: str) -> Oid:
+    try:
+        return parse_oid(str(text))
+    except ValueError as exc:
+        raise ProfileError(f"{where}: {exc}") from None
+
+
+def profile_from_dict(doc: Any, default_name: str, path: str = "") -> Profile:
+    where = path or default_name
+    if not isinstance(doc, dict):
+        raise ProfileError(f"{where}: a profile is a YAML mapping")
+    unknown = set(doc) - {"name", "description", "match", "tables"}
+    if unknown:
+        raise ProfileError(f"{where}: unknown keys {sorted(unknown)}")
+    name = str(doc.get("name", default_name))
+    match = doc.get("match") or {}
+    try:
+        descr = tuple(re.compile(str(p)) for p in match.get("sys_descr", []) or [])
+    except re.error as exc:
+        raise ProfileError(f"{where}: bad sys_descr regex: {exc}") from None
+    oids = tuple(_oid(o, where) for o in match.get("sys_object_id", []) or [])
+    tables = []
+    for i, t in enumerate(doc.get("tables") or []):
+        twhere = f"{where} table {t.get('name', i) if isinstance(t, dict) else i}"
+        if not isinstance(t, dict) or "entry" not in t or "columns" not in t:
+            raise ProfileError(f"{twhere}: a table needs entry and columns")
+        index = tuple(_index_part(p, twhere) for p in t.get("index") or [])
+        roles = [p.role for p in index]
+        if roles.count("ifIndex") != 1:
+            raise ProfileError(f"{twhere}: the index needs exactly one ifIndex part")
+        if not isinstance(t["columns"], dict):
+            raise ProfileError(f"{twhere}: columns is a mapping of column number to target")
+        cols = tuple(_column(n, c, set(roles), twhere) for n, c in t["columns"].items())
+        tables.append(Table(name=str(t.get("name", f"table{i}")), entry=_oid(t["entry"], twhere), index=index, columns=cols))
+    return Profile(name=name, description=str(doc.get("description", "")), match_oids=oids,
+                   match_descr=descr, tables=tuple(tables), path=path)
+
+
+def _load_dir(directory: Path) -> dict[str, Profile]:
+    out: dict[str, Profile] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        try:
+            doc = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise ProfileError(f"{path}: cannot read: {exc}") from None
+        prof = profile_from_dict(doc, path.stem, str(path))
+        out[prof.name] = prof
+    return out
+
+
+@functools.lru_cache(maxsize=32)
+def load_profiles(extra_dirs: tuple[str, ...] = ()) -> dict[str, Profile]:
+    """Shipped profiles, then each extra directory in order (a later file of the same name
+    replaces an earlier one). Cached per process: profiles are configuration, read once;
+    call ``load_profiles.cache_clear()`` on a config reload."""
+    profiles = _load_dir(SHIPPED_DIR)
+    for d in extra_dirs:
+        directory = Path(d)
+        if not directory.is_dir():
+            raise ProfileError(f"profile directory {d} does not exist")
+        profiles.update(_load_dir(directory))
+    for required in (BASE_PROFILE, FALLBACK_PROFILE):
+        if required not in profiles:
+            raise ProfileError(f"profile {required!r} is missing")
+    return profiles
+
+
+def _oid_prefix(prefix: Oid, oid: Oid) -> bool:
+    return len(oid) >= len(prefix) and oid[: len(prefix)] == prefix
+
+
+def select_profile(profiles: dict[str, Profile], sys_object_id: Oid | None, sys_descr: str,
+                   explicit: str | None = None) -> tuple[Profile, str | None]:
+    """The vendor profile for a device and a warning when none matched.
+
+    An explicit ``profile`` option wins; else a sysDescr regex match (SONiC runs on many
+    vendors' hardware and keeps their sysObjectID), else the longest sysObjectID prefix.
+    """
+    if explicit:
+        if explicit not in profiles:
+            raise KeyError(explicit)
+        return profiles[explicit], None
+    best: tuple[int, int, str] | None = None
+    for prof in profiles.values():
+        if prof.name == BASE_PROFILE:
+            continue
+        descr_hit = any(p.search(sys_descr) for p in prof.match_descr)
+        oid_len = max((len(p) for p in prof.match_oids if sys_object_id and _oid_prefix(p, sys_object_id)), default=0)
+        if descr_hit or oid_len:
+            rank = (int(descr_hit), oid_len, prof.name)
+            if best is None or rank[:2] > best[:2]:
+                best = rank
+    if best is not None:
+        return profiles[best[2]], None
+    shown = ".".join(map(str, sys_object_id)) if sys_object_id else "(none)"
+    return profiles[FALLBACK_PROFILE], (
+        f"no vendor profile matches sysObjectID {shown}; using IF-MIB + IEEE8021-PFC")
