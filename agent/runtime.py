@@ -115,6 +115,8 @@ class Agent:
                 systemd.notify("READY=1")
 
     async def _reload(self) -> bool:
+        for cls in collectors.loaded_classes():
+            cls.reset_caches()
         try:
             new = load(self.loaded.path)
             rules = rules_mod.build(new.config.rules)

@@ -48,6 +48,11 @@ def get(source: str) -> type[Collector]:
     return cls
 
 
+def loaded_classes() -> list[type[Collector]]:
+    """The collector classes imported so far."""
+    return list(_loaded.values())
+
+
 def available() -> list[str]:
     """Source names whose collector module is present in this installation."""
     names = []
@@ -60,4 +65,4 @@ def available() -> list[str]:
     return names
 
 
-__all__ = ["Collector", "FetchError", "ParseError", "SourceOptions", "SOURCES", "UnknownSource", "get", "available"]
+__all__ = ["SOURCES", "Collector", "FetchError", "ParseError", "SourceOptions", "UnknownSource", "available", "get", "loaded_classes"]

@@ -70,3 +70,9 @@ class Collector(abc.ABC):
 
     async def close(self) -> None:
         """Release sessions, engines, subprocesses. Called on shutdown and reload."""
+        return None
+
+    @classmethod
+    def reset_caches(cls) -> None:
+        """Forget anything cached from files the user may have changed (called on reload)."""
+        return None

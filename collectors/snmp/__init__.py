@@ -120,6 +120,10 @@ class SnmpCollector(Collector):
         return {"snmprec": text}
 
     @classmethod
+    def reset_caches(cls) -> None:
+        snmp_profiles.load_profiles.cache_clear()  # user profile files may have changed
+
+    @classmethod
     def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
         return snmp_parse.parse_payload(payload, spec)
 
