@@ -62,7 +62,7 @@ def render_snmp(fabric: Fabric, dev: Device, t: float, offsets: dict[str, float]
     r = _Rec()
     r.add(_oid("1.3.6.1.2.1.1.1.0"), "4", dev.sys_descr or SYS_DESCR[prof])
     r.add(_oid("1.3.6.1.2.1.1.2.0"), "6", dev.sys_oid or SYS_OID[prof])
-    r.add(_oid("1.3.6.1.2.1.1.3.0"), "67", int(round((t - dev.boot_t) * 100)))
+    r.add(_oid("1.3.6.1.2.1.1.3.0"), "67", round((t - dev.boot_t) * 100))
     r.add(_oid("1.3.6.1.2.1.1.5.0"), "4", dev.name)
     for p in dev.ports.values():
         i = p.index
@@ -80,6 +80,7 @@ def render_snmp(fabric: Fabric, dev: Device, t: float, offsets: dict[str, float]
         r.add(_oid("1.3.6.1.2.1.31.1.1.1.15", i), "66", int(p.speed_gbps * 1000))
         r.add(_oid("1.0.8802.1.1.2.1.3.7.1.3", i), "4", p.name)
         if p.peer is not None and p.up:
+            r.add(_oid("1.0.8802.1.1.2.1.4.1.1.6", 0, i, 1), "2", 5)  # lldpRemPortIdSubtype interfaceName
             r.add(_oid("1.0.8802.1.1.2.1.4.1.1.7", 0, i, 1), "4", p.peer[1])
             r.add(_oid("1.0.8802.1.1.2.1.4.1.1.8", 0, i, 1), "4", p.peer[1])
             r.add(_oid("1.0.8802.1.1.2.1.4.1.1.9", 0, i, 1), "4", p.peer[0])
@@ -165,8 +166,8 @@ def _cumulus(r: _Rec, p: Port, offsets: dict[str, float]) -> None:
 def _ieee(r: _Rec, p: Port, offsets: dict[str, float]) -> None:
     """IEEE8021-PFC-MIB: Counter32 totals, no priority split."""
     i = p.index
-    r.add(_oid("1.3.111.2.802.1.1.21.1.1.1.2", i), "65", sum(s.tx_pause_frames for s in p.prio) + offsets.get("pfc_requests", 0))
-    r.add(_oid("1.3.111.2.802.1.1.21.1.1.1.3", i), "65", sum(s.rx_pause_frames for s in p.prio) + offsets.get("pfc_indications", 0))
+    r.add(_oid("1.3.111.2.802.1.1.21.1.1.1.2", i), "65", sum(s.tx_pause_frames for s in p.prio) + offsets.get(f"pfc_requests:{p.name}", 0))
+    r.add(_oid("1.3.111.2.802.1.1.21.1.1.1.3", i), "65", sum(s.rx_pause_frames for s in p.prio) + offsets.get(f"pfc_indications:{p.name}", 0))
 
 
 _VENDOR = {"arista": _arista, "cisco": _cisco, "sonic": _sonic, "onyx": _onyx, "cumulus": _cumulus, "ieee8021-pfc": _ieee}

@@ -23,6 +23,7 @@ so on along every flow that crosses it.
 from __future__ import annotations
 
 import random
+import zlib
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -191,7 +192,12 @@ class Fabric:
             d = queue.popleft()
             if d == dst:
                 break
-            for p in self.devices[d].ports.values():
+            ports = list(self.devices[d].ports.values())
+            up = [p for p in ports if p.peer and self.devices[p.peer[0]].kind in ("eth_switch", "ib_switch")]
+            if up:  # ECMP-like: spread (src, dst) pairs over the switch-facing ports
+                spin = zlib.crc32(f"{src}>{dst}".encode()) % len(up)
+                ports = [p for p in ports if p not in up] + up[spin:] + up[:spin]
+            for p in ports:
                 if p.peer is None or p.peer[0] in prev:
                     continue
                 # traffic does not transit hosts / CAs

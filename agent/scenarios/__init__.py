@@ -1,0 +1,33 @@
+"""Scenario corpus generator: simulated fabrics written as recordings with ground truth.
+
+``python -m agent.scenarios --out tests/scenarios`` regenerates the corpus and
+``python -m agent.scenarios --demo agent/demo/demo.jsonl.gz`` the bundled demo recording.
+Both are deterministic: the same seed gives the same bytes. Truth conventions are in
+:mod:`agent.scenarios.catalog`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.scenarios.catalog import SCENARIOS, demo
+from agent.scenarios.writer import Scenario, encode, run, write
+
+DEFAULT_SEED = 20251202
+
+
+def generate_corpus(out: Path, seed: int = DEFAULT_SEED, names: list[str] | None = None) -> dict[str, int]:
+    """Write every scenario (or ``names``) as ``<out>/<name>.jsonl.gz``; returns sizes in bytes."""
+    sizes = {}
+    for i, (name, build) in enumerate(SCENARIOS.items()):
+        if names and name not in names:
+            continue
+        sizes[name] = write(build(seed + i), out / f"{name}.jsonl.gz")
+    return sizes
+
+
+def write_demo(path: Path, seed: int = DEFAULT_SEED) -> int:
+    return write(demo(seed), path)
+
+
+__all__ = ["DEFAULT_SEED", "SCENARIOS", "Scenario", "encode", "generate_corpus", "run", "write", "write_demo"]

@@ -1,0 +1,128 @@
+"""Scoring of findings against truth (agent/evaluate.py), with hand-made findings and truth."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from agent.evaluate import DEFAULT_FLOORS, evaluate, format_report, run_eval
+from agent.model import Finding
+
+T = 1000.0
+
+
+def truth(kind="pfc_storm", device="leaf01", port="Ethernet3", priority=3, role="origin", start=T + 100, end=T + 240, **kw):
+    return {"type": "truth", "kind": kind, "device": device, "port": port, "priority": priority, "role": role,
+            "start": start, "end": end, **kw}
+
+
+def finding(kind="pfc_storm", device="leaf01", port="Ethernet3", priority=3, role="origin", start=T + 110, end=T + 260,
+            severity="critical", **kw):
+    return Finding(kind=kind, severity=severity, device=device, port=port, priority=priority, role=role,
+                   start=start, end=end, **kw)
+
+
+def test_exact_match_precision_recall_delay() -> None:
+    rep = evaluate({"r": [finding()]}, {"r": [truth()]})
+    s = rep.kinds["pfc_storm"]
+    assert (s.truths, s.findings, s.matched_truths, s.false_findings) == (1, 1, 1, 0)
+    assert s.precision == 1.0 and s.recall == 1.0
+    assert s.delay_median == 1.0 and s.delay_max == 1.0  # 10 s late at a 10 s poll interval
+    assert rep.origin_top1 == 1.0 and not rep.failures()
+
+
+@pytest.mark.parametrize("change", [
+    {"device": "leaf02"}, {"port": "Ethernet4"}, {"priority": 4}, {"priority": None}, {"role": "victim"},
+    {"kind": "congestion"}, {"start": T + 300, "end": None},  # starts 6 polls after the truth ended
+])
+def test_any_field_mismatch_is_a_miss_and_a_false_finding(change) -> None:
+    rep = evaluate({"r": [finding(**change)]}, {"r": [truth()]})
+    s = rep.kinds["pfc_storm"]
+    assert s.matched_truths == 0 and s.recall == 0.0
+    f_kind = change.get("kind", "pfc_storm")
+    assert rep.kinds[f_kind].false_findings == 1
+    assert rep.failures()
+
+
+def test_null_priority_matches_null_and_tolerance_widens_time() -> None:
+    t = truth(kind="link_degraded", port="1", priority=None, role=None, start=T, end=T + 10)
+    # starts two polls after the truth ended: within the default tolerance of 2 polls
+    f = finding(kind="link_degraded", port="1", priority=None, role=None, start=T + 30, end=None, severity="warning")
+    assert evaluate({"r": [f]}, {"r": [t]}).kinds["link_degraded"].recall == 1.0
+    assert evaluate({"r": [f]}, {"r": [t]}, tolerance_polls=1).kinds["link_degraded"].recall == 0.0
+    # the poll interval scales the tolerance and the delay
+    rep = evaluate({"r": [f]}, {"r": [t]}, poll_interval={"r": 30.0}, tolerance_polls=1)
+    assert rep.kinds["link_degraded"].delays == [1.0]
+
+
+def test_early_finding_has_zero_delay_and_duplicates_are_not_false() -> None:
+    rep = evaluate({"r": [finding(start=T + 90), finding(start=T + 120)]}, {"r": [truth()]})
+    s = rep.kinds["pfc_storm"]
+    assert s.delays == [0.0] and s.matched_findings == 2 and s.false_findings == 0
+
+
+def test_origin_on_either_end_of_the_cable() -> None:
+    t = truth(peer_device="gpu03", peer_port="eth0")
+    on_nic = finding(device="gpu03", port="eth0")
+    assert evaluate({"r": [on_nic]}, {"r": [t]}).kinds["pfc_storm"].recall == 1.0
+    # a finding naming the truth port as its peer matches too
+    via_peer = finding(device="gpu03", port="eth0", peer_device="leaf01", peer_port="Ethernet3")
+    assert evaluate({"r": [via_peer]}, {"r": [truth()]}).kinds["pfc_storm"].recall == 1.0
+    # but not for victims
+    v = truth(role="victim", peer_device="gpu03", peer_port="eth0")
+    assert evaluate({"r": [finding(device="gpu03", port="eth0", role="victim")]}, {"r": [v]}).kinds["pfc_storm"].recall == 0.0
+
+
+def test_origin_top1_takes_the_earliest_origin_finding() -> None:
+    wrong_first = finding(device="leaf02", port="Ethernet1", start=T + 100)
+    right_later = finding(start=T + 120)
+    rep = evaluate({"r": [wrong_first, right_later]}, {"r": [truth()]})
+    assert rep.kinds["pfc_storm"].recall == 1.0
+    assert rep.origin_truths == 1 and rep.origin_hits == 0
+    assert any("origin top-1" in f for f in rep.failures())
+    rep = evaluate({"r": [right_later]}, {"r": [truth()]})
+    assert rep.origin_hits == 1
+
+
+def test_benign_recording_findings_are_false_and_floors() -> None:
+    dl = finding(kind="pfc_deadlock", role="member")
+    rep = evaluate({"benign": [dl], "storm": [finding()]}, {"benign": [], "storm": [truth()]})
+    assert rep.recordings == 2
+    assert rep.kinds["pfc_deadlock"].false_findings == 1 and rep.kinds["pfc_deadlock"].precision == 0.0
+    fails = rep.failures()
+    assert any("pfc_deadlock: 1 false" in f for f in fails)
+    # floors are configurable: drop the precision floor and allow one false deadlock
+    relaxed = {"precision": None, "max_false": {}}
+    assert rep.failures(relaxed) == []
+    assert DEFAULT_FLOORS["recall"] == 0.95
+
+
+def test_delay_floor() -> None:
+    late = finding(start=T + 130)  # 3 polls late
+    rep = evaluate({"r": [late]}, {"r": [truth()]})
+    assert rep.kinds["pfc_storm"].delay_max == 3.0
+    assert any("max detection delay 3 polls > 2" in f for f in rep.failures())
+
+
+def test_dict_findings_and_report_text() -> None:
+    f = finding().to_json()
+    rep = evaluate({"r": [f]}, {"r": [truth(), truth(kind="packet_loss", role=None, port="Ethernet9")]})
+    text = format_report(rep)
+    lines = text.splitlines()
+    row = next(ln for ln in lines if ln.startswith("pfc_storm"))
+    assert row.split()[:7] == ["pfc_storm", "1", "1", "1", "0", "1.00", "1.00"]
+    assert "missed (1):" in text and "packet_loss leaf01 Ethernet9 prio 3" in text
+    assert lines[-1].startswith("FAIL: packet_loss: recall 0.00")
+
+
+HAVE_REPLAY = importlib.util.find_spec("agent.replay") is not None
+
+
+@pytest.mark.skipif(not HAVE_REPLAY, reason="agent.replay (replay_recording) is not in the tree yet")
+def test_run_eval_end_to_end_on_the_corpus() -> None:
+    corpus = Path(__file__).resolve().parent / "scenarios"
+    text, ok = run_eval([corpus / "nic_pause_storm_onyx.jsonl.gz", corpus / "benign_heavy_load.jsonl.gz"], floors={})
+    assert "2 recording(s)" in text and "storm origin top-1" in text
+    assert isinstance(ok, bool)
