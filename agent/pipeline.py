@@ -146,6 +146,9 @@ class Pipeline:
         except collectors.UnknownSource:
             self._fail(status, "parse", f"no collector for source {spec.source!r} in this installation")
             return
+        except Exception as exc:  # a broken collector module must not take the agent down
+            self._fail(status, "parse", f"the {spec.source} collector cannot be loaded: {type(exc).__name__}: {exc}")
+            return
         state = self.parse_state.setdefault(poll.target, {})
         try:
             result = cls.parse(poll.payload or {}, spec, state)

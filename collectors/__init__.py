@@ -43,7 +43,9 @@ def get(source: str) -> type[Collector]:
         if exc.name == module_name:
             raise UnknownSource(source) from exc
         raise
-    cls = getattr(module, cls_name)
+    cls = getattr(module, cls_name, None)
+    if cls is None:
+        raise UnknownSource(source)
     _loaded[source] = cls
     return cls
 
