@@ -170,9 +170,10 @@ class Pipeline:
         self._pending_devices.update(result.clocks)
         status.up = True
         status.last_success_t = poll.t
-        status.warnings = result.warnings[:20]
-        for w in result.warnings[:5]:
+        new = [w for w in result.warnings[:20] if w not in status.warnings]
+        for w in new[:5]:  # log a warning when it first appears, not on every poll
             log.info("target %s: %s", poll.target, w)
+        status.warnings = result.warnings[:20]
 
     def _maybe_detect(self, t: float) -> None:
         if self._last_detect is not None and t - self._last_detect < self.detect_min_interval:

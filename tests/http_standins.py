@@ -76,6 +76,7 @@ class Reply:
     status: int = 200
     content_type: str | None = None
     truncate_to: int | None = None
+    delay: float = 0.0  # seconds before answering (for cancellation tests)
 
     def encoded(self) -> tuple[bytes, str]:
         if isinstance(self.body, (dict, list)):
@@ -131,7 +132,7 @@ class StandIn:
     async def __aenter__(self) -> StandIn:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         ctx = None
         if self.tls:
@@ -154,6 +155,8 @@ class StandIn:
         reply = self.routes.get(request.path)
         if reply is None:
             return web.json_response({"error": f"no route {request.path}"}, status=404)
+        if reply.delay:
+            await asyncio.sleep(reply.delay)
         raw, ctype = reply.encoded()
         if reply.truncate_to is None:
             return web.Response(body=raw, status=reply.status, headers={"Content-Type": ctype})

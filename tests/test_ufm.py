@@ -239,7 +239,7 @@ def test_missing_ports_is_parse_error():
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
     lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=10), kids, max_size=5),
-    max_leaves=20,
+    max_leaves=10,
 )
 _field = st.sampled_from(["guid", "number", "name", "node_description", "system_name", "dname", "active_speed", "active_width",
                           "logical_state", "physical_state", "lid", "source_guid", "source_port", "destination_guid",
@@ -256,7 +256,7 @@ _resp = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_resp, max_size=5) | _json)
 def test_fuzz_parser_raises_only_parse_error(responses):
     payload = {"responses": responses} if isinstance(responses, list) else responses

@@ -3,6 +3,7 @@ Prometheus text (sharding honoured), truncated bodies, errors and garbage; parse
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 
@@ -220,3 +221,17 @@ def test_fuzz_payload_shape():
     for bad in (None, [], {"responses": "x"}, {"responses": [1]}):
         with pytest.raises(ParseError):
             UfmTelemetryCollector.parse(bad, TargetSpec("t", "ufm-telemetry"), {})  # type: ignore[arg-type]
+
+
+async def test_cancelled_poll_leaves_the_collector_usable():
+    """The scheduler enforces timeouts by cancelling fetch: nothing may leak or stay broken."""
+    routes = {CSV_PATH: Reply("timestamp,node_guid,port_num,PortXmitDataExtended\n1709652347,0x1,1,5\n", delay=5.0),
+              "/fast": Reply("timestamp,node_guid,port_num,PortXmitDataExtended\n1709652347,0x1,1,6\n")}
+    async with StandIn(routes) as srv:
+        c = collector(srv)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(c.fetch(), 0.2)
+        c.options.path = "/fast"
+        payload = await fetch_once(c)
+    assert payload["responses"][0]["body"].endswith("0x1,1,6\n")
+    assert c._slot._client is None  # closed

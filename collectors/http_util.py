@@ -1,0 +1,256 @@
+"""A small aiohttp client for the REST collectors (UFM, UFM Telemetry, NVUE).
+
+Why a shared helper: every REST source needs the same care — TLS verified by default (with a
+CA file for self-signed appliances and an explicit opt-out), basic or token auth, a cap on
+body size, a check that the body was not cut short, and every failure turned into a
+:class:`FetchError` with a reason the error metric can count. Secrets are resolved at fetch
+time and never appear in a message, a payload or a recording.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import ssl
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from collectors.base import FetchError
+
+DEFAULT_MAX_BODY = 256 * 1024 * 1024  # a full-fabric UFM ports list can be tens of MB
+
+
+def resolve_secret(what: str, inline: str | None, file: str | None, env: str | None) -> str | None:
+    """The secret from ``<what>_file``, ``<what>_env`` or inline ``<what>``, in that order.
+
+    Raises FetchError(reason="auth") naming the option (never the value) when the named
+    source is unusable, so a typo in a config shows up as a clear poll error.
+    """
+    if file:
+        try:
+            return Path(file).read_text().strip()
+        except OSError as exc:
+            raise FetchError(f"cannot read {what}_file {file}: {exc.strerror or exc}", "auth") from None
+    if env:
+        value = os.environ.get(env)
+        if value is None:
+            raise FetchError(f"{what}_env names environment variable {env}, which is not set", "auth")
+        return value
+    return inline
+
+
+@dataclass(slots=True)
+class HttpAuth:
+    """``kind``: ``none``, ``basic`` (username + secret) or ``token`` (``Authorization: <scheme> <secret>``)."""
+
+    kind: str = "none"
+    username: str = ""
+    secret: str = ""
+    token_scheme: str = "Bearer"
+
+    def headers(self) -> dict[str, str]:
+        if self.kind == "basic":
+            pair = base64.b64encode(f"{self.username}:{self.secret}".encode()).decode("ascii")
+            return {"Authorization": f"Basic {pair}"}
+        if self.kind == "token":
+            return {"Authorization": f"{self.token_scheme} {self.secret}"}
+        return {}
+
+
+@dataclass(slots=True)
+class HttpResponse:
+    """One finished call; ``record()`` is the recording's RESPONSE object."""
+
+    method: str
+    path: str
+    status: int
+    body: Any  # parsed JSON when the response was JSON, else text
+    content_type: str = ""
+    is_json: bool = False
+
+    def record(self) -> dict[str, Any]:
+        return {"method": self.method, "path": self.path, "status": self.status, "body": self.body}
+
+
+def make_ssl_context(ca_file: str | None, insecure: bool) -> ssl.SSLContext:
+    """Verify against the system store, or ``ca_file``; ``insecure`` turns verification off."""
+    if insecure:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    try:
+        return ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
+    except (OSError, ssl.SSLError) as exc:
+        raise FetchError(f"cannot load ca_file {ca_file}: {exc}", "tls") from None
+
+
+def base_url(scheme: str, address: str, port: int | None) -> str:
+    """``scheme://host[:port]``; IPv6 literals get brackets."""
+    host = address.strip()
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"{scheme}://{host}" + (f":{port}" if port else "")
+
+
+class HttpClient:
+    """One keep-alive session to one appliance. Create inside the event loop; ``close()`` when done."""
+
+    def __init__(
+        self,
+        base: str,
+        *,
+        auth: HttpAuth | None = None,
+        ca_file: str | None = None,
+        insecure: bool = False,
+        max_body_bytes: int = DEFAULT_MAX_BODY,
+        headers: dict[str, str] | None = None,
+        connect_timeout: float | None = 10.0,
+    ) -> None:
+        self.base = base.rstrip("/")
+        self.auth = auth or HttpAuth()
+        self.ca_file = ca_file
+        self.insecure = insecure
+        self.max_body_bytes = max_body_bytes
+        self.headers = dict(headers or {})
+        self.connect_timeout = connect_timeout
+        self._session: aiohttp.ClientSession | None = None
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            ssl_arg: ssl.SSLContext | bool = True
+            if urlsplit(self.base).scheme == "https":
+                ssl_arg = make_ssl_context(self.ca_file, self.insecure)
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=ssl_arg),
+                headers={"Accept": "application/json, text/plain;q=0.9, */*;q=0.5", **self.headers, **self.auth.headers()},
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout),
+                # Redirects could carry the credentials to another host: never follow them silently.
+            )
+        return self._session
+
+    async def close(self) -> None:
+        session, self._session = self._session, None
+        if session is not None and not session.closed:
+            await session.close()
+
+    async def get(self, path: str, *, ok_statuses: range = range(200, 300), want_json: bool = False) -> HttpResponse:
+        """GET ``path`` (with its query string).
+
+        401/403 raise FetchError "auth"; other statuses outside ``ok_statuses`` raise "http".
+        ``want_json``: the body must be JSON whatever the Content-Type, else "protocol".
+        """
+        url = self.base + path
+        session = self._get_session()
+        try:
+            async with session.get(url, allow_redirects=False) as resp:
+                raw = await self._read_body(resp, path)
+                status = resp.status
+                ctype = resp.headers.get("Content-Type", "")
+        except FetchError:
+            raise
+        except TimeoutError:
+            raise FetchError(f"timed out on GET {path}", "timeout") from None
+        except aiohttp.ClientConnectorCertificateError as exc:
+            raise FetchError(f"TLS certificate of {self.base} not trusted ({exc.certificate_error}); set ca_file, or tls_insecure_skip_verify", "tls") from None
+        except (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch, ssl.SSLError) as exc:
+            raise FetchError(f"TLS error talking to {self.base}: {exc}", "tls") from None
+        except aiohttp.ClientConnectorError as exc:
+            raise FetchError(f"cannot connect to {self.base}: {exc.os_error.strerror or exc.os_error}", "connection") from None
+        except aiohttp.ClientPayloadError as exc:
+            raise FetchError(f"response to GET {path} was cut short: {exc}", "size") from None
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+            raise FetchError(f"connection to {self.base} lost during GET {path}: {exc}", "connection") from None
+        except aiohttp.ClientError as exc:
+            raise FetchError(f"HTTP protocol error on GET {path}: {exc}", "protocol") from None
+
+        if status in (401, 403):
+            raise FetchError(f"GET {path} refused with HTTP {status}: check the credentials and the user's role", "auth")
+        if status not in ok_statuses:
+            if 300 <= status < 400:
+                raise FetchError(f"GET {path} answered with a redirect (HTTP {status}); check scheme, port and URL prefix", "http")
+            raise FetchError(f"GET {path} failed with HTTP {status}: {_snippet(raw)}", "http")
+        resp_out = _decode(path, status, ctype, raw)
+        if want_json and 200 <= status < 300 and not resp_out.is_json:
+            try:
+                resp_out.body = json.loads(raw)
+                resp_out.is_json = True
+            except ValueError:
+                raise FetchError(f"GET {path}: expected JSON, got {ctype or 'no Content-Type'}: {_snippet(raw)}", "protocol") from None
+        return resp_out
+
+    async def _read_body(self, resp: aiohttp.ClientResponse, path: str) -> bytes:
+        declared = resp.content_length
+        limit = self.max_body_bytes
+        if declared is not None and declared > limit:
+            raise FetchError(f"response to GET {path} is {declared} bytes, over the {limit}-byte limit", "size")
+        chunks: list[bytes] = []
+        total = 0
+        async for chunk in resp.content.iter_chunked(1 << 16):
+            total += len(chunk)
+            if total > limit:
+                raise FetchError(f"response to GET {path} exceeds the {limit}-byte limit", "size")
+            chunks.append(chunk)
+        body = b"".join(chunks)
+        # aiohttp normally raises on a short body; this also catches a peer that closed cleanly.
+        # Content-Length counts encoded bytes, so only compare when nothing was decompressed.
+        if declared is not None and not resp.headers.get("Content-Encoding") and len(body) < declared:
+            raise FetchError(f"response to GET {path} truncated: {len(body)} of {declared} bytes (Content-Length)", "size")
+        return body
+
+
+class ClientSlot:
+    """Holds one collector's HttpClient; a new session when the resolved auth changed (rotated secret)."""
+
+    def __init__(self) -> None:
+        self._client: HttpClient | None = None
+        self._auth: HttpAuth | None = None
+
+    async def client(self, base: str, auth: HttpAuth, *, ca_file: str | None, insecure: bool, max_body_bytes: int) -> HttpClient:
+        if self._client is None or auth != self._auth:
+            await self.close()
+            self._client = HttpClient(base, auth=auth, ca_file=ca_file, insecure=insecure, max_body_bytes=max_body_bytes)
+            self._auth = auth
+        return self._client
+
+    async def close(self) -> None:
+        client, self._client, self._auth = self._client, None, None
+        if client is not None:
+            await client.close()
+
+
+async def run_all(calls: list[Coroutine[Any, Any, HttpResponse]]) -> list[HttpResponse]:
+    """Run the calls of one poll concurrently; the first failure cancels the others and is raised
+    as itself (a FetchError when there is one), never as an ExceptionGroup."""
+    try:
+        async with asyncio.TaskGroup() as tg:
+            tasks = [tg.create_task(c) for c in calls]
+    except BaseExceptionGroup as eg:
+        errors = list(eg.exceptions)
+        first = next((e for e in errors if isinstance(e, FetchError)), errors[0])
+        raise first from None
+    return [t.result() for t in tasks]
+
+
+def _decode(path: str, status: int, ctype: str, raw: bytes) -> HttpResponse:
+    text = raw.decode("utf-8", errors="replace")
+    is_json = "json" in ctype.lower()
+    body: Any = text
+    if is_json:
+        try:
+            body = json.loads(text) if text.strip() else None
+        except ValueError:
+            is_json = False  # keep the text: the parser (or the caller) says what was wrong
+    return HttpResponse("GET", path, status, body, ctype, is_json)
+
+
+def _snippet(raw: bytes, n: int = 160) -> str:
+    text = raw[:n].decode("utf-8", errors="replace").strip().replace("\n", " ")
+    return text or "(empty body)"

@@ -1,0 +1,80 @@
+"""``ufm``: port state, topology and (optionally) counters from the UFM Enterprise REST API."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import model_validator
+
+from agent.model import ParseResult, TargetSpec
+from collectors.base import Collector, SourceOptions
+from collectors.http_util import DEFAULT_MAX_BODY, ClientSlot, HttpAuth, base_url, resolve_secret
+from collectors.ufm.fetch import LINKS_PATH, PORTS_PATH, SYSTEMS_PATH, gather_calls, payload_of, prefix_for
+from collectors.ufm.parse import parse_payload
+
+
+class UfmOptions(SourceOptions):
+    auth: Literal["basic", "token"] = "basic"
+    username: str | None = None
+    password: str | None = None
+    password_file: str | None = None
+    password_env: str | None = None
+    token: str | None = None
+    token_file: str | None = None
+    token_env: str | None = None
+    scheme: Literal["https", "http"] = "https"
+    port: int | None = None
+    ca_file: str | None = None
+    tls_insecure_skip_verify: bool = False
+    # GET path (after the prefix) of a counters call; its JSON shape is [U], see README.
+    pm_counters_path: str | None = None
+    device_name: Literal["node_description", "system_name"] = "node_description"
+    max_body_bytes: int = DEFAULT_MAX_BODY
+
+    @model_validator(mode="after")
+    def _credentials(self) -> UfmOptions:
+        if self.auth == "basic":
+            if not self.username:
+                raise ValueError("auth basic needs username")
+            if not (self.password or self.password_file or self.password_env):
+                raise ValueError("auth basic needs password_file, password_env or password")
+        elif not (self.token or self.token_file or self.token_env):
+            raise ValueError("auth token needs token_file, token_env or token")
+        return self
+
+
+class UfmCollector(Collector):
+    source = "ufm"
+    options_model = UfmOptions
+    parse_options = ("pm_counters_path", "device_name")
+
+    def __init__(self, name: str, address: str, options: UfmOptions) -> None:  # type: ignore[override]
+        super().__init__(name, address, options)
+        self.options: UfmOptions = options
+        self._slot = ClientSlot()
+
+    def _current_auth(self) -> HttpAuth:
+        o = self.options
+        if o.auth == "token":
+            token = resolve_secret("token", o.token, o.token_file, o.token_env) or ""
+            return HttpAuth("token", secret=token, token_scheme="Basic")  # UFM: Basic, not Bearer
+        password = resolve_secret("password", o.password, o.password_file, o.password_env) or ""
+        return HttpAuth("basic", username=o.username or "", secret=password)
+
+    async def fetch(self) -> dict[str, Any]:
+        o = self.options
+        client = await self._slot.client(
+            base_url(o.scheme, self.address, o.port), self._current_auth(),
+            ca_file=o.ca_file, insecure=o.tls_insecure_skip_verify, max_body_bytes=o.max_body_bytes,
+        )
+        prefix = prefix_for(o.auth)
+        paths = [f"{prefix}/{p}" for p in (PORTS_PATH, LINKS_PATH, SYSTEMS_PATH)]
+        optional = f"{prefix}/{o.pm_counters_path.lstrip('/')}" if o.pm_counters_path else None
+        return payload_of(await gather_calls(client, paths, optional))
+
+    @classmethod
+    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
+        return parse_payload(payload, spec)
+
+    async def close(self) -> None:
+        await self._slot.close()

@@ -1,0 +1,84 @@
+"""``ufm-telemetry``: IB port counters from a UFM Telemetry HTTP endpoint (CSV or Prometheus text)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import model_validator
+
+from agent.model import ParseResult, TargetSpec
+from collectors.base import Collector, SourceOptions
+from collectors.http_util import DEFAULT_MAX_BODY, ClientSlot, HttpAuth, base_url, resolve_secret
+from collectors.ufm_telemetry.fetch import fetch_all, shard_paths
+from collectors.ufm_telemetry.parse import parse_payload
+
+
+class UfmTelemetryOptions(SourceOptions):
+    scheme: Literal["http", "https"] = "http"
+    port: int = 9001
+    path: str = "/csv/cset/converted_enterprise"
+    format: Literal["auto", "csv", "prometheus", "json"] = "auto"
+    num_shards: int = 1
+    shard: int | None = None  # None: fetch every shard in each poll
+    sharding_field: str = "port_guid"
+    node_names: dict[str, str] | None = None  # node GUID -> device label, when rows carry no description
+    auth: Literal["none", "basic", "token"] = "none"
+    username: str | None = None
+    password: str | None = None
+    password_file: str | None = None
+    password_env: str | None = None
+    token: str | None = None
+    token_file: str | None = None
+    token_env: str | None = None
+    token_scheme: str = "Bearer"
+    ca_file: str | None = None
+    tls_insecure_skip_verify: bool = False
+    max_body_bytes: int = DEFAULT_MAX_BODY
+
+    @model_validator(mode="after")
+    def _check(self) -> UfmTelemetryOptions:
+        if not self.path.startswith("/"):
+            self.path = "/" + self.path
+        if self.num_shards < 1:
+            raise ValueError("num_shards must be >= 1")
+        if self.shard is not None and not 0 <= self.shard < self.num_shards:
+            raise ValueError(f"shard must be in 0..{self.num_shards - 1}")
+        if self.auth == "basic" and not self.username:
+            raise ValueError("auth basic needs username")
+        return self
+
+
+class UfmTelemetryCollector(Collector):
+    source = "ufm-telemetry"
+    options_model = UfmTelemetryOptions
+    parse_options = ("format", "node_names")
+
+    def __init__(self, name: str, address: str, options: UfmTelemetryOptions) -> None:  # type: ignore[override]
+        super().__init__(name, address, options)
+        self.options: UfmTelemetryOptions = options
+        self._slot = ClientSlot()
+
+    def _current_auth(self) -> HttpAuth:
+        o = self.options
+        if o.auth == "basic":
+            pw = resolve_secret("password", o.password, o.password_file, o.password_env) or ""
+            return HttpAuth("basic", username=o.username or "", secret=pw)
+        if o.auth == "token":
+            tok = resolve_secret("token", o.token, o.token_file, o.token_env) or ""
+            return HttpAuth("token", secret=tok, token_scheme=o.token_scheme)
+        return HttpAuth()
+
+    async def fetch(self) -> dict[str, Any]:
+        o = self.options
+        client = await self._slot.client(
+            base_url(o.scheme, self.address, o.port), self._current_auth(),
+            ca_file=o.ca_file, insecure=o.tls_insecure_skip_verify, max_body_bytes=o.max_body_bytes,
+        )
+        return await fetch_all(client, shard_paths(o.path, o.num_shards, o.shard, o.sharding_field))
+
+    @classmethod
+    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
+        return parse_payload(payload, spec)
+
+    async def close(self) -> None:
+        await self._slot.close()
