@@ -81,3 +81,10 @@ def test_missing_file(tmp_path):
     with pytest.raises(ConfigError) as exc:
         load(tmp_path / "nope.yml")
     assert "cannot read config" in exc.value.problems[0]
+
+
+def test_source_option_error_names_its_line():
+    text = "targets:\n  - name: ib\n    source: perfquery\n    concurrency: 0\n    bogus_option: 1\n"
+    ps = problems(text)
+    assert any(p.startswith("f.yml:4: targets[0].concurrency:") for p in ps), ps
+    assert "f.yml:5: targets[0].bogus_option: unknown key" in ps
