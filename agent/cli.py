@@ -63,7 +63,11 @@ def _web_security(args: argparse.Namespace, loaded):
         return None, []
     from agent.exporter import webconfig
 
-    return webconfig.load(path)
+    try:
+        return webconfig.load(path)
+    except webconfig.WebConfigError as exc:
+        print(f"web config: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 def cmd_run(args: argparse.Namespace) -> int:

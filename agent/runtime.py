@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 import collectors
-from agent import systemd
+from agent import state, systemd
 from agent.config import ConfigError, LoadedConfig, TargetConfig, load
 from agent.detector import rules as rules_mod
 from agent.exporter.server import Exporter, make_app, start_server
@@ -68,6 +68,11 @@ class Agent:
         )
         self.exporter = Exporter(self.pipeline)
         self.exporter.reload_hook = self.reload
+        state_dir = state.default_state_dir(cfg.global_.state_dir)
+        keeper = state.StateKeeper(state.state_path(state_dir), self.pipeline.store, self.pipeline.detector) if state_dir else None
+        if keeper is not None:
+            keeper.load()
+            keeper.start()
         self.exporter.render_now()
         self.scheduler = Scheduler(self._on_poll, cfg.global_.max_concurrency, cfg.global_.jitter, cfg.global_.backoff_max)
         self._fingerprints = {t.name: _fingerprint(loaded, t) for t in cfg.enabled_targets()}
@@ -93,6 +98,8 @@ class Agent:
             systemd.notify("STOPPING=1")
             watchdog.cancel()
             await self.scheduler.stop()
+            if keeper is not None:
+                await keeper.close()
             if recorder is not None:
                 recorder.close()
             if runner is not None:
@@ -122,6 +129,9 @@ class Agent:
             rules = rules_mod.build(new.config.rules)
             fresh = {t.name: _fingerprint(new, t) for t in new.config.enabled_targets()}
             built = {t.name: _scheduled(new, t) for t in new.config.enabled_targets() if self._fingerprints.get(t.name) != fresh[t.name]}
+            for mw in self.middlewares:  # the web config (TLS, basic auth) is re-read too; it commits last
+                if hasattr(mw, "reload"):
+                    mw.reload()
         except (ConfigError, ValueError, OSError) as exc:
             log.error("reload failed, keeping the running config: %s", exc)
             self.exporter.reload_ok = False

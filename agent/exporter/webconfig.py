@@ -1,0 +1,362 @@
+"""exporter-toolkit web config (``--web.config.file``): TLS, mutual TLS, basic auth, headers, rate limit.
+
+The same YAML as Prometheus exporters (fabric-reference.md 5.4)::
+
+    tls_server_config:
+      cert_file: server.crt          # relative paths: relative to this file, as in the toolkit
+      key_file: server.key
+      client_auth_type: RequireAndVerifyClientCert   # NoClientCert | VerifyClientCertIfGiven | ...
+      client_ca_file: clients-ca.crt
+      client_allowed_sans: [prometheus.example.org]
+      min_version: TLS12             # TLS10 .. TLS13
+      max_version: TLS13
+    http_server_config:
+      headers: {Strict-Transport-Security: max-age=31536000}
+    basic_auth_users:
+      prometheus: $2y$10$...         # bcrypt, e.g. `htpasswd -nBC 10 "" | tr -d ':\\n'`
+    rate_limit: {interval: 100ms, burst: 10}
+
+Everything is protected, /healthz included, as the toolkit does.
+
+**Reload.** The toolkit re-reads the file on every request; fabricmon re-reads it on reload
+(SIGHUP, ``POST /-/reload``), validated completely before anything changes: a broken file
+fails the reload and the previous settings stay. Users, headers and rate limit change at
+once. TLS: certificate, key, client CA, client_auth_type and versions change for new
+connections (the listening socket keeps one SSLContext whose ``sni_callback`` switches each
+handshake to the current context). Switching between plain HTTP and TLS needs a restart.
+
+Not supported (rejected with a clear error rather than silently ignored): ``cipher_suites``,
+``curve_preferences`` (OpenSSL picks its defaults) and the ``RequestClientCert`` /
+``RequireAnyClientCert`` client auth types (Python's ssl cannot accept unverified client
+certificates). ``http2`` and ``prefer_server_cipher_suites`` are accepted and ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import logging
+import re
+import ssl
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import bcrypt
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from agent.config import ConfigError, Duration, _compose, _problems
+
+log = logging.getLogger(__name__)
+
+TLS_VERSIONS = {
+    "TLS10": ssl.TLSVersion.TLSv1,
+    "TLS11": ssl.TLSVersion.TLSv1_1,
+    "TLS12": ssl.TLSVersion.TLSv1_2,
+    "TLS13": ssl.TLSVersion.TLSv1_3,
+}
+CLIENT_AUTH = {
+    "NoClientCert": ssl.CERT_NONE,
+    "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
+    "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
+}
+# Valid in the toolkit, but they accept client certificates without verifying them.
+UNSUPPORTED_CLIENT_AUTH = ("RequestClientCert", "RequireAnyClientCert")
+# Headers the toolkit refuses to let a config set.
+RESERVED_HEADERS = {
+    "authorization", "proxy-authorization", "proxy-authenticate", "www-authenticate", "content-encoding",
+    "content-length", "content-type", "date", "connection", "keep-alive", "transfer-encoding", "vary", "set-cookie",
+}
+_BCRYPT = re.compile(r"^\$2[abxy]\$\d\d\$[./A-Za-z0-9]{53}$")
+_CACHE_MAX = 1024
+REALM_HEADER = 'Basic realm="fabricmon"'
+
+
+class WebConfigError(ValueError):
+    """A web config file that cannot be used; the message names the file and the key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TLSServerConfig(_Strict):
+    cert_file: str | None = None
+    key_file: str | None = None
+    client_auth_type: str = "NoClientCert"
+    client_ca_file: str | None = None
+    client_allowed_sans: list[str] = Field(default_factory=list)
+    min_version: Literal["TLS10", "TLS11", "TLS12", "TLS13"] = "TLS12"
+    max_version: Literal["TLS10", "TLS11", "TLS12", "TLS13"] = "TLS13"
+    prefer_server_cipher_suites: bool | None = None  # accepted, ignored: OpenSSL servers prefer their order
+    cipher_suites: list[str] | None = None
+    curve_preferences: list[str] | None = None
+
+    @field_validator("client_auth_type")
+    @classmethod
+    def _auth_type(cls, v: str) -> str:
+        if v in UNSUPPORTED_CLIENT_AUTH:
+            raise ValueError(f"{v} (accepting unverified client certificates) is not supported by fabricmon; "
+                             "use VerifyClientCertIfGiven or RequireAndVerifyClientCert with client_ca_file")
+        if v not in CLIENT_AUTH:
+            raise ValueError(f"unknown client_auth_type {v!r}; one of {', '.join(CLIENT_AUTH)}")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> TLSServerConfig:
+        if self.cipher_suites is not None or self.curve_preferences is not None:
+            raise ValueError("cipher_suites and curve_preferences are not supported by fabricmon (OpenSSL defaults are used); remove them")
+        if not self.cert_file:
+            raise ValueError("cert_file is required")
+        if not self.key_file:
+            raise ValueError("key_file is required")
+        if self.client_ca_file and self.client_auth_type == "NoClientCert":
+            raise ValueError("client_ca_file is set but client_auth_type is NoClientCert: set client_auth_type too")
+        if self.client_auth_type != "NoClientCert" and not self.client_ca_file:
+            raise ValueError(f"client_auth_type {self.client_auth_type} needs client_ca_file")
+        if self.client_allowed_sans and self.client_auth_type != "RequireAndVerifyClientCert":
+            raise ValueError("client_allowed_sans needs client_auth_type RequireAndVerifyClientCert")
+        if TLS_VERSIONS[self.min_version] > TLS_VERSIONS[self.max_version]:
+            raise ValueError(f"min_version {self.min_version} is above max_version {self.max_version}")
+        return self
+
+
+class HTTPServerConfig(_Strict):
+    headers: dict[str, str] = Field(default_factory=dict)
+    http2: bool = True  # accepted, ignored: aiohttp serves HTTP/1.1
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, value in v.items():
+            low = name.lower()
+            if low in RESERVED_HEADERS:
+                raise ValueError(f"header {name} cannot be configured")
+            if low == "x-content-type-options" and value.lower() != "nosniff":
+                raise ValueError(f"X-Content-Type-Options must be nosniff, not {value!r}")
+            if low == "x-frame-options" and value.lower() not in ("deny", "sameorigin"):
+                raise ValueError(f"X-Frame-Options must be deny or sameorigin, not {value!r}")
+        return v
+
+
+class RateLimit(_Strict):
+    interval: Duration = Field(description="time to earn one request")
+    burst: int = Field(ge=1)
+
+
+class WebConfigFile(_Strict):
+    tls_server_config: TLSServerConfig | None = None
+    http_server_config: HTTPServerConfig = Field(default_factory=HTTPServerConfig)
+    basic_auth_users: dict[str, str] = Field(default_factory=dict)
+    rate_limit: RateLimit | None = None
+
+    @field_validator("basic_auth_users")
+    @classmethod
+    def _hashes(cls, v: dict[str, str]) -> dict[str, str]:
+        for user, h in v.items():
+            if not isinstance(h, str) or not _BCRYPT.match(h):
+                # Never echo the value: a plain password pasted here must not reach a log.
+                raise ValueError(f"user {user!r}: not a bcrypt hash (expected $2y$10$... as made by `htpasswd -nBC 10 \"\"`)")
+        return v
+
+
+# ---------------------------------------------------------------------- loading
+def parse(text: str, path: str) -> WebConfigFile:
+    try:
+        data, lines = _compose(text, path)
+    except ConfigError as exc:
+        raise WebConfigError("; ".join(exc.problems)) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise WebConfigError(f"{path}:1: a web config must be a mapping (tls_server_config:, basic_auth_users:, ...)")
+    try:
+        return WebConfigFile.model_validate(data)
+    except ValidationError as exc:
+        raise WebConfigError("; ".join(_problems(exc, path, lines))) from None
+
+
+def _read(path: str) -> WebConfigFile:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise WebConfigError(f"{path}: cannot read web config: {exc.strerror or exc}") from None
+    return parse(text, path)
+
+
+def build_ssl_context(tls: TLSServerConfig, path: str) -> ssl.SSLContext:
+    """A server SSLContext; errors name the web config file, the key and the file it points to."""
+    base = Path(path).resolve().parent
+
+    def rel(p: str) -> str:
+        return str(base / p)
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = TLS_VERSIONS[tls.min_version]
+    ctx.maximum_version = TLS_VERSIONS[tls.max_version]
+    assert tls.cert_file and tls.key_file  # the model requires them
+    cert, key = rel(tls.cert_file), rel(tls.key_file)
+    try:
+        ctx.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise WebConfigError(f"{path}: tls_server_config.cert_file/key_file: cannot load {cert} with {key}: "
+                             f"{getattr(exc, 'strerror', None) or exc}") from None
+    if tls.client_ca_file:
+        ca = rel(tls.client_ca_file)
+        try:
+            ctx.load_verify_locations(cafile=ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise WebConfigError(f"{path}: tls_server_config.client_ca_file: cannot load {ca}: "
+                                 f"{getattr(exc, 'strerror', None) or exc}") from None
+    ctx.verify_mode = CLIENT_AUTH[tls.client_auth_type]
+    return ctx
+
+
+class _Bucket:
+    """Token bucket like golang.org/x/time/rate: one token per ``interval``, at most ``burst``."""
+
+    def __init__(self, interval: float, burst: int) -> None:
+        self.interval, self.burst = interval, burst
+        self.tokens = float(burst)
+        self.t = time.monotonic()
+
+    def allow(self) -> bool:
+        now = time.monotonic()
+        if self.interval > 0:
+            self.tokens = min(float(self.burst), self.tokens + (now - self.t) / self.interval)
+        else:
+            self.tokens = float(self.burst)
+        self.t = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+
+def _sans(peercert: dict[str, Any] | None) -> set[str]:
+    return {str(v) for _k, v in (peercert or {}).get("subjectAltName", ())}
+
+
+class WebSecurity:
+    """The aiohttp middleware that enforces a web config, and owns the server's SSLContext."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.config = WebConfigFile()
+        self.ssl_context: ssl.SSLContext | None = None  # the listening socket's context (fixed)
+        self._current: ssl.SSLContext | None = None  # the context handshakes switch to
+        self._ok_cache: set[bytes] = set()
+        self._bucket: _Bucket | None = None
+        self._bcrypt_slots = asyncio.Semaphore(2)  # bound the CPU a flood of bad passwords can take
+        self.reload(initial=True)
+
+    # ------------------------------------------------------------------ (re)load
+    def reload(self, initial: bool = False) -> None:
+        """Read and validate the file, then switch to it; WebConfigError keeps the old settings."""
+        cfg = _read(self.path)
+        ctx = build_ssl_context(cfg.tls_server_config, self.path) if cfg.tls_server_config else None
+        if not initial and (ctx is None) != (self.ssl_context is None):
+            raise WebConfigError(f"{self.path}: tls_server_config was {'added' if ctx else 'removed'}: "
+                                 "switching between HTTP and HTTPS needs a restart")
+        self.config = cfg
+        self._ok_cache = set()
+        self._bucket = _Bucket(cfg.rate_limit.interval, cfg.rate_limit.burst) if cfg.rate_limit else None
+        if ctx is not None:
+            if self.ssl_context is None:
+                self.ssl_context = ctx
+                ctx.sni_callback = self._switch_context
+            else:
+                base = self.ssl_context
+                # Per-connection settings are copied from the listening context when a connection starts.
+                base.verify_mode = ctx.verify_mode
+                base.minimum_version = ctx.minimum_version
+                base.maximum_version = ctx.maximum_version
+            self._current = ctx
+        if not initial:
+            log.info("web config reloaded from %s", self.path)
+
+    def _switch_context(self, sslobj: Any, server_name: str | None, ctx: ssl.SSLContext) -> None:
+        """Called by OpenSSL on every ClientHello (with or without SNI): use the latest certificate and CAs."""
+        current = self._current
+        if current is not None and current is not ctx:
+            sslobj.context = current
+
+    # ------------------------------------------------------------------ middleware
+    async def middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        headers = self.config.http_server_config.headers
+        try:
+            resp = await self._guarded(request, handler)
+        except web.HTTPException as exc:
+            exc.headers.update(headers)
+            raise
+        resp.headers.update(headers)
+        return resp
+
+    async def _guarded(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        cfg = self.config
+        if self._bucket is not None and not self._bucket.allow():
+            return web.Response(status=429, text="Too Many Requests\n")
+        tls = cfg.tls_server_config
+        if tls is not None and tls.client_allowed_sans:
+            peer = request.transport.get_extra_info("peercert") if request.transport else None
+            if not _sans(peer) & set(tls.client_allowed_sans):
+                return web.Response(status=403, text="Forbidden: client certificate SAN not allowed\n")
+        if cfg.basic_auth_users and not await self._authorized(request.headers.get("Authorization", "")):
+            return web.Response(status=401, text="Unauthorized\n", headers={"WWW-Authenticate": REALM_HEADER})
+        return await handler(request)
+
+    async def _authorized(self, header: str) -> bool:
+        scheme, _, encoded = header.partition(" ")
+        if scheme.lower() != "basic":
+            return False
+        try:
+            user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode("utf-8").partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        if not sep:
+            return False
+        users = self.config.basic_auth_users
+        known = user in users
+        # Unknown users still cost one bcrypt check, so response time does not reveal user names.
+        hashed = users[user] if known else next(iter(users.values()))
+        key = hashlib.sha256(b"\0".join((user.encode(), hashed.encode(), password.encode()))).digest()
+        if known and key in self._ok_cache:
+            return True
+        async with self._bcrypt_slots:
+            try:
+                ok = await asyncio.to_thread(bcrypt.checkpw, password.encode(), hashed.encode())
+            except ValueError:
+                ok = False
+        ok = ok and known
+        if ok:
+            if len(self._ok_cache) >= _CACHE_MAX:
+                self._ok_cache.clear()
+            self._ok_cache.add(key)
+        return ok
+
+
+def load(path: str) -> tuple[ssl.SSLContext | None, list[Any]]:
+    """(SSLContext or None, [middleware]) for ``start_server``/``make_app``; WebConfigError when unusable.
+
+    The middleware has a ``reload()`` method (bound through ``security``) that the agent calls on reload.
+    """
+    sec = WebSecurity(path)
+    return sec.ssl_context, [_ReloadableMiddleware(sec)]
+
+
+class _ReloadableMiddleware:
+    """An aiohttp middleware (a callable) that also exposes ``reload()`` and the ``security`` object."""
+
+    __middleware_version__ = 1
+
+    def __init__(self, security: WebSecurity) -> None:
+        self.security = security
+
+    async def __call__(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        return await self.security.middleware(request, handler)
+
+    def reload(self) -> None:
+        self.security.reload()

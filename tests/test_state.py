@@ -1,0 +1,153 @@
+"""agent.state: persisted series and findings; restarts give correct deltas, continued totals, kept start times."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import logging
+import time
+
+import pytest
+
+from agent import state
+from agent.detector import DetectContext, Detector
+from agent.detector.rules.link_flap import LinkFlapRule
+from agent.model import Sample
+from agent.store import CLOCK, OK, RESET, WRAP, CounterStore
+from agent.topology import Topology
+
+T0 = time.time() - 100.0  # recent: inside stale_after
+
+
+def _store() -> CounterStore:
+    return CounterStore(history=4, stale_after=600.0)
+
+
+def _detector() -> Detector:
+    return Detector([LinkFlapRule()])
+
+
+def _poll(store: CounterStore, det: Detector, t: float, xmit: int, downed: int, uptime: float | None = None) -> None:
+    samples = [Sample("sw1", "3", "tx_bytes", xmit, bits=32), Sample("sw1", "3", "link_downed", downed, bits=32)]
+    touched = store.update(samples, t, {"sw1": uptime} if uptime is not None else None, target="snmp-sw1")
+    det.run(DetectContext(store, Topology(), t, touched, {"sw1"}))
+
+
+def _roundtrip(tmp_path, store, det) -> tuple[CounterStore, Detector]:
+    path = state.state_path(tmp_path)
+    assert state.save(path, store, det) > 0
+    store2, det2 = _store(), _detector()
+    assert state.load_into(path, store2, det2)
+    return store2, det2
+
+
+def test_restart_continues_deltas_totals_and_findings(tmp_path):
+    store, det = _store(), _detector()
+    _poll(store, det, T0, 4_000_000_000, 5, uptime=1000.0)
+    _poll(store, det, T0 + 10, 1_000, 6, uptime=1010.0)  # Counter32 wrap, and one link down -> finding
+    assert store.get("sw1", "3", "tx_bytes").status == WRAP
+    [finding] = det.active
+    total_before = store.get("sw1", "3", "tx_bytes").total
+    assert total_before == 4_000_000_000 + (1_000 + 2**32 - 4_000_000_000)
+
+    store2, det2 = _roundtrip(tmp_path, store, det)
+    se = store2.get("sw1", "3", "tx_bytes")
+    assert se.total == total_before and se.delta is None and se.value == 1_000
+    assert [f.start for f in det2.active] == [finding.start] == [T0 + 10]
+    assert store2.ports[("sw1", "3")].target == "snmp-sw1"
+
+    # First poll after the restart: 20 s later on the device clock, 3000 more bytes -> 150 B/s, not a spike.
+    _poll(store2, det2, T0 + 30, 4_000, 6, uptime=1030.0)
+    se = store2.get("sw1", "3", "tx_bytes")
+    assert se.status == OK and se.delta == 3_000 and se.rate == pytest.approx(150.0)
+    assert se.total == total_before + 3_000
+    assert det2.active[0].start == T0 + 10  # still the same finding, same start
+
+
+def test_device_reboot_while_down_is_still_seen(tmp_path):
+    store, det = _store(), _detector()
+    _poll(store, det, T0, 50_000, 0, uptime=5000.0)
+    store2, det2 = _roundtrip(tmp_path, store, det)
+    _poll(store2, det2, T0 + 60, 20, 0, uptime=30.0)  # the device clock went back: it rebooted
+    se = store2.get("sw1", "3", "tx_bytes")
+    assert se.status == CLOCK and se.rate is None and se.total == 50_000
+
+
+def test_a_reset_absorbed_before_the_restart_stays_absorbed(tmp_path):
+    store, det = _store(), _detector()
+    _poll(store, det, T0, 1_000_000_000, 0)
+    _poll(store, det, T0 + 10, 10, 0)  # cleared: far more than half the range -> reset, total kept
+    assert store.get("sw1", "3", "tx_bytes").status == RESET
+    store2, det2 = _roundtrip(tmp_path, store, det)
+    _poll(store2, det2, T0 + 20, 110, 0)
+    assert store2.get("sw1", "3", "tx_bytes").total == 1_000_000_000 + 100  # Prometheus never sees it go down
+
+
+def test_stale_series_and_findings_are_not_restored(tmp_path):
+    store, det = _store(), _detector()
+    old = time.time() - 5000
+    _poll(store, det, old, 1, 1)
+    _poll(store, det, old + 10, 2, 2)
+    assert det.active
+    snap = state.snapshot(store, det, now=old + 10)
+    store2, det2 = _store(), _detector()
+    assert state.restore(snap, store2, det2) == (0, 0)
+    assert not store2.ports and not det2.active
+
+
+@pytest.mark.parametrize("content", [
+    b"\x1f\x8b\x08\x00garbage",  # truncated gzip
+    b"{not json",
+    json.dumps({"format": "something-else", "version": 1}).encode(),
+    json.dumps({"format": "fabricmon-state", "version": 99}).encode(),
+    json.dumps({"format": "fabricmon-state", "version": 1, "saved_at": time.time(), "ports": [["only", "three", "items"]]}).encode(),
+    json.dumps({"format": "fabricmon-state", "version": 1, "saved_at": time.time(), "device_clocks": [1, 2]}).encode(),
+    json.dumps([1, 2, 3]).encode(),
+])
+def test_bad_state_files_are_logged_and_ignored(tmp_path, caplog, content):
+    path = state.state_path(tmp_path)
+    path.write_bytes(gzip.compress(content) if content[:1] == b"{" else content)
+    store, det = _store(), _detector()
+    with caplog.at_level(logging.WARNING, logger="agent.state"):
+        assert state.load_into(path, store, det) is False
+    assert f"ignoring saved state: {path}:" in caplog.text
+    assert not store.ports and not det.active
+
+
+def test_missing_file_is_fine(tmp_path):
+    assert state.load_into(state.state_path(tmp_path / "nothing-yet"), _store(), _detector()) is False
+
+
+def test_atomic_write_leaves_one_private_file(tmp_path):
+    store, det = _store(), _detector()
+    _poll(store, det, T0, 1, 0)
+    path = state.state_path(tmp_path / "sub")
+    state.save(path, store, det)
+    state.save(path, store, det)
+    assert [p.name for p in path.parent.iterdir()] == [state.FILENAME]
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_default_state_dir(monkeypatch):
+    monkeypatch.setenv("STATE_DIRECTORY", "/var/lib/fabricmon:/var/lib/other")
+    assert state.default_state_dir(None) == "/var/lib/fabricmon"
+    assert state.default_state_dir("/srv/fm") == "/srv/fm"
+    monkeypatch.delenv("STATE_DIRECTORY")
+    assert state.default_state_dir(None) is None
+
+
+async def test_keeper_saves_periodically_and_at_close(tmp_path):
+    store, det = _store(), _detector()
+    path = state.state_path(tmp_path)
+    keeper = state.StateKeeper(path, store, det, interval=0.05)
+    keeper.start()
+    for _ in range(100):
+        if keeper.saves:
+            break
+        await asyncio.sleep(0.02)
+    assert keeper.saves >= 1 and path.exists()
+    _poll(store, det, T0, 42, 0)
+    await keeper.close()
+    data = state.read(path)
+    assert data["ports"][0][:2] == ["sw1", "3"]
