@@ -30,6 +30,19 @@ class FetchError(Exception):
         self.reason = reason
 
 
+def resolve_secret(what: str, inline: str | None, file: str | None, env: str | None) -> str | None:
+    """The plain value of secret option ``what`` (inline, ``<what>_file`` or ``<what>_env``),
+    through :func:`agent.secrets.resolve`; a problem is this poll's ``auth`` error, naming
+    the option and never the value."""
+    from agent.secrets import SecretError, resolve
+
+    try:
+        secret = resolve({what: inline, f"{what}_file": file, f"{what}_env": env}, what)
+    except SecretError as exc:
+        raise FetchError(str(exc), "auth") from None
+    return secret.reveal() if secret is not None else None
+
+
 class SourceOptions(BaseModel):
     """Base of each collector's per-target options; unknown keys are errors."""
 

@@ -12,38 +12,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 import ssl
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 
-from collectors.base import FetchError
+from collectors.base import FetchError, resolve_secret  # noqa: F401  (re-exported for REST collectors)
 
 DEFAULT_MAX_BODY = 256 * 1024 * 1024  # a full-fabric UFM ports list can be tens of MB
-
-
-def resolve_secret(what: str, inline: str | None, file: str | None, env: str | None) -> str | None:
-    """The secret from ``<what>_file``, ``<what>_env`` or inline ``<what>``, in that order.
-
-    Raises FetchError(reason="auth") naming the option (never the value) when the named
-    source is unusable, so a typo in a config shows up as a clear poll error.
-    """
-    if file:
-        try:
-            return Path(file).read_text().strip()
-        except OSError as exc:
-            raise FetchError(f"cannot read {what}_file {file}: {exc.strerror or exc}", "auth") from None
-    if env:
-        value = os.environ.get(env)
-        if value is None:
-            raise FetchError(f"{what}_env names environment variable {env}, which is not set", "auth")
-        return value
-    return inline
 
 
 @dataclass(slots=True)

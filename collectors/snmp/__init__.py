@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from agent.model import ParseResult, TargetSpec
-from collectors.base import Collector, FetchError, SourceOptions
+from collectors.base import Collector, SourceOptions, resolve_secret
 from collectors.snmp import fetch as snmp_fetch
 from collectors.snmp import parse as snmp_parse
 from collectors.snmp import profiles as snmp_profiles
@@ -59,21 +57,6 @@ class SnmpOptions(SourceOptions):
         if self.profile and self.profile not in known:
             raise ValueError(f"unknown profile {self.profile!r}; known: {', '.join(sorted(known))}")
         return self
-
-
-def resolve_secret(what: str, inline: str | None, file: str | None, env: str | None) -> str | None:
-    """``<what>_file``, then ``<what>_env``, then inline. Errors name the option, never the value."""
-    if file:
-        try:
-            return Path(file).read_text().strip()
-        except OSError as exc:
-            raise FetchError(f"cannot read {what}_file {file}: {exc.strerror or exc}", "auth") from None
-    if env:
-        value = os.environ.get(env)
-        if value is None:
-            raise FetchError(f"{what}_env names {env}, which is not set", "auth")
-        return value
-    return inline
 
 
 class SnmpCollector(Collector):
