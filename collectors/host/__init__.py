@@ -1,0 +1,51 @@
+"""``host``: node-local NIC counters from sysfs (``/sys/class/infiniband``) and ``ethtool -S``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import model_validator
+
+from agent.model import ParseResult, TargetSpec
+from collectors.base import Collector, SourceOptions
+from collectors.host.fetch import SysfsReader, fetch_host
+from collectors.host.parse import parse_payload
+
+
+class HostOptions(SourceOptions):
+    hostname: str | None = None  # the device label; default: the target name
+    sysfs_root: str = "/sys"
+    ethtool: bool = True
+    ethtool_path: str = "ethtool"
+    ethtool_timeout: float = 5.0
+    # Netdevs to run `ethtool -S` on; default: the netdevs of Ethernet (RoCE) ports of mlx5 devices.
+    ethtool_interfaces: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> HostOptions:
+        if self.ethtool_timeout <= 0:
+            raise ValueError("ethtool_timeout must be positive")
+        return self
+
+
+class HostCollector(Collector):
+    source = "host"
+    options_model = HostOptions
+    parse_options = ("hostname",)
+
+    def __init__(self, name: str, address: str, options: HostOptions) -> None:  # type: ignore[override]
+        super().__init__(name, address, options)
+        self.options: HostOptions = options
+        self._reader = SysfsReader(options.sysfs_root)
+        self._logged: set[str] = set()
+
+    async def fetch(self) -> dict[str, Any]:
+        o = self.options
+        return await fetch_host(
+            self._reader, ethtool=o.ethtool, ethtool_path=o.ethtool_path, ethtool_timeout=o.ethtool_timeout,
+            ethtool_interfaces=o.ethtool_interfaces, logged=self._logged,
+        )
+
+    @classmethod
+    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
+        return parse_payload(payload, spec, state)

@@ -1,0 +1,141 @@
+"""I/O for the host collector: read ``<sysfs_root>/class/infiniband`` and run ``ethtool -S``.
+
+The sysfs walk runs in a worker thread: every ``counters/*`` read is a PMA MAD to the HCA
+firmware, which can take a millisecond, and must not stall the event loop. A file that
+cannot be read (permission, EINVAL from a port without a PMA, a device removed mid-walk) is
+left out of the payload and logged once per path; one bad file never fails the poll.
+``ethtool`` runs through :func:`collectors.perfquery.fetch.run_command`: its own process
+group, killed on timeout or cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from collectors.base import FetchError
+from collectors.perfquery.fetch import run_command
+
+log = logging.getLogger(__name__)
+
+PORT_ATTRS = ("state", "phys_state", "rate", "link_layer")
+DEV_ATTRS = ("node_guid", "hca_type", "fw_ver", "board_id")
+COUNTER_DIRS = ("counters", "counters_ext", "hw_counters")
+SKIP = frozenset({"lifespan"})  # hw_counters/lifespan is a setting (cache window, ms), not a counter
+MAX_FILE = 4096
+
+
+@dataclass
+class SysfsSnapshot:
+    files: dict[str, str] = field(default_factory=dict)
+    ethernet_netdevs: list[str] = field(default_factory=list)  # netdevs of Ethernet (RoCE) ports of mlx5 devices
+
+
+class SysfsReader:
+    """Walks the tree; remembers which paths already had their failure logged."""
+
+    def __init__(self, sysfs_root: str) -> None:
+        self.class_dir = Path(sysfs_root) / "class"
+        self._logged: set[str] = set()
+
+    def _read(self, path: Path, rel: str, files: dict[str, str], optional: bool = False) -> str | None:
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read(MAX_FILE).decode("utf-8", "replace")
+        except OSError as exc:
+            if not optional and rel not in self._logged:
+                self._logged.add(rel)
+                log.warning("host: cannot read /sys/class/%s: %s (left out of the poll)", rel, exc.strerror or exc)
+            return None
+        files[rel] = text
+        return text
+
+    @staticmethod
+    def _list(path: Path) -> list[str]:
+        try:
+            return sorted(os.listdir(path))
+        except OSError:
+            return []
+
+    def snapshot(self) -> SysfsSnapshot:
+        snap = SysfsSnapshot()
+        ib = self.class_dir / "infiniband"
+        if not ib.is_dir():
+            raise FetchError(f"{ib} does not exist: no RDMA devices (or sysfs_root is wrong)", "command")
+        for dev in self._list(ib):
+            base = ib / dev
+            for attr in DEV_ATTRS:
+                self._read(base / attr, f"infiniband/{dev}/{attr}", snap.files, optional=True)
+            nets = self._list(base / "device" / "net")
+            for nd in nets:
+                self._read(base / "device" / "net" / nd / "dev_port", f"infiniband/{dev}/device/net/{nd}/dev_port", snap.files, optional=True)
+            is_mlx5 = dev.startswith("mlx5") or _driver(base) == "mlx5_core"
+            for num in self._list(base / "ports"):
+                pbase, prel = base / "ports" / num, f"infiniband/{dev}/ports/{num}"
+                attrs = {a: self._read(pbase / a, f"{prel}/{a}", snap.files) for a in PORT_ATTRS}
+                # No netdev behind GID 0 (an IB port) reads as an error: expected, not logged.
+                ndev = self._read(pbase / "gid_attrs" / "ndevs" / "0", f"{prel}/gid_attrs/ndevs/0", snap.files, optional=True)
+                for sub in COUNTER_DIRS:
+                    for name in self._list(pbase / sub):
+                        if name not in SKIP:
+                            self._read(pbase / sub / name, f"{prel}/{sub}/{name}", snap.files)
+                if is_mlx5 and (attrs["link_layer"] or "").strip().lower() == "ethernet":
+                    nd = (ndev or "").strip() or _by_dev_port(snap.files, dev, nets, num)
+                    if nd and nd not in snap.ethernet_netdevs:
+                        snap.ethernet_netdevs.append(nd)
+        return snap
+
+
+def _driver(base: Path) -> str:
+    try:
+        return os.path.basename(os.readlink(base / "device" / "driver"))
+    except OSError:
+        return ""
+
+
+def _by_dev_port(files: dict[str, str], dev: str, nets: list[str], num: str) -> str | None:
+    want = str(int(num) - 1) if num.isascii() and num.isdigit() else ""
+    hits = [nd for nd in nets if files.get(f"infiniband/{dev}/device/net/{nd}/dev_port", "").strip() == want]
+    if len(hits) == 1:
+        return hits[0]
+    return nets[0] if len(nets) == 1 else None
+
+
+async def run_ethtool(ethtool_path: str, ifname: str, timeout: float, logged: set[str]) -> str | None:
+    """``ethtool -S ifname`` stdout, or None (logged once per interface and kind of failure)."""
+    try:
+        res = await run_command([ethtool_path, "-S", ifname], timeout)
+    except FetchError as exc:
+        key = f"{ifname}:{exc.reason}"
+        if key not in logged:
+            logged.add(key)
+            log.warning("host: ethtool -S %s failed: %s (left out of the poll)", ifname, exc)
+        return None
+    if res.returncode != 0:
+        key = f"{ifname}:rc"
+        if key not in logged:
+            logged.add(key)
+            log.warning("host: %s (left out of the poll)", res.describe_failure("failed"))
+        return None
+    return res.stdout
+
+
+async def fetch_host(
+    reader: SysfsReader,
+    *,
+    ethtool: bool,
+    ethtool_path: str,
+    ethtool_timeout: float,
+    ethtool_interfaces: list[str] | None,
+    logged: set[str],
+) -> dict[str, object]:
+    snap = await asyncio.to_thread(reader.snapshot)
+    outputs: dict[str, str] = {}
+    if ethtool:
+        names = ethtool_interfaces if ethtool_interfaces is not None else snap.ethernet_netdevs
+        results = await asyncio.gather(*(run_ethtool(ethtool_path, n, ethtool_timeout, logged) for n in names))
+        outputs = {n: out for n, out in zip(names, results, strict=True) if out is not None}
+    return {"files": snap.files, "ethtool": outputs}

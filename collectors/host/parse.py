@@ -1,0 +1,320 @@
+"""Pure parsing of host NIC counters: sysfs ``/sys/class/infiniband`` files and ``ethtool -S``.
+
+Naming: ``device`` is the host (option ``hostname``, default the target name), ``port`` is
+``<rdma device>/<port number>`` (``mlx5_0/1``), so a finding names both the host and the NIC.
+
+Counter widths follow the kernel (``drivers/infiniband/core/sysfs.c``): the PortCounters
+error fields are 4/8/16-bit and saturate, ``port_xmit_wait`` is 32-bit and saturates (a
+value of 4294967295 is stuck, not busy). ``port_{xmit,rcv}_{data,packets}`` are 64-bit when
+the kernel chose the extended counter table (it then also shows ``unicast_*``/``multicast_*``)
+and 32-bit saturating otherwise; on pre-4.5 kernels the 64-bit values sit in ``counters_ext``
+as ``*_64`` and are preferred. ``*_data`` counts 4-byte words (scale 4). ``hw_counters`` and
+``ethtool -S`` values are 64-bit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.model import DeviceInfo, Gauge, ParseResult, PortInfo, Sample, TargetSpec
+from collectors.base import ParseError
+
+NO_PMA = "N/A (no PMA)"
+US = 1e-6  # mlx5 pause durations are microseconds (fabric-reference 2.5)
+U32_MAX = (1 << 32) - 1
+
+# sysfs counters/ -> (vocabulary name, width); all saturate (IB PortCounters semantics).
+IB_ERROR_COUNTERS: dict[str, tuple[str, int]] = {
+    "symbol_error": ("symbol_errors", 16),
+    "link_error_recovery": ("link_error_recovery", 8),
+    "link_downed": ("link_downed", 8),
+    "port_rcv_errors": ("rx_errors", 16),
+    "port_rcv_remote_physical_errors": ("rx_remote_physical_errors", 16),
+    "port_rcv_switch_relay_errors": ("rx_switch_relay_errors", 16),
+    "port_xmit_discards": ("tx_discards", 16),
+    "port_xmit_constraint_errors": ("tx_constraint_errors", 8),
+    "port_rcv_constraint_errors": ("rx_constraint_errors", 8),
+    "local_link_integrity_errors": ("local_link_integrity_errors", 4),
+    "excessive_buffer_overrun_errors": ("excessive_buffer_overrun_errors", 4),
+    "VL15_dropped": ("vl15_dropped", 16),
+    "port_xmit_wait": ("xmit_wait", 32),
+}
+# Data/packet counters whose width depends on the kernel's counter table.
+IB_DATA_COUNTERS: dict[str, tuple[str, float]] = {
+    "port_xmit_data": ("tx_bytes", 4.0),
+    "port_rcv_data": ("rx_bytes", 4.0),
+    "port_xmit_packets": ("tx_packets", 1.0),
+    "port_rcv_packets": ("rx_packets", 1.0),
+}
+EXT_GROUP_MARKERS = ("unicast_xmit_packets", "unicast_rcv_packets", "multicast_xmit_packets", "multicast_rcv_packets")
+HW_COUNTERS: dict[str, str] = {
+    "np_ecn_marked_roce_packets": "np_ecn_marked",
+    "np_cnp_sent": "np_cnp_sent",
+    "rp_cnp_handled": "rp_cnp_handled",
+    "rp_cnp_ignored": "rp_cnp_ignored",
+    "out_of_sequence": "out_of_sequence",
+    "packet_seq_err": "packet_seq_err",
+    "implied_nak_seq_err": "implied_nak_seq_err",
+    "local_ack_timeout_err": "local_ack_timeout_err",
+    "rnr_nak_retry_err": "rnr_nak_retry_err",
+    "roce_adp_retrans": "roce_adp_retrans",
+    "out_of_buffer": "rx_out_of_buffer",
+}
+# ethtool -S (mlx5) plain names -> vocabulary; per-priority names are matched by ETHTOOL_PRIO.
+ETHTOOL_COUNTERS: dict[str, str] = {
+    "rx_discards_phy": "rx_discards_phy",
+    "rx_out_of_buffer": "rx_out_of_buffer",
+    "tx_pause_storm_warning_events": "tx_pause_storm_warning_events",
+    "tx_pause_storm_error_events": "tx_pause_storm_error_events",
+    "rx_pause_ctrl_phy": "pause_rx_frames",
+    "tx_pause_ctrl_phy": "pause_tx_frames",
+    "link_down_events_phy": "link_downed",
+}
+ETHTOOL_PRIO = re.compile(r"^(rx|tx)_prio([0-7])_(pause|pause_duration|pause_transition)$")
+_PRIO_NAMES = {
+    ("rx", "pause"): ("pfc_rx_pause_frames", 1.0),
+    ("tx", "pause"): ("pfc_tx_pause_frames", 1.0),
+    ("rx", "pause_duration"): ("pfc_rx_pause_seconds", US),
+    ("tx", "pause_duration"): ("pfc_tx_pause_seconds", US),
+    ("rx", "pause_transition"): ("pfc_rx_pause_transitions", 1.0),
+}
+
+_PORT_FILE = re.compile(r"^infiniband/([^/]+)/ports/(\d{1,3})/(counters|counters_ext|hw_counters)/([^/]+)$", re.ASCII)
+_PORT_ATTR = re.compile(r"^infiniband/([^/]+)/ports/(\d{1,3})/(state|phys_state|rate|link_layer|gid_attrs/ndevs/0)$", re.ASCII)
+_DEV_ATTR = re.compile(r"^infiniband/([^/]+)/(node_guid|hca_type|fw_ver|board_id)$")
+_DEV_NET = re.compile(r"^infiniband/([^/]+)/device/net/([^/]+)/dev_port$")
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec\s*(?:\((\d{1,2})X\s*([A-Z0-9]*)\s*\))?", re.IGNORECASE | re.ASCII)
+_STATE = re.compile(r"^\s*(\d+)\s*:\s*(\S+)", re.ASCII)
+_ETHTOOL_LINE = re.compile(r"^\s*([A-Za-z0-9_.\[\]:-]+?)\s*:\s*(-?\d+)\s*$", re.ASCII)
+
+# Effective data rate per lane, Gb/s (fabric-reference 1.3), for InfiniBand link layers.
+LANE_GBPS: dict[str, float] = {
+    "SDR": 2.0, "DDR": 4.0, "QDR": 8.0, "FDR10": 10.0, "FDR": 13.64,
+    "EDR": 25.0, "HDR": 50.0, "NDR": 100.0, "XDR": 250.0,
+}
+
+
+def read_int(text: str) -> int | None:
+    """A sysfs/ethtool counter value; None when it is not a non-negative integer."""
+    s = text.strip()
+    return int(s) if s.isascii() and s.isdigit() and len(s) <= 20 else None
+
+
+def parse_ethtool(text: str) -> dict[str, int]:
+    """``ethtool -S`` stdout -> {name: value}. Non-numeric and header lines are skipped."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        m = _ETHTOOL_LINE.match(line)
+        if m and not m.group(2).startswith("-"):
+            out.setdefault(m.group(1), int(m.group(2)))
+    return out
+
+
+def parse_rate(text: str, link_layer: str) -> tuple[float | None, int | None]:
+    """``100 Gb/sec (4X EDR)`` -> (bytes/s, lanes). InfiniBand: lanes x effective lane rate when the
+    speed name is known; Ethernet (RoCE) or an unnamed speed: the number given, / 8."""
+    m = _RATE.match(text)
+    if not m:
+        return None, None
+    lanes = int(m.group(2)) if m.group(2) else None
+    name = (m.group(3) or "").upper()
+    if link_layer.lower().startswith("infiniband") and lanes and name in LANE_GBPS:
+        return lanes * LANE_GBPS[name] * 1e9 / 8, lanes
+    return float(m.group(1)) * 1e9 / 8, lanes
+
+
+def norm_guid(text: str) -> str:
+    """``0a7f:bc12:45ef:d23b`` -> ``0x0a7fbc1245efd23b``; "" when not a GUID."""
+    s = text.strip().replace(":", "")
+    if len(s) == 16 and all(c in "0123456789abcdefABCDEF" for c in s):
+        return "0x" + s.lower()
+    return ""
+
+
+@dataclass
+class RdmaPort:
+    dev: str
+    num: str
+    attrs: dict[str, str] = field(default_factory=dict)
+    counters: dict[str, str] = field(default_factory=dict)
+    counters_ext: dict[str, str] = field(default_factory=dict)
+    hw: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.dev}/{self.num}"
+
+
+@dataclass
+class Collect:
+    device: str
+    result: ParseResult = field(default_factory=ParseResult)
+    seen: set[tuple[str, str, tuple[Any, ...]]] = field(default_factory=set)
+    bad: dict[str, list[str]] = field(default_factory=dict)
+
+    def sample(self, port: str, name: str, value: int, sub: tuple[Any, ...] = (), bits: int = 64,
+               saturating: bool = False, scale: float = 1.0) -> None:
+        key = (port, name, sub)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        self.result.samples.append(Sample(self.device, port, name, value, sub, bits, saturating, scale))
+
+    def value(self, port: RdmaPort, where: str, name: str, text: str) -> int | None:
+        v = read_int(text)
+        if v is None:
+            what = "N/A (no PMA)" if text.strip() == NO_PMA else f"not a number ({text.strip()[:40]!r})"
+            self.bad.setdefault(f"{port.label}: {where} {what}", []).append(name)
+        return v
+
+
+def _group(files: dict[str, Any]) -> tuple[dict[tuple[str, str], RdmaPort], dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    ports: dict[tuple[str, str], RdmaPort] = {}
+    devattrs: dict[str, dict[str, str]] = {}
+    devnets: dict[str, dict[str, str]] = {}
+    for path, text in files.items():
+        if not isinstance(path, str) or not isinstance(text, str):
+            raise ParseError(f"host payload files entry {path!r} is not path -> text")
+        if m := _PORT_FILE.match(path):
+            port = ports.setdefault((m.group(1), m.group(2)), RdmaPort(m.group(1), m.group(2)))
+            {"counters": port.counters, "counters_ext": port.counters_ext, "hw_counters": port.hw}[m.group(3)][m.group(4)] = text
+        elif m := _PORT_ATTR.match(path):
+            port = ports.setdefault((m.group(1), m.group(2)), RdmaPort(m.group(1), m.group(2)))
+            port.attrs[m.group(3)] = text.replace("\\n", "\n").strip()
+        elif m := _DEV_ATTR.match(path):
+            devattrs.setdefault(m.group(1), {})[m.group(2)] = text.strip()
+        elif m := _DEV_NET.match(path):
+            devnets.setdefault(m.group(1), {})[m.group(2)] = text.strip()
+    return ports, devattrs, devnets
+
+
+def netdev_of(port: RdmaPort, devnets: dict[str, dict[str, str]]) -> str | None:
+    """The netdev of an RDMA port: ``gid_attrs/ndevs/0``, else ``device/net/<if>/dev_port`` = port - 1,
+    else the device's only netdev."""
+    nd = port.attrs.get("gid_attrs/ndevs/0", "").strip()
+    if nd:
+        return nd
+    nets = devnets.get(port.dev, {})
+    want = str(int(port.num) - 1)
+    matches = sorted(name for name, dev_port in nets.items() if dev_port.strip() == want)
+    if len(matches) == 1:
+        return matches[0]
+    return next(iter(nets)) if len(nets) == 1 else None
+
+
+def _ib_counters(c: Collect, port: RdmaPort, state: dict[str, Any]) -> None:
+    label = port.label
+    for fname, text in port.counters.items():
+        if fname in IB_ERROR_COUNTERS:
+            name, width = IB_ERROR_COUNTERS[fname]
+            v = c.value(port, "counters", fname, text)
+            if v is not None:
+                c.sample(label, name, v, bits=width, saturating=True)
+    # Data/packet counters: which table did the kernel pick for counters/? The extended table
+    # shows unicast_*/multicast_* too; a value above 2^32 also proves it (the "noietf" table).
+    # Without the extended table, the 64-bit values of pre-4.5 kernels (counters_ext/*_64) win.
+    wide: set[tuple[str, str]] = state.setdefault("wide_ports", set())
+    ext_group = any(m in port.counters for m in EXT_GROUP_MARKERS)
+    values: dict[str, tuple[int, bool]] = {}  # file -> (value, from counters_ext)
+    for fname in IB_DATA_COUNTERS:
+        ext = None if ext_group else port.counters_ext.get(fname + "_64")
+        if ext is not None and (v := c.value(port, "counters_ext", fname + "_64", ext)) is not None:
+            values[fname] = (v, True)
+        elif fname in port.counters and (v := c.value(port, "counters", fname, port.counters[fname])) is not None:
+            values[fname] = (v, False)
+    if ext_group or any(v > U32_MAX for v, ext in values.values() if not ext):
+        wide.add((port.dev, port.num))  # sticky: a 64-bit table never turns 32-bit again
+    for fname, (v, from_ext) in values.items():
+        name, scale = IB_DATA_COUNTERS[fname]
+        is_wide = from_ext or (port.dev, port.num) in wide
+        c.sample(label, name, v, bits=64 if is_wide else 32, saturating=not is_wide, scale=scale)
+
+
+def _hw_counters(c: Collect, port: RdmaPort) -> None:
+    for fname, text in port.hw.items():
+        name = HW_COUNTERS.get(fname)
+        if name is None:
+            continue
+        v = c.value(port, "hw_counters", fname, text)
+        if v is not None:
+            c.sample(port.label, name, v)
+
+
+def _ethtool(c: Collect, port: str, text: str) -> int:
+    stats = parse_ethtool(text)
+    mapped = 0
+    for name, value in stats.items():
+        if m := ETHTOOL_PRIO.match(name):
+            counter, scale = _PRIO_NAMES[(m.group(1), m.group(3))]
+            c.sample(port, counter, value, (int(m.group(2)),), scale=scale)
+            mapped += 1
+        elif name in ETHTOOL_COUNTERS:
+            c.sample(port, ETHTOOL_COUNTERS[name], value)
+            mapped += 1
+    return mapped
+
+
+def _gauges(c: Collect, port: RdmaPort) -> None:
+    label = port.label
+    state = port.attrs.get("state")
+    if state:
+        m = _STATE.match(state)
+        word = (m.group(2) if m else state).upper()
+        c.result.gauges.append(Gauge(c.device, label, "link_up", 1.0 if word == "ACTIVE" else 0.0))
+    rate = port.attrs.get("rate")
+    if rate and (not state or "ACTIVE" in state.upper()):  # a down port's rate is a leftover
+        speed, lanes = parse_rate(rate, port.attrs.get("link_layer", ""))
+        if lanes:
+            c.result.gauges.append(Gauge(c.device, label, "link_width_lanes", float(lanes)))
+        if speed:
+            c.result.gauges.append(Gauge(c.device, label, "link_speed_bytes", speed))
+
+
+def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
+    """A recorded host poll -> ParseResult (see the module docstring for naming and widths)."""
+    if not isinstance(payload, dict):
+        raise ParseError("host payload must be an object")
+    files = payload.get("files", {})
+    ethtool = payload.get("ethtool", {})
+    if not isinstance(files, dict) or not isinstance(ethtool, dict):
+        raise ParseError("host payload needs 'files' and 'ethtool' objects")
+    host = spec.options.get("hostname") or spec.name
+    if not isinstance(host, str):
+        raise ParseError(f"option hostname must be a string, got {host!r}")
+    c = Collect(host)
+    ports, devattrs, devnets = _group(files)
+    netdev_port: dict[str, str] = {}
+    hcas: list[str] = []
+    for dev in sorted({d for d, _n in ports} | set(devattrs)):
+        attrs = devattrs.get(dev, {})
+        hcas.append(" ".join(x for x in (dev, attrs.get("hca_type", ""), f"fw {attrs['fw_ver']}" if attrs.get("fw_ver") else "") if x))
+    for key in sorted(ports, key=lambda k: (k[0], int(k[1]))):
+        port = ports[key]
+        nd = netdev_of(port, devnets)
+        if nd:
+            netdev_port.setdefault(nd, port.label)
+        guid = norm_guid(devattrs.get(port.dev, {}).get("node_guid", ""))
+        c.result.ports.append(PortInfo(device=host, port=port.label, guid=guid, alias=nd or ""))
+        _ib_counters(c, port, state)
+        _hw_counters(c, port)
+        _gauges(c, port)
+        if not port.counters and not port.hw and not port.counters_ext:
+            c.result.warnings.append(f"{port.label}: no counters were readable (see the agent log)")
+    for ifname in sorted(ethtool):
+        text = ethtool[ifname]
+        if not isinstance(ifname, str) or not isinstance(text, str):
+            raise ParseError(f"host payload ethtool entry {ifname!r} is not name -> text")
+        port_label = netdev_port.get(ifname)
+        if port_label is None:
+            port_label = ifname
+            c.result.warnings.append(f"ethtool {ifname}: no RDMA port maps to this netdev; counters named by the netdev")
+        if _ethtool(c, port_label, text) == 0:
+            c.result.warnings.append(f"ethtool {ifname}: no known counters in the output")
+    for what, names in sorted(c.bad.items()):
+        shown = ", ".join(sorted(names)[:6]) + (f" (+{len(names) - 6} more)" if len(names) > 6 else "")
+        c.result.warnings.append(f"{what}: {shown} skipped")
+    if ports or devattrs:
+        c.result.devices.append(DeviceInfo(name=host, kind="host", description="; ".join(hcas)))
+    return c.result

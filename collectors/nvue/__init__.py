@@ -1,0 +1,122 @@
+"""``nvue``: Cumulus Linux 5.x NVUE REST — RoCE/QoS counters, PFC watchdog, link stats, WJH drops."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import field_validator, model_validator
+
+from agent.model import ParseResult, TargetSpec
+from collectors.base import Collector, SourceOptions, resolve_secret
+from collectors.http_util import HttpAuth, HttpClient, base_url
+from collectors.nvue.fetch import fetch_poll
+from collectors.nvue.parse import DEFAULT_PATHS, parse_payload
+
+
+class NvueOptions(SourceOptions):
+    username: str
+    password: str | None = None
+    password_file: str | None = None
+    password_env: str | None = None
+    scheme: Literal["https", "http"] = "https"
+    port: int = 8765
+    ca_file: str | None = None
+    tls_insecure_skip_verify: bool = False
+    # Interfaces to poll; when unset, `GET interface` each poll, filtered by interface_regex.
+    interfaces: list[str] | None = None
+    interface_regex: str = r"^swp\d"
+    rev: str | None = "operational"
+    # Path templates under /nvue_v1/ ({if} = interface name); "" or null disables a call.
+    qos_counters_path: str | None = DEFAULT_PATHS["qos_counters_path"]
+    roce_counters_path: str | None = DEFAULT_PATHS["roce_counters_path"]
+    pfc_watchdog_path: str | None = DEFAULT_PATHS["pfc_watchdog_path"]
+    link_stats_path: str | None = DEFAULT_PATHS["link_stats_path"]
+    wjh_path: str | None = DEFAULT_PATHS["wjh_path"]
+    # Which priority / traffic classes the RoCE counters view describes (Cumulus RoCE defaults).
+    roce_priority: int = 3
+    roce_tc: int = 3
+    cnp_tc: int = 6
+    concurrency: int = 8
+    max_body_bytes: int = 16 * 1024 * 1024
+
+    @field_validator("interface_regex")
+    @classmethod
+    def _regex(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"interface_regex is not a valid regular expression: {exc}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> NvueOptions:
+        if not (self.password or self.password_file or self.password_env):
+            raise ValueError("nvue needs password_file, password_env or password")
+        if not 0 <= self.roce_priority <= 7:
+            raise ValueError("roce_priority must be 0..7")
+        for name in ("roce_tc", "cnp_tc"):
+            if not 0 <= getattr(self, name) <= 15:
+                raise ValueError(f"{name} must be 0..15")
+        for name in ("qos_counters_path", "roce_counters_path", "pfc_watchdog_path", "link_stats_path"):
+            value = getattr(self, name)
+            if value and "{if}" not in value:
+                raise ValueError(f"{name} must contain {{if}} (the interface name), got {value!r}")
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        return self
+
+
+PER_INTERFACE = ("link_stats_path", "qos_counters_path", "roce_counters_path", "pfc_watchdog_path")
+
+
+class NvueCollector(Collector):
+    source = "nvue"
+    options_model = NvueOptions
+    parse_options = (*PER_INTERFACE, "wjh_path", "roce_priority", "roce_tc", "cnp_tc")
+
+    def __init__(self, name: str, address: str, options: NvueOptions) -> None:  # type: ignore[override]
+        super().__init__(name, address, options)
+        self.options: NvueOptions = options
+        self._client: HttpClient | None = None
+        self._auth: HttpAuth | None = None
+        self._pattern = re.compile(options.interface_regex)
+
+    def spec(self) -> TargetSpec:
+        """Disabled paths are recorded as "" so a replay does not fall back to the defaults."""
+        spec = super().spec()
+        dumped = self.options.model_dump(mode="json")
+        for key in (*PER_INTERFACE, "wjh_path"):
+            if not dumped.get(key):
+                spec.options[key] = ""
+        return spec
+
+    async def _client_for(self, auth: HttpAuth) -> HttpClient:
+        if self._client is None or auth != self._auth:
+            await self.close()  # a rotated password gets a fresh session
+            o = self.options
+            self._client = HttpClient(
+                base_url(o.scheme, self.address, o.port), auth=auth, ca_file=o.ca_file,
+                insecure=o.tls_insecure_skip_verify, max_body_bytes=o.max_body_bytes,
+            )
+            self._auth = auth
+        return self._client
+
+    async def fetch(self) -> dict[str, Any]:
+        o = self.options
+        password = resolve_secret("password", o.password, o.password_file, o.password_env) or ""
+        client = await self._client_for(HttpAuth("basic", username=o.username, secret=password))
+        per_if = [t for t in (getattr(o, k) for k in PER_INTERFACE) if t]
+        return await fetch_poll(
+            client, interfaces=o.interfaces, interface_pattern=self._pattern, per_interface=per_if,
+            global_paths=[o.wjh_path] if o.wjh_path else [], rev=o.rev, concurrency=o.concurrency,
+        )
+
+    @classmethod
+    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
+        return parse_payload(payload, spec, state)
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
