@@ -22,7 +22,8 @@ class Sample:
     SNMP and extended IB counters; 4, 8, 16 or 32 for basic IB counters). ``saturating``
     counters stop at all-ones instead of wrapping (InfiniBand PortCounters).
     ``sub`` holds the values of the counter's extra labels (see ``CounterDef.labels``),
-    for example ``(3,)`` for priority 3 or ``("buffer", "503")`` for a WJH reason.
+    for example ``(3,)`` for priority 3 or ``("buffer", "503")`` for a WJH reason. Priority and
+    queue values are ints when numeric (the pipeline normalises ``"3"`` to ``3``).
     """
 
     device: str

@@ -20,6 +20,7 @@ from agent.model import Finding, Link, Poll, TargetSpec
 from agent.recording import RecordingWriter
 from agent.store import CounterStore, PortKey
 from agent.topology import Topology
+from agent.vocabulary import COUNTERS, GAUGES
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +160,7 @@ class Pipeline:
             log.exception("parser for %s crashed on target %s", spec.source, poll.target)
             self._fail(status, "parse", f"internal error in the {spec.source} parser: {type(exc).__name__}: {exc}")
             return
+        _normalize_sub(result.samples, result.gauges)
         store = self.store
         store.set_devices(result.devices, target=poll.target)
         store.set_port_info(result.ports, poll.t)
@@ -200,3 +202,30 @@ class Pipeline:
     def findings(self) -> list[Finding]:
         """Active findings, most severe first."""
         return sorted(self.detector.active, key=lambda f: (f.severity != "critical", f.kind, f.device, f.port or "", f.priority or -1))
+
+
+_NUMERIC_LABELS = frozenset({"priority", "queue"})
+_NUMERIC_POS = {name: tuple(i for i, lb in enumerate(d.labels) if lb in _NUMERIC_LABELS)
+                for name, d in [*COUNTERS.items(), *GAUGES.items()]}
+
+
+def _normalize_sub(samples: list, gauges: list) -> None:
+    """Priority and queue label values are ints whenever they are numeric, whichever
+    collector produced them ("3" from an SNMP index or a JSON key, 3 from a table), so the
+    detector finds a queue's counters under one key."""
+    for items, attr in ((samples, "counter"), (gauges, "name")):
+        for s in items:
+            if not s.sub:
+                continue
+            pos = _NUMERIC_POS.get(getattr(s, attr))
+            if not pos:
+                continue
+            sub = list(s.sub)
+            changed = False
+            for i in pos:
+                v = sub[i] if i < len(sub) else None
+                if isinstance(v, str) and v.isascii() and v.isdigit():
+                    sub[i] = int(v)
+                    changed = True
+            if changed:
+                s.sub = tuple(sub)
