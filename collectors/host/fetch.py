@@ -4,7 +4,7 @@ The sysfs walk runs in a worker thread: every ``counters/*`` read is a PMA MAD t
 firmware, which can take a millisecond, and must not stall the event loop. A file that
 cannot be read (permission, EINVAL from a port without a PMA, a device removed mid-walk) is
 left out of the payload and logged once per path; one bad file never fails the poll.
-``ethtool`` runs through :func:`collectors.perfquery.fetch.run_command`: its own process
+``ethtool`` runs through :func:`collectors.command.run_command`: its own process
 group, killed on timeout or cancellation.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from collectors.base import FetchError
-from collectors.perfquery.fetch import run_command
+from collectors.command import run_command
 
 log = logging.getLogger(__name__)
 
