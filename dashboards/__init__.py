@@ -1,0 +1,1 @@
+"""Grafana dashboards, Prometheus rules and provisioning for fabricmon (built by dashboards/build.py)."""
