@@ -11,7 +11,7 @@ False-positive controls live here so every rule applies them the same way:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from agent.detector import RuleMetric
@@ -108,6 +108,37 @@ class SubIndex:
     def forget_missing(self, live: dict[PortKey, PortEntry]) -> None:
         for pk in [pk for pk in self._cache if pk not in live]:
             del self._cache[pk]
+
+
+class SeriesCache:
+    """The series of a port a rule cares about, cached like :class:`SubIndex`, so a quiet
+    port costs one lookup and a scan of a few objects instead of many dict probes."""
+
+    __slots__ = ("_cache", "select")
+
+    def __init__(self, select: Callable[[str, tuple[Any, ...]], bool]) -> None:
+        self.select = select
+        self._cache: dict[PortKey, tuple[int, int, tuple[Series, ...]]] = {}
+
+    def get(self, pk: PortKey, entry: PortEntry) -> tuple[Series, ...]:
+        c = self._cache.get(pk)
+        n = len(entry.series)
+        if c is not None and c[0] == id(entry) and c[1] == n:
+            return c[2]
+        select = self.select
+        found = tuple(se for (name, sub), se in entry.series.items() if select(name, sub))
+        self._cache[pk] = (id(entry), n, found)
+        return found
+
+    def forget_missing(self, live: dict[PortKey, PortEntry]) -> None:
+        if len(live) < len(self._cache):
+            for pk in [pk for pk in self._cache if pk not in live]:
+                del self._cache[pk]
+
+
+def moved(series: tuple[Series, ...]) -> bool:
+    """Any increase within the kept history (includes the last interval)."""
+    return any(se.total != se.history[0][1] for se in series)
 
 
 class RatioGauge:

@@ -1,0 +1,438 @@
+"""PFC analysis shared by ``pfc_storm``, ``pfc_deadlock`` and ``congestion``.
+
+Per (port, priority) it classifies the last valid interval (fabric-reference 4.3):
+
+* **paused**: the port's transmitter was held by its peer: rx pause fraction
+  >= ``graph_pause_fraction``, or (no duration counter) pause frames at or above the
+  keep-paused floor, or a watchdog storm event on it;
+* **sends**: it holds its peer: tx pause fraction >= ``graph_pause_fraction`` (or frames
+  above the floor);
+* **stuck** (storm-level, S2): rx pause fraction >= ``storm_pause_fraction`` AND no transmit
+  progress on that priority AND (queue occupancy > 0 or drops), on a link that stayed up.
+  **S2b** (no duration counter): pause frames received at >= the floor rate, no XOFF->XON
+  transition, no progress, backlog.
+
+The floor: one pause frame with the maximum quanta (65535 x 512 bit times) keeps a port
+paused for 65535*512/bitrate seconds, so staying paused needs at least
+bitrate/(512*65535) frames/s; ``s2b_floor_factor`` (0.5) leaves room for vendors that use
+smaller quanta or refresh late. At 100G the floor is about 1490 frames/s.
+
+Queue index = priority by default (the usual RoCE mapping: DSCP 26 -> priority 3 ->
+traffic class 3); ``priority_to_queue`` overrides it.
+
+**Paused-by graph** (per priority; fabric-reference 4.4). Nodes are paused ports. A port
+``e`` is paused by its cable peer ``peer(e)``; that ingress sends pause because some egress
+of the same switch cannot drain, so ``e -> e2`` for every paused port ``e2`` on
+``peer(e)``'s device (``e2 != peer(e)``: no hairpin) with a backlog (occupancy, drops or a
+watchdog event). This over-approximates which egress blocks which ingress (per-ingress
+buffer counters would refine it). A port is also inferred paused when its peer reports
+sending pause. Only ports with pause activity enter the graph, so a quiet fabric costs
+nothing beyond the scan of updated ports.
+
+**Origin**: a sink of the graph, i.e. a paused port whose pauser is itself not blocked
+downstream. The pauser is reported as the origin when it has telemetry of its own (a
+monitored host NIC); otherwise the paused switch port facing it is (the switch side of an
+unmonitored host, or a port whose peer is unknown while the fabric has a topology).
+Candidates are ranked by the pauser's confirmed NIC storm events, then tx pause fraction
+(or the paused side's rx fraction), then frame rate. Stormed ports are grouped under the
+best-ranked sink they reach: one tree per origin.
+
+**Deadlock**: SCCs of size >= 2 in the sub-graph of stuck (or watchdog-fired) ports. Storm
+trees exclude deadlock members and the ports blocked only behind a deadlock.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.detector import DetectContext
+from agent.detector.graph import tarjan_scc
+from agent.detector.rules._common import RatioGauge, SeriesCache, SubIndex, frac, int_map, link_ok, speed_bytes, tx_progress
+from agent.store import CounterStore, PortEntry, PortKey
+
+PFC_DEFAULTS: dict[str, Any] = {
+    "storm_pause_fraction": 0.95,  # S2, fabric-reference 4.3 (SONiC Mellanox uses 0.99)
+    "graph_pause_fraction": 0.5,  # S3: pause-graph edge / sink threshold
+    "progress_line_fraction": 0.01,  # S2: "< 1 % of line rate" when no per-queue counter
+    "s2b_floor_factor": 0.5,  # S2b: share of the keep-paused frame rate (see module doc)
+    "backlog_unknown_ok": True,  # no occupancy gauge and no drop counter: do not veto
+    "watchdog_window_s": 10.0,  # D2: watchdog events this close count as one episode (>= dt)
+    "fast_raise_dt_s": 10.0,  # S2: k=1 when the interval is at least this long (4.3 S2)
+    "priority_to_queue": None,  # {priority: queue}; None = identity
+    "lossless_priorities": [3],  # priority given to a NIC storm event without per-priority data
+}
+
+PAUSE_NAMES = ("pfc_rx_pause_frames", "pfc_tx_pause_frames", "pfc_rx_pause_seconds", "pfc_tx_pause_seconds")
+PFC_NAMES = (*PAUSE_NAMES, "pfc_watchdog_storms")
+NIC_ERR = ("tx_pause_storm_error_events", ())
+NIC_WARN = ("tx_pause_storm_warning_events", ())
+MAX_QUANTA_BITS = 512 * 65535
+
+
+@dataclass(slots=True)
+class PfcState:
+    pk: PortKey
+    prio: int
+    has_data: bool = True
+    rx_frac: float | None = None
+    tx_frac: float | None = None
+    rx_fps: float | None = None
+    tx_fps: float | None = None
+    trans: float | None = None
+    progress: bool | None = None
+    backlog: bool | None = None
+    wd: bool = False  # watchdog storm event this interval (or stormed state)
+    wd_recent: bool = False
+    link_ok: bool = True
+    dt: float | None = None
+    paused: bool = False
+    sends: bool = False
+    stuck: str | None = None  # "S2" | "S2b"
+    inferred: bool = False
+
+    @property
+    def stormed(self) -> bool:
+        return self.wd or self.stuck is not None
+
+    def evidence(self) -> dict[str, Any]:
+        ev: dict[str, Any] = {}
+        for k in ("rx_frac", "tx_frac", "rx_fps", "tx_fps"):
+            v = getattr(self, k)
+            if v is not None:
+                ev[k.replace("frac", "pause_fraction").replace("fps", "pause_frames_per_s")] = round(v, 4)
+        if self.progress is not None:
+            ev["tx_progress"] = self.progress
+        if self.backlog is not None:
+            ev["backlog"] = self.backlog
+        if self.wd:
+            ev["watchdog"] = True
+        if self.stuck:
+            ev["signal"] = self.stuck
+        if self.dt:
+            ev["interval_s"] = round(self.dt, 3)
+        return ev
+
+
+def _active(entry: PortEntry, sub: tuple[int]) -> bool:
+    ser = entry.series
+    for name in PAUSE_NAMES:
+        se = ser.get((name, sub))
+        if se is not None and se.delta:
+            return True
+    wd = ser.get(("pfc_watchdog_storms", sub))
+    if wd is not None and (wd.delta or wd.history[0][1] != wd.total):
+        return True
+    g = entry.gauges.get(("pfc_watchdog_stormed", sub))
+    return g is not None and g.value >= 1
+
+
+def compute_state(pk: PortKey, entry: PortEntry, prio: int, p: dict[str, Any], qmap: dict[int, int]) -> PfcState:
+    ser = entry.series
+    sub = (prio,)
+    qs = (qmap.get(prio, prio),)
+    rx_s = ser.get(("pfc_rx_pause_seconds", sub))
+    tx_s = ser.get(("pfc_tx_pause_seconds", sub))
+    rx_f = ser.get(("pfc_rx_pause_frames", sub))
+    tx_f = ser.get(("pfc_tx_pause_frames", sub))
+    tr = ser.get(("pfc_rx_pause_transitions", sub))
+    wd_se = ser.get(("pfc_watchdog_storms", sub))
+    st = PfcState(pk, prio)
+    st.rx_frac = frac(rx_s)
+    st.tx_frac = frac(tx_s)
+    st.rx_fps = rx_f.rate if rx_f is not None else None
+    st.tx_fps = tx_f.rate if tx_f is not None else None
+    st.trans = tr.delta if tr is not None else None
+    st.dt = (rx_s or rx_f or tx_s or tx_f or wd_se).dt if (rx_s or rx_f or tx_s or tx_f or wd_se) else None
+    g = entry.gauges.get(("pfc_watchdog_stormed", sub))
+    st.wd = bool(wd_se is not None and wd_se.delta) or (g is not None and g.value >= 1)
+    recent = st.wd
+    if not recent and wd_se is not None:
+        w = wd_se.window(max(p["watchdog_window_s"], wd_se.dt or 0.0))
+        recent = w is not None and w[0] > 0
+    st.wd_recent = recent
+    st.progress = tx_progress(entry, ser.get(("queue_tx_packets", qs)), p["progress_line_fraction"])
+    occ = entry.gauges.get(("queue_occupancy_bytes", qs))
+    drops = [ser.get(("queue_drops", qs)), ser.get(("queue_no_buffer_drops", qs)), ser.get(("pfc_watchdog_drops", sub))]
+    if (occ is not None and occ.value > 0) or any(d is not None and d.delta for d in drops):
+        st.backlog = True
+    elif occ is not None or any(d is not None and d.delta is not None for d in drops):
+        st.backlog = False
+    st.link_ok = link_ok(entry)
+    speed = speed_bytes(entry)
+    floor = speed * 8 / MAX_QUANTA_BITS * p["s2b_floor_factor"] if speed else None
+    theta = p["graph_pause_fraction"]
+    rx_floor = rx_s is None and floor is not None and st.rx_fps is not None and st.rx_fps >= floor
+    st.paused = (st.rx_frac is not None and st.rx_frac >= theta) or rx_floor or st.wd_recent
+    st.sends = (st.tx_frac is not None and st.tx_frac >= theta) or (
+        tx_s is None and floor is not None and st.tx_fps is not None and st.tx_fps >= floor
+    )
+    backlog_ok = st.backlog is True or (st.backlog is None and p["backlog_unknown_ok"])
+    if st.link_ok and st.progress is False and backlog_ok:
+        if st.rx_frac is not None and st.rx_frac >= p["storm_pause_fraction"]:
+            st.stuck = "S2"
+        elif rx_floor and not st.trans:
+            st.stuck = "S2b"
+    return st
+
+
+@dataclass(slots=True)
+class Tree:
+    prio: int | None
+    origin: PortKey
+    origin_peer: PortKey | None  # the port on the other end of the origin's cable
+    origin_state: PfcState | None
+    victims: list[PfcState] = field(default_factory=list)
+    nic: str | None = None  # "error" | "warning": the origin NIC confirmed the storm
+
+
+@dataclass(slots=True)
+class Deadlock:
+    prio: int
+    members: list[PfcState]
+    watchdog: bool  # every member's watchdog fired (D2): the cycle was broken by it
+    blocked_behind: int = 0
+
+
+@dataclass(slots=True)
+class Analysis:
+    trees: list[Tree] = field(default_factory=list)
+    unattributed: list[PfcState] = field(default_factory=list)
+    deadlocks: list[Deadlock] = field(default_factory=list)
+
+
+class PfcTracker:
+    """Incremental per-(port, priority) PFC state, updated from each pass's updated ports."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.p = params
+        self.qmap = int_map(params["priority_to_queue"])
+        self.index = SubIndex(PFC_NAMES)
+        names = {*PFC_NAMES, NIC_ERR[0], NIC_WARN[0]}
+        self.relevant = SeriesCache(lambda name, sub: name in names)
+        self.states: dict[PortKey, dict[int, PfcState]] = {}
+        self.nic: dict[PortKey, str] = {}  # port -> "error" | "warning" in its last interval
+        self.pause_ratio = RatioGauge(
+            "fabricmon_port_pause_ratio", "Share of the last interval the port's transmitter was paused by PFC, per priority.",
+            ("device", "port", "priority"),
+        )
+        self._seen: tuple[int, float] | None = None
+        self._analysis: Analysis | None = None
+
+    def update(self, ctx: DetectContext) -> None:
+        mark = (id(ctx), ctx.t)
+        if self._seen == mark:
+            return
+        self._seen = mark
+        self._analysis = None
+        store = ctx.store
+        ports = store.ports
+        index = self.index
+        for pk in ctx.updated:
+            entry = ports.get(pk)
+            if entry is None or not self.relevant.get(pk, entry):
+                continue  # no PFC or NIC pause-storm counters (an InfiniBand port)
+            ser = entry.series
+            err = ser.get(NIC_ERR)
+            warn = ser.get(NIC_WARN)
+            if err is not None and err.delta:
+                self.nic[pk] = "error"
+            elif warn is not None and warn.delta:
+                self.nic[pk] = "warning"
+            else:
+                self.nic.pop(pk, None)
+            subs = index.subs(pk, entry)
+            if not subs:
+                continue
+            self.states.pop(pk, None)
+            kept: dict[int, PfcState] = {}
+            for prio in subs:
+                sub = (prio,)
+                if not _active(entry, sub):
+                    self.pause_ratio.set((pk[0], pk[1], str(prio)), 0.0)
+                    continue
+                st = compute_state(pk, entry, prio, self.p, self.qmap)
+                self.pause_ratio.set((pk[0], pk[1], str(prio)), st.rx_frac)
+                if st.paused or st.sends or st.wd_recent:
+                    kept[prio] = st
+            if kept:
+                self.states[pk] = kept
+        for pk in [pk for pk in self.states if pk not in ports]:
+            del self.states[pk]
+        for pk in [pk for pk in self.nic if pk not in ports]:
+            del self.nic[pk]
+        if len(ports) < len(index._cache):
+            index.forget_missing(ports)
+        self.relevant.forget_missing(ports)
+
+    # ------------------------------------------------------------------ analysis
+    def analyze(self, ctx: DetectContext) -> Analysis:
+        self.update(ctx)
+        if self._analysis is None:
+            self._analysis = self._analyze(ctx)
+        return self._analysis
+
+    def _nic_prio(self, pk: PortKey) -> int | None:
+        best = None
+        for prio, st in self.states.get(pk, {}).items():
+            score = (st.tx_frac or 0.0, st.tx_fps or 0.0)
+            if best is None or score > best[0]:
+                best = (score, prio)
+        if best is not None:
+            return best[1]
+        lossless = list(self.p["lossless_priorities"] or [])
+        return int(lossless[0]) if len(lossless) == 1 else None
+
+    def _analyze(self, ctx: DetectContext) -> Analysis:
+        out = Analysis()
+        topo = ctx.topology
+        have_topo = len(topo) > 0
+        prios = sorted({prio for by in self.states.values() for prio in by})
+        rooted: set[PortKey] = set()
+        for prio in prios:
+            self._analyze_prio(ctx, prio, have_topo, out, rooted)
+        for pk, level in sorted(self.nic.items()):
+            if pk in rooted:
+                continue
+            prio = self._nic_prio(pk)
+            peer = topo.peer(*pk)
+            out.trees.append(Tree(prio, pk, peer, None, nic=level))
+        for tree in out.trees:
+            if tree.nic is None and tree.origin in self.nic:
+                tree.nic = self.nic[tree.origin]
+        return out
+
+    def _analyze_prio(self, ctx: DetectContext, prio: int, have_topo: bool, out: Analysis, rooted: set[PortKey]) -> None:
+        topo = ctx.topology
+        store = ctx.store
+        nodes: dict[PortKey, PfcState] = {}
+        senders: list[PfcState] = []
+        for by in self.states.values():
+            st = by.get(prio)
+            if st is None:
+                continue
+            if st.paused:
+                nodes[st.pk] = st
+            if st.sends:
+                senders.append(st)
+        for s in senders:  # a port whose peer says it pauses it is paused, even without counters of its own
+            peer = topo.peer(*s.pk)
+            if peer is None or peer in nodes:
+                continue
+            entry = store.ports.get(peer)
+            if entry is not None:
+                st = compute_state(peer, entry, prio, self.p, self.qmap)
+            else:
+                st = PfcState(peer, prio, has_data=False, link_ok=True)
+            st.paused = st.inferred = True
+            if st.rx_frac is None:
+                st.rx_frac = s.tx_frac
+            nodes[peer] = st
+        if not nodes:
+            return
+        by_device: dict[str, list[PortKey]] = {}
+        for pk in nodes:
+            by_device.setdefault(pk[0], []).append(pk)
+        allow_unknown = self.p["backlog_unknown_ok"]
+
+        def blocking(st: PfcState) -> bool:
+            return st.backlog is True or st.wd_recent or (st.backlog is None and allow_unknown)
+
+        succ_cache: dict[PortKey, list[PortKey]] = {}
+
+        def succ(pk: PortKey) -> list[PortKey]:
+            got = succ_cache.get(pk)
+            if got is None:
+                pe = topo.peer(*pk) if have_topo else None
+                got = [] if pe is None else [q for q in by_device.get(pe[0], ()) if q != pe and blocking(nodes[q])]
+                succ_cache[pk] = got
+            return got
+
+        # Deadlocks: cycles among stuck / watchdog-fired ports only (every member condition holds).
+        dl_nodes = [pk for pk, st in nodes.items() if (st.stuck is not None or st.wd_recent) and st.has_data]
+        in_deadlock: set[PortKey] = set()
+        deadlocks: list[Deadlock] = []
+        if have_topo and len(dl_nodes) >= 2:
+            for comp in tarjan_scc(dl_nodes, succ):
+                if len(comp) < 2:
+                    continue
+                members = sorted((nodes[pk] for pk in comp), key=lambda s: s.pk)
+                deadlocks.append(Deadlock(prio, members, watchdog=all(m.wd_recent for m in members)))
+                in_deadlock.update(comp)
+        # Storm trees: best sink per SCC of the full paused-by graph, sinks first.
+        comps = tarjan_scc(list(nodes), succ)
+        comp_of: dict[PortKey, int] = {}
+        best: list[PortKey | None] = []
+        blocked: list[bool] = []
+        for i, comp in enumerate(comps):
+            for pk in comp:
+                comp_of[pk] = i
+            cands: list[PortKey] = []
+            behind = any(pk in in_deadlock for pk in comp)
+            for pk in comp:
+                nxt = succ(pk)
+                if not nxt and len(comp) == 1:
+                    cands.append(pk)
+                for q in nxt:
+                    j = comp_of.get(q)
+                    if j is None or j == i:
+                        continue
+                    if best[j] is not None:
+                        cands.append(best[j])  # type: ignore[arg-type]
+                    behind = behind or blocked[j]
+            best.append(max(cands, key=lambda pk: self._score(pk, prio, nodes, topo)) if cands else None)
+            blocked.append(behind)
+        trees: dict[PortKey, Tree] = {}
+        for pk, st in sorted(nodes.items()):
+            if not st.stormed or not st.has_data or pk in in_deadlock:
+                continue
+            i = comp_of[pk]
+            sink = best[i] if have_topo else None
+            if sink is None:
+                if blocked[i]:
+                    for d in deadlocks:
+                        d.blocked_behind += 1
+                    continue
+                out.unattributed.append(st)
+                continue
+            origin, origin_peer = self._origin(sink, topo, store)
+            tree = trees.get(origin)
+            if tree is None:
+                ost = self.states.get(origin, {}).get(prio) or nodes.get(origin)
+                tree = trees[origin] = Tree(prio, origin, origin_peer, ost)
+            if pk != origin:
+                tree.victims.append(st)
+        out.trees.extend(trees.values())
+        out.deadlocks.extend(deadlocks)
+        rooted.update(trees)
+
+    def _score(self, sink: PortKey, prio: int, nodes: dict[PortKey, PfcState], topo: Any) -> tuple:
+        pauser = topo.peer(*sink)
+        ps = self.states.get(pauser, {}).get(prio) if pauser else None
+        sk = nodes[sink]
+        confirmed = pauser is not None and pauser in self.nic
+        tx_frac = ps.tx_frac if ps is not None and ps.tx_frac is not None else (sk.rx_frac or 0.0)
+        tx_fps = ps.tx_fps if ps is not None and ps.tx_fps is not None else (sk.rx_fps or 0.0)
+        return (confirmed, tx_frac, tx_fps, sink)
+
+    @staticmethod
+    def _origin(sink: PortKey, topo: Any, store: CounterStore) -> tuple[PortKey, PortKey | None]:
+        pauser = topo.peer(*sink)
+        if pauser is not None and pauser in store.ports:
+            return pauser, sink
+        return sink, pauser
+
+
+_TRACKERS: weakref.WeakKeyDictionary[CounterStore, dict[tuple, PfcTracker]] = weakref.WeakKeyDictionary()
+
+
+def tracker_for(store: CounterStore, params: dict[str, Any]) -> PfcTracker:
+    """One tracker per store and PFC parameter set, shared by the PFC rules so the updated
+    ports are scanned once per pass."""
+    key = tuple(sorted((k, repr(params[k])) for k in PFC_DEFAULTS))
+    by = _TRACKERS.setdefault(store, {})
+    tr = by.get(key)
+    if tr is None:
+        tr = by[key] = PfcTracker({k: params[k] for k in PFC_DEFAULTS})
+    return tr

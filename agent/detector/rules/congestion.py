@@ -1,0 +1,200 @@
+"""congestion: sustained ECN marking, chronic partial pause, InfiniBand XmitWait.
+
+Thresholds (fabric-reference 4.3; none of them has a public universal value, so all are
+parameters). ``raise_polls`` 3: congestion must persist (table: <= 3N latency).
+
+* **C1 ECN** per egress queue: marked / transmitted packets over ``ecn_window_s`` (60 s),
+  >= ``ecn_warning_ratio`` 1 % -> warning, >= ``ecn_critical_ratio`` 10 % -> critical (DCQCN
+  practice), with at least ``ecn_min_packets`` (1000) sent in the window and marks in the
+  last interval. Moderate marking under benign heavy load (< 1 %) stays silent.
+* **S4 chronic pause** per priority: pause-time fraction over ``pause_window_s`` (300 s,
+  bounded by the store's history) >= ``pause_warning_fraction`` 0.05 -> warning,
+  >= ``pause_critical_fraction`` 0.20 -> critical (Microsoft), and the last interval still
+  at least at the warning level (so a finished storm does not linger as congestion). The
+  receive side (the egress being paused) is used; the transmit side (a NIC or ingress
+  pausing its peer, a slow receiver) only when the peer's receive side is not monitored,
+  so one link gives one finding. An interval that looks like a storm (>=
+  ``storm_pause_fraction`` with no transmit progress) is left to ``pfc_storm``. Brief
+  pauses (< 5 %) stay silent.
+* **C3 InfiniBand** over ``wait_window_s`` (60 s): f_wait >= ``wait_warning_fraction`` 10 %
+  -> warning, >= ``wait_critical_fraction`` 50 % -> critical; when the tick is unknown,
+  r_wait >= ``wait_warning_ratio`` 1 % -> warning (OPA). The last interval must be at the
+  warning level too. A stalled port (f_wait >= 0.95 with no data) is left to
+  ``credit_deadlock``.
+
+Finding priority: the PFC priority (for ECN, the priority mapped to the queue; identity
+by default), None for InfiniBand. Exports
+``fabricmon_queue_ecn_mark_ratio{device,port,queue}`` (last interval, 0..1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from agent.detector import DetectContext, Observation, Rule, RuleMetric
+from agent.detector.rules._common import RatioGauge, SeriesCache, SubIndex, frac, int_map, link_ok, tx_progress, window_frac
+from agent.detector.rules._ib import IB_DEFAULTS, XMIT_WAIT, wait_last, wait_window
+from agent.store import PortEntry, PortKey
+
+
+class CongestionRule(Rule):
+    name = "congestion"
+    kinds = ("congestion",)
+    raise_polls = 3
+    clear_polls = 2
+    defaults: dict[str, Any] = {
+        "ecn_warning_ratio": 0.01,
+        "ecn_critical_ratio": 0.10,
+        "ecn_window_s": 60.0,
+        "ecn_min_packets": 1000,
+        "pause_warning_fraction": 0.05,
+        "pause_critical_fraction": 0.20,
+        "pause_window_s": 300.0,
+        "storm_pause_fraction": 0.95,
+        "progress_line_fraction": 0.01,
+        "priority_to_queue": None,
+        "wait_warning_fraction": 0.10,
+        "wait_critical_fraction": 0.50,
+        "wait_warning_ratio": 0.01,
+        "wait_window_s": 60.0,
+        "stall_wait_fraction": 0.95,
+        **IB_DEFAULTS,
+    }
+
+    def __init__(self, params: dict[str, Any] | None = None) -> None:
+        super().__init__(params)
+        self.qmap = int_map(self.params["priority_to_queue"])
+        self.queue_prio = {q: p for p, q in self.qmap.items()}
+        self.ecn_index = SubIndex(["ecn_marked_packets"])
+        self.pause_index = SubIndex(["pfc_rx_pause_seconds", "pfc_tx_pause_seconds"])
+        self.relevant = SeriesCache(
+            lambda name, sub: name in ("ecn_marked_packets", "pfc_rx_pause_seconds", "pfc_tx_pause_seconds", "xmit_wait")
+        )
+        self.ecn_ratio = RatioGauge(
+            "fabricmon_queue_ecn_mark_ratio", "Share of the packets sent by an egress queue in the last interval that were ECN-marked.",
+            ("device", "port", "queue"),
+        )
+
+    def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
+        ports = ctx.store.ports
+        for pk in ctx.updated:
+            entry = ports.get(pk)
+            if entry is None:
+                continue
+            rel = self.relevant.get(pk, entry)
+            if not rel:
+                continue
+            if not any(se.delta for se in rel):  # every signal needs activity in the last interval
+                if self.ecn_ratio.values:
+                    for q in self.ecn_index.subs(pk, entry):
+                        self.ecn_ratio.set((pk[0], pk[1], str(q)), 0.0)
+                continue
+            found: list[Observation] = []
+            queues = self.ecn_index.subs(pk, entry)
+            if queues:
+                found.extend(self._ecn(pk, entry, queues))
+            prios = self.pause_index.subs(pk, entry)
+            if prios:
+                found.extend(self._pause(ctx, pk, entry, prios))
+            xw = entry.series.get(XMIT_WAIT)
+            if xw is not None and xw.delta:
+                found.extend(self._ib(pk, entry))
+            if found and link_ok(entry):
+                yield from found
+        if len(ports) < len(self.ecn_index._cache):
+            self.ecn_index.forget_missing(ports)
+            self.pause_index.forget_missing(ports)
+        self.relevant.forget_missing(ports)
+
+    def _level(self, value: float, warn: float, crit: float) -> str | None:
+        return "critical" if value >= crit else "warning" if value >= warn else None
+
+    def _ecn(self, pk: PortKey, entry: PortEntry, queues: tuple) -> Iterable[Observation]:
+        p = self.params
+        for q in queues:
+            marked = entry.series.get(("ecn_marked_packets", (q,)))
+            sent = entry.series.get(("queue_tx_packets", (q,)))
+            if marked is None or sent is None:
+                continue
+            if marked.delta is not None and sent.delta:
+                self.ecn_ratio.set((pk[0], pk[1], str(q)), min(marked.delta / sent.delta, 1.0))
+            if not marked.delta:
+                continue
+            mw, sw = marked.window(p["ecn_window_s"]), sent.window(p["ecn_window_s"])
+            if mw is None or sw is None or sw[0] < p["ecn_min_packets"]:
+                continue
+            ratio = min(mw[0] / sw[0], 1.0)
+            level = self._level(ratio, p["ecn_warning_ratio"], p["ecn_critical_ratio"])
+            if level:
+                prio = self.queue_prio.get(q, q) if isinstance(q, int) else None
+                yield Observation(
+                    kind="congestion", severity=level, device=pk[0], port=pk[1], priority=prio,
+                    summary=f"{pk[0]} {pk[1]} queue {q} ECN-marks {ratio:.1%} of its packets over {sw[1]:.0f} s",
+                    evidence={"ecn_mark_ratio": round(ratio, 4), "queue": q, "window_s": round(sw[1], 3), "packets": sw[0]},
+                )
+
+    def _pause(self, ctx: DetectContext, pk: PortKey, entry: PortEntry, prios: tuple) -> Iterable[Observation]:
+        p = self.params
+        warn, crit = p["pause_warning_fraction"], p["pause_critical_fraction"]
+        peer = ctx.topology.peer(*pk)
+        peer_entry = ctx.store.ports.get(peer) if peer else None
+        for prio in prios:
+            if not isinstance(prio, int):
+                continue
+            for side in ("rx", "tx"):
+                se = entry.series.get((f"pfc_{side}_pause_seconds", (prio,)))
+                last = frac(se)
+                if last is None or last < warn:
+                    continue
+                if side == "tx" and peer_entry is not None and ("pfc_rx_pause_seconds", (prio,)) in peer_entry.series:
+                    continue  # the peer's receive side reports this link
+                if last >= p["storm_pause_fraction"]:
+                    if side == "tx":
+                        continue
+                    q = self.qmap.get(prio, prio)
+                    if tx_progress(entry, entry.series.get(("queue_tx_packets", (q,))), p["progress_line_fraction"]) is False:
+                        continue  # storm territory
+                w = window_frac(se, p["pause_window_s"])
+                if w is None:
+                    continue
+                level = self._level(w[0], warn, crit)
+                if level:
+                    what = "paused by its peer" if side == "rx" else "pausing its peer"
+                    yield Observation(
+                        kind="congestion", severity=level, device=pk[0], port=pk[1], priority=prio,
+                        summary=f"{pk[0]} {pk[1]} priority {prio} is {what} {w[0]:.0%} of the time over {w[1]:.0f} s",
+                        evidence={f"{side}_pause_fraction": round(w[0], 4), "last_interval_fraction": round(last, 4),
+                                  "window_s": round(w[1], 3)},
+                    )
+                    break
+
+    def _ib(self, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:
+        p = self.params
+        f_last, r_last = wait_last(entry, p)
+        if f_last is not None:
+            if f_last < p["wait_warning_fraction"]:
+                return  # not congested now (a finished episode must not linger through the window)
+            if f_last >= p["stall_wait_fraction"] and tx_progress(entry, None, p["progress_line_fraction"]) is False:
+                return  # stalled: credit_deadlock reports it
+        elif r_last is None or r_last < p["wait_warning_ratio"]:
+            return
+        f, r, elapsed = wait_window(entry, p, p["wait_window_s"])
+        if f is not None:
+            level = self._level(f, p["wait_warning_fraction"], p["wait_critical_fraction"])
+            value, label = f, "of the time waiting for credits"
+        elif r is not None:
+            level = "warning" if r >= p["wait_warning_ratio"] else None
+            value, label = r, "wait ratio (XmitWait / (XmitWait + XmitData))"
+        else:
+            return
+        if level:
+            yield Observation(
+                kind="congestion", severity=level, device=pk[0], port=pk[1],
+                summary=f"{pk[0]} port {pk[1]}: {value:.1%} {label} over {elapsed:.0f} s",
+                evidence={"xmit_wait_fraction" if f is not None else "xmit_wait_ratio": round(value, 4),
+                          "window_s": round(elapsed, 3)},
+            )
+
+    def metrics(self) -> Iterable[RuleMetric]:
+        return (self.ecn_ratio.metric(),)

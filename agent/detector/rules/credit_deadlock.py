@@ -1,0 +1,136 @@
+"""credit_deadlock: InfiniBand ports stalled for credits in a cycle (I1), or alone (I2).
+
+A port is **stalled** when, over the last valid interval on a link that stayed up:
+
+* f_wait >= ``stall_wait_fraction`` (0.95, table I1 "f_wait >= 0.95 x max"), or, when the
+  tick is unknown, r_wait >= ``stall_wait_ratio`` (0.99) with XmitWait still counting at
+  >= ``min_wait_ticks_per_s`` (1e6/s, so a few stray ticks on an idle port do not count);
+* AND no data progress: tx bytes below ``progress_line_fraction`` (1 %) of line rate (any
+  byte when the speed is unknown).
+
+**Credit graph.** Port ``e`` on switch X waits for credits from its peer ``peer(e)`` on Y.
+Y's receive buffer for that link drains only through Y's egress ports, so ``e`` depends on
+every stalled egress ``e2`` of Y other than ``peer(e)`` (no hairpin). Which egress holds
+which ingress buffer is not counted, so this over-approximates; only stalled ports enter
+the graph, which keeps heavy but moving traffic out of it.
+
+* A strongly connected component of >= 2 stalled ports: ``credit_deadlock``, role
+  ``member``, critical, ``raise_polls`` 2 (a credit loop).
+* A stalled port outside any cycle: ``congestion``, critical, evidence ``stalled: true``
+  (I2: a dead or slow receiver, a stuck HCA), ``raise_polls`` 2.
+
+Exports ``fabricmon_port_xmit_wait_ratio{device,port}``: f_wait of the last interval (0..1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from agent.detector import DetectContext, Observation, Rule, RuleMetric
+from agent.detector.graph import tarjan_scc
+from agent.detector.rules._common import RatioGauge, link_ok, tx_progress
+from agent.detector.rules._ib import IB_DEFAULTS, XMIT_WAIT, wait_last
+from agent.store import PortKey
+
+
+class CreditDeadlockRule(Rule):
+    name = "credit_deadlock"
+    kinds = ("credit_deadlock", "congestion")
+    raise_polls = 2
+    clear_polls = 2
+    defaults: dict[str, Any] = {
+        **IB_DEFAULTS,
+        "stall_wait_fraction": 0.95,
+        "stall_wait_ratio": 0.99,
+        "min_wait_ticks_per_s": 1e6,
+        "progress_line_fraction": 0.01,
+    }
+
+    def __init__(self, params: dict[str, Any] | None = None) -> None:
+        super().__init__(params)
+        self.stalled: dict[PortKey, dict[str, Any]] = {}
+        self.wait_ratio = RatioGauge(
+            "fabricmon_port_xmit_wait_ratio",
+            "Share of the last interval an InfiniBand port had data to send but no credits (f_wait).",
+            ("device", "port"),
+        )
+
+    def _stall(self, pk: PortKey, entry: Any) -> dict[str, Any] | None:
+        p = self.params
+        f, r = wait_last(entry, p)
+        self.wait_ratio.set(pk, f)
+        if f is None and r is None:
+            return None
+        if f is not None:
+            if f < p["stall_wait_fraction"]:
+                return None
+        else:
+            xw = entry.series[XMIT_WAIT]
+            if r < p["stall_wait_ratio"] or (xw.rate or 0.0) < p["min_wait_ticks_per_s"]:  # type: ignore[operator]
+                return None
+        if tx_progress(entry, None, p["progress_line_fraction"]) is not False or not link_ok(entry):
+            return None
+        ev: dict[str, Any] = {"stalled": True}
+        if f is not None:
+            ev["xmit_wait_fraction"] = round(f, 4)
+        if r is not None:
+            ev["xmit_wait_ratio"] = round(r, 4)
+        return ev
+
+    def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
+        ports = ctx.store.ports
+        stalled = self.stalled
+        for pk in ctx.updated:
+            entry = ports.get(pk)
+            if entry is None:
+                continue
+            xw = entry.series.get(XMIT_WAIT)
+            if xw is None:
+                continue
+            if not xw.delta:  # no waiting (or an invalid interval): not stalled
+                self.wait_ratio.set(pk, 0.0 if xw.delta == 0 else None)
+                stalled.pop(pk, None)
+                continue
+            ev = self._stall(pk, entry)
+            if ev is None:
+                stalled.pop(pk, None)
+            else:
+                stalled[pk] = ev
+        for pk in [pk for pk in stalled if pk not in ports]:
+            del stalled[pk]
+        if not stalled:
+            return
+        topo = ctx.topology
+        by_device: dict[str, list[PortKey]] = {}
+        for pk in stalled:
+            by_device.setdefault(pk[0], []).append(pk)
+
+        def succ(pk: PortKey) -> list[PortKey]:
+            pe = topo.peer(*pk)
+            return [] if pe is None else [q for q in by_device.get(pe[0], ()) if q != pe]
+
+        fresh = ctx.updated_devices
+        for comp in tarjan_scc(sorted(stalled), succ):
+            if len(comp) >= 2:
+                names = sorted(f"{d}:{p}" for d, p in comp)
+                for pk in comp:
+                    if pk[0] in fresh:
+                        yield Observation(
+                            kind="credit_deadlock", severity="critical", device=pk[0], port=pk[1], role="member",
+                            summary=f"InfiniBand credit loop: {len(comp)} ports wait for credits on each other with no data moving",
+                            evidence={**stalled[pk], "cycle": names},
+                        )
+                continue
+            pk = comp[0]
+            if pk[0] in fresh:
+                peer = topo.peer(*pk)
+                toward = f" toward {peer[0]} {peer[1]}" if peer else ""
+                yield Observation(
+                    kind="congestion", severity="critical", device=pk[0], port=pk[1],
+                    summary=f"{pk[0]} port {pk[1]} is stalled{toward}: waiting for credits the whole interval, sending nothing",
+                    evidence=dict(stalled[pk]),
+                )
+
+    def metrics(self) -> Iterable[RuleMetric]:
+        return (self.wait_ratio.metric(),)

@@ -1,0 +1,172 @@
+"""packet_loss: drops where the fabric promises none, and transport-level loss.
+
+Hardware-counted, so raised on the first poll that shows it (``raise_polls`` 1); derived
+from valid intervals only, and not on a port whose link is down or flapped this interval
+(``link_degraded`` reports that).
+
+* **L1, lossless class** (critical): ``queue_drops`` or ``queue_no_buffer_drops`` on the
+  queue of a priority in ``lossless_priorities`` ([3]; queue = priority unless
+  ``priority_to_queue`` says otherwise); WJH buffer drops, ``wjh_drops`` with group
+  ``wjh_group`` ("buffer") and a reason in ``wjh_reasons`` (503 tail drop, 504 WRED, 505 TC
+  congestion threshold: table L1), on any port, since the aggregate carries no traffic
+  class; ``rx_discards_phy`` on a NIC (its port buffer overflowed: a lossless violation).
+* **L4, InfiniBand discards** (ports with an XmitWait counter): ``tx_discards`` in the last
+  interval -> warning, >= ``tx_discards_critical`` (200, UFM's event threshold) within
+  ``ib_window_s`` (300 s, bounded by the store's history) -> critical;
+  ``excessive_buffer_overrun_errors`` >= ``buffer_overrun_critical`` (100, UFM) -> critical.
+* **L2, transport loss** on NICs: ``transport_counters`` (out_of_sequence,
+  packet_seq_err, local_ack_timeout_err) increasing in >= ``transport_min_polls`` (3) of the
+  last ``transport_polls`` (5) intervals -> warning; then critical when the rate over
+  ``transport_window_s`` (60 s) is >= ``transport_critical_per_min`` (10/min) or the count
+  per received packet is >= ``transport_critical_ratio`` (1e-4) (Meta).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from itertools import pairwise
+from typing import Any
+
+from agent.detector import DetectContext, Observation, Rule
+from agent.detector.rules._common import SeriesCache, int_map, link_ok, moved
+from agent.store import PortEntry, PortKey, Series
+
+
+def _intervals_with_increase(se: Series, polls: int) -> int:
+    hist = se.history[-(polls + 1):]
+    return sum(1 for (_, a), (_, b) in pairwise(hist) if b > a)
+
+
+class PacketLossRule(Rule):
+    name = "packet_loss"
+    kinds = ("packet_loss",)
+    raise_polls = 1
+    clear_polls = 2
+    defaults: dict[str, Any] = {
+        "lossless_priorities": [3],
+        "priority_to_queue": None,
+        "wjh_group": "buffer",
+        "wjh_reasons": ["503", "504", "505"],
+        "tx_discards_critical": 200,
+        "buffer_overrun_critical": 100,
+        "ib_window_s": 300.0,
+        "transport_counters": ["out_of_sequence", "packet_seq_err", "local_ack_timeout_err"],
+        "transport_polls": 5,
+        "transport_min_polls": 3,
+        "transport_window_s": 60.0,
+        "transport_critical_per_min": 10.0,
+        "transport_critical_ratio": 1e-4,
+    }
+
+    def __init__(self, params: dict[str, Any] | None = None) -> None:
+        super().__init__(params)
+        p = self.params
+        qmap = int_map(p["priority_to_queue"])
+        self.lossless = [(int(prio), qmap.get(int(prio), int(prio))) for prio in p["lossless_priorities"]]
+        self.wjh_keys = [("wjh_drops", (p["wjh_group"], str(r))) for r in p["wjh_reasons"]]
+        self.transport = [(c, ()) for c in p["transport_counters"]]
+        queues = {q for _, q in self.lossless}
+        wjh = {key[1] for key in self.wjh_keys}
+        plain = {"rx_discards_phy", "tx_discards", "excessive_buffer_overrun_errors", *p["transport_counters"]}
+        self.relevant = SeriesCache(
+            lambda name, sub: (name in ("queue_drops", "queue_no_buffer_drops") and sub and sub[0] in queues)
+            or (name == "wjh_drops" and sub in wjh) or (not sub and name in plain)
+        )
+
+    def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
+        ports = ctx.store.ports
+        for pk in ctx.updated:
+            entry = ports.get(pk)
+            if entry is None or not moved(self.relevant.get(pk, entry)):
+                continue
+            found = [*self._lossless(pk, entry), *self._ib(pk, entry), *self._transport(pk, entry)]
+            if found and link_ok(entry):
+                yield from found
+        self.relevant.forget_missing(ports)
+
+    def _lossless(self, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:
+        ser = entry.series
+        for prio, q in self.lossless:
+            drops = {}
+            for name in ("queue_drops", "queue_no_buffer_drops"):
+                se = ser.get((name, (q,)))
+                if se is not None and se.delta:
+                    drops[name] = se.delta
+            if drops:
+                yield Observation(
+                    kind="packet_loss", severity="critical", device=pk[0], port=pk[1], priority=prio,
+                    summary=f"{pk[0]} {pk[1]} dropped {int(sum(drops.values()))} packet(s) on lossless priority {prio}",
+                    evidence={**drops, "queue": q},
+                )
+        wjh = {key[1][1]: se.delta for key in self.wjh_keys if (se := ser.get(key)) is not None and se.delta}
+        phy = ser.get(("rx_discards_phy", ()))
+        if wjh or (phy is not None and phy.delta):
+            ev: dict[str, Any] = {}
+            if wjh:
+                ev["wjh_buffer_drops"] = wjh
+            if phy is not None and phy.delta:
+                ev["rx_discards_phy"] = phy.delta
+            what = "buffer drops (WJH)" if wjh else "NIC port-buffer discards"
+            yield Observation(
+                kind="packet_loss", severity="critical", device=pk[0], port=pk[1],
+                summary=f"{pk[0]} {pk[1]}: {what} on a lossless fabric", evidence=ev,
+            )
+
+    def _ib(self, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:
+        ser = entry.series
+        if ("xmit_wait", ()) not in ser:
+            return
+        p = self.params
+        ev: dict[str, Any] = {}
+        severity = None
+        for name, crit in (("tx_discards", p["tx_discards_critical"]), ("excessive_buffer_overrun_errors", p["buffer_overrun_critical"])):
+            se = ser.get((name, ()))
+            if se is None or not se.delta:
+                continue
+            w = se.window(p["ib_window_s"])
+            count = w[0] if w else se.delta
+            ev[name] = se.delta
+            ev[f"{name}_window"] = count
+            if count >= crit:
+                severity = "critical"
+            elif name == "tx_discards" and severity is None:
+                severity = "warning"
+        if severity:
+            ev["window_s"] = p["ib_window_s"]
+            yield Observation(
+                kind="packet_loss", severity=severity, device=pk[0], port=pk[1],
+                summary=f"{pk[0]} port {pk[1]} discarded packets ({', '.join(k for k in ev if not k.endswith(('_window', '_s')))})",
+                evidence=ev,
+            )
+
+    def _transport(self, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:
+        p = self.params
+        ser = entry.series
+        hits: dict[str, int] = {}
+        severity = None
+        per_min: dict[str, float] = {}
+        rx = ser.get(("rx_packets", ()))
+        rxw = rx.window(p["transport_window_s"]) if rx is not None else None
+        for key in self.transport:
+            se = ser.get(key)
+            if se is None or se.delta is None or se.total == se.history[0][1]:
+                continue
+            n = _intervals_with_increase(se, p["transport_polls"])
+            if n < p["transport_min_polls"]:
+                continue
+            hits[key[0]] = n
+            severity = severity or "warning"
+            w = se.window(p["transport_window_s"])
+            if w is None or w[1] <= 0:
+                continue
+            per_min[key[0]] = round(w[0] / w[1] * 60, 3)
+            ratio = w[0] / rxw[0] if rxw and rxw[0] > 0 else 0.0
+            if per_min[key[0]] >= p["transport_critical_per_min"] or ratio >= p["transport_critical_ratio"]:
+                severity = "critical"
+        if severity:
+            yield Observation(
+                kind="packet_loss", severity=severity, device=pk[0], port=pk[1],
+                summary=f"{pk[0]} {pk[1]}: transport loss ({', '.join(sorted(hits))}) in {max(hits.values())} of the last "
+                        f"{p['transport_polls']} polls",
+                evidence={"polls_with_errors": hits, "per_minute": per_min},
+            )

@@ -1,0 +1,122 @@
+"""pfc_storm: a priority stuck by pause, reported as one tree (origin + victims).
+
+Signals (fabric-reference 4.3; the shared classification is documented in ``_pfc``):
+
+* **S1, device-confirmed** (raised in 1 poll): a switch PFC watchdog storm event on the port
+  and priority (delta of ``pfc_watchdog_storms`` > 0 or ``pfc_watchdog_stormed`` = 1), or a
+  host NIC pause-storm event (``tx_pause_storm_error_events`` -> critical,
+  ``tx_pause_storm_warning_events`` -> warning). A NIC event marks the NIC as the origin:
+  it is the port that kept sending pause.
+* **S2, from counters** (``raise_polls``, default 2; 1 when the interval is at least
+  ``fast_raise_dt_s`` = 10 s, per the table): rx pause fraction >= ``storm_pause_fraction``
+  (0.95; SONiC uses 0.99) AND no transmit progress on the priority's queue (no
+  ``queue_tx_packets``, or ``tx_bytes`` below ``progress_line_fraction`` = 1 % of line rate)
+  AND (occupancy > 0 or drops).
+* **S2b, frames only** (``s2b_raise_polls`` = 3, SONiC Broadcom): pause frames at or above
+  the keep-paused floor, no XOFF->XON transition, no progress, backlog.
+
+With a topology, stormed ports are grouped by the origin they drain to (the paused-by
+graph's sink): the origin is reported with role ``origin`` and every stormed port behind it
+with role ``victim``, all of kind ``pfc_storm`` and the tree's priority. Without a topology
+each stormed port is reported alone with role None. Ports in a PFC deadlock cycle, or
+blocked only behind one, are left to ``pfc_deadlock``.
+
+Exports ``fabricmon_port_pause_ratio{device,port,priority}``: the rx pause fraction of the
+last interval (0..1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from agent.detector import DetectContext, Observation, Rule, RuleMetric
+from agent.detector.rules._pfc import PFC_DEFAULTS, PfcState, PfcTracker, Tree, tracker_for
+
+MAX_LISTED = 20
+
+
+def _name(pk: tuple[str, str] | None) -> str | None:
+    return f"{pk[0]}:{pk[1]}" if pk else None
+
+
+class PfcStormRule(Rule):
+    name = "pfc_storm"
+    kinds = ("pfc_storm",)
+    raise_polls = 2
+    clear_polls = 2
+    defaults: dict[str, Any] = {**PFC_DEFAULTS, "s2b_raise_polls": 3}
+
+    def __init__(self, params: dict[str, Any] | None = None) -> None:
+        super().__init__(params)
+        self._tracker: PfcTracker | None = None
+
+    def _need(self, st: PfcState) -> int:
+        if st.wd:
+            return 1
+        if st.stuck == "S2b":
+            return int(self.params["s2b_raise_polls"])
+        if st.dt is not None and st.dt >= self.params["fast_raise_dt_s"]:
+            return 1
+        return self.raise_polls
+
+    def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
+        tracker = self._tracker = tracker_for(ctx.store, self.params)
+        analysis = tracker.analyze(ctx)
+        fresh = ctx.updated_devices
+        for tree in analysis.trees:
+            yield from self._tree(tree, fresh)
+        for st in analysis.unattributed:
+            if st.pk[0] in fresh:
+                yield Observation(
+                    kind="pfc_storm", severity="critical", device=st.pk[0], port=st.pk[1], priority=st.prio,
+                    summary=f"priority {st.prio} on {st.pk[0]} {st.pk[1]} is stuck: paused with no transmit progress",
+                    evidence=st.evidence(), raise_polls=self._need(st),
+                )
+
+    def _tree(self, tree: Tree, fresh: set[str]) -> Iterable[Observation]:
+        victims = tree.victims
+        ost = tree.origin_state
+        own = ost is not None and ost.stormed and not ost.inferred
+        needs = [self._need(v) for v in victims]
+        if own:
+            needs.append(self._need(ost))  # type: ignore[arg-type]
+        if tree.nic is not None:
+            need = 1
+            severity = "critical" if tree.nic == "error" or victims or own else "warning"
+        else:
+            need = min(needs) if needs else self.raise_polls
+            severity = "critical"
+        prio_txt = f"priority {tree.prio}" if tree.prio is not None else "a lossless priority"
+        origin = _name(tree.origin)
+        if tree.origin[0] in fresh:
+            ev: dict[str, Any] = {"victims": len(victims), "victim_ports": [_name(v.pk) for v in victims[:MAX_LISTED]]}
+            if tree.origin_peer is not None:
+                ev["origin_peer"] = _name(tree.origin_peer)
+            if tree.nic is not None:
+                ev["nic_pause_storm"] = tree.nic
+            if ost is not None:
+                ev.update(ost.evidence())
+            why = f"NIC pause-storm {tree.nic} event" if tree.nic else "pause source"
+            if tree.origin_peer is not None and not tree.nic and tree.origin_peer not in {v.pk for v in victims}:
+                why = f"facing {_name(tree.origin_peer)}, which keeps it paused"
+            spread = f", {len(victims)} victim port(s)" if victims else ""
+            yield Observation(
+                kind="pfc_storm", severity=severity, device=tree.origin[0], port=tree.origin[1], priority=tree.prio,
+                role="origin", evidence=ev, raise_polls=need,
+                summary=f"PFC storm on {prio_txt} originates at {tree.origin[0]} {tree.origin[1]} ({why}){spread}",
+            )
+        for v in victims:
+            if v.pk[0] not in fresh:
+                continue
+            ev = {**v.evidence(), "origin": origin}
+            yield Observation(
+                kind="pfc_storm", severity="critical", device=v.pk[0], port=v.pk[1], priority=v.prio, role="victim",
+                evidence=ev, raise_polls=self._need(v),
+                summary=f"{v.pk[0]} {v.pk[1]} priority {v.prio} is stuck by a PFC storm from {origin}",
+            )
+
+    def metrics(self) -> Iterable[RuleMetric]:
+        if self._tracker is None:
+            return ()
+        return (self._tracker.pause_ratio.metric(),)

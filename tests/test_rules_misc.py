@@ -1,0 +1,188 @@
+"""congestion (ECN, chronic pause), packet_loss, link_degraded / link_flap, registry, metrics."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.detector.rules import RULES, build
+from tests.test_rules_sim import G100, G400, Fab, two_leaf_fabric
+
+P = 3
+
+
+def test_registry_has_every_rule_and_rejects_unknown_parameters():
+    assert set(RULES) == {"pfc_storm", "pfc_deadlock", "credit_deadlock", "congestion", "packet_loss", "link_degraded", "link_flap"}
+    assert [r.name for r in build({"congestion": {"enabled": False}})].count("congestion") == 0
+    with pytest.raises(ValueError, match="ecn_warn"):
+        build({"congestion": {"ecn_warn": 0.5}})
+    rule = build({"congestion": {"ecn_warning_ratio": 0.02, "raise_polls": 5}})[3]
+    assert rule.params["ecn_warning_ratio"] == 0.02 and rule.raise_polls == 5
+
+
+def test_benign_heavy_load_with_ecn_marks_and_brief_pauses_raises_nothing():
+    fab = two_leaf_fabric()
+    fab.poll(n=2)
+    for dev, port in [("leaf1", "Ethernet1"), ("leaf2", "Ethernet49"), ("spine", "Ethernet1"), ("spine", "Ethernet2")]:
+        fab.rate(dev, port, "tx_bytes", G100 * 0.9)
+        fab.rate(dev, port, "queue_tx_packets", 2e6, (P,))
+        fab.rate(dev, port, "ecn_marked_packets", 2e6 * 0.008, (P,))  # 0.8 % marked
+        fab.rate(dev, port, "pfc_rx_pause_seconds", 0.03, (P,))  # paused 3 % of the time
+        fab.rate(dev, port, "pfc_rx_pause_frames", 200.0, (P,))
+        fab.gauge(dev, port, "queue_occupancy_bytes", 3e5, (P,))
+    fab.rate("h1", "eth0", "pfc_tx_pause_seconds", 0.03, (P,))
+    fab.poll(n=10)
+    assert fab.det.active == [] and fab.raised == []
+
+
+def test_ecn_congestion_warning_after_three_polls_then_critical():
+    fab = two_leaf_fabric()
+    fab.poll(n=2)
+    fab.rate("leaf2", "Ethernet2", "queue_tx_packets", 1e6, (P,))
+    fab.rate("leaf2", "Ethernet2", "ecn_marked_packets", 5e4, (P,))  # 5 %
+    fab.poll(n=2)
+    assert fab.active() == {}
+    fab.poll()
+    got = fab.active("congestion")
+    assert set(got) == {("leaf2", "Ethernet2", P, None)}
+    f = got[("leaf2", "Ethernet2", P, None)]
+    assert f.severity == "warning"
+    fab.rate("leaf2", "Ethernet2", "ecn_marked_packets", 5e5, (P,))  # 50 % now
+    fab.poll(n=4)
+    assert f.severity == "critical"
+    metric = next(m for r in fab.det.rules for m in r.metrics() if m.name == "fabricmon_queue_ecn_mark_ratio")
+    assert dict(metric.values)[("leaf2", "Ethernet2", "3")] == pytest.approx(0.5)
+
+
+def test_chronic_pause_is_congestion_not_storm():
+    fab = two_leaf_fabric()
+    fab.poll(n=2)
+    fab.rate("spine", "Ethernet2", "pfc_rx_pause_seconds", 0.3, (P,))
+    fab.rate("spine", "Ethernet2", "pfc_rx_pause_frames", 900.0, (P,))
+    fab.poll(n=12)
+    got = fab.active()
+    assert set(got) == {("spine", "Ethernet2", P, None)}
+    assert got[("spine", "Ethernet2", P, None)].kind == "congestion"
+    assert got[("spine", "Ethernet2", P, None)].severity == "critical"  # 0.3 over the window >= 0.20
+    pause = next(m for r in fab.det.rules for m in r.metrics() if m.name == "fabricmon_port_pause_ratio")
+    assert dict(pause.values)[("spine", "Ethernet2", "3")] == pytest.approx(0.3)
+
+
+def test_lossless_queue_drop_is_critical_loss_in_one_poll_but_lossy_is_not():
+    fab = two_leaf_fabric()
+    fab.rate("leaf1", "Ethernet2", "queue_drops", 0.0, (0,))
+    fab.poll(n=2)
+    fab.rate("leaf1", "Ethernet2", "queue_drops", 100.0, (0,))  # lossy queue 0: tail drops are normal
+    fab.poll(n=3)
+    assert fab.active() == {}
+    fab.bump("leaf1", "Ethernet1", "queue_drops", 7, (P,))
+    fab.poll()
+    got = fab.active("packet_loss")
+    assert set(got) == {("leaf1", "Ethernet1", P, None)}
+    assert got[("leaf1", "Ethernet1", P, None)].evidence["queue_drops"] == 7
+
+
+def test_wjh_buffer_drops_and_nic_phy_discards():
+    fab = two_leaf_fabric()
+    fab.rate("leaf2", "Ethernet1", "wjh_drops", 0.0, ("buffer", "503"))
+    fab.rate("leaf2", "Ethernet1", "wjh_drops", 0.0, ("l2", "209"))
+    fab.rate("h4", "eth0", "rx_discards_phy", 0.0)
+    fab.poll(n=2)
+    fab.bump("leaf2", "Ethernet1", "wjh_drops", 50, ("l2", "209"))  # SMAC multicast: not a lossless violation
+    fab.poll()
+    assert fab.active() == {}
+    fab.bump("leaf2", "Ethernet1", "wjh_drops", 12, ("buffer", "503"))
+    fab.bump("h4", "eth0", "rx_discards_phy", 3)
+    fab.poll()
+    got = fab.active("packet_loss")
+    assert set(got) == {("leaf2", "Ethernet1", None, None), ("h4", "eth0", None, None)}
+    assert got[("leaf2", "Ethernet1", None, None)].evidence["wjh_buffer_drops"] == {"503": 12}
+
+
+def test_ib_discards_warning_then_critical_at_ufm_threshold():
+    fab = Fab()
+    fab.ib_port("sw", "7")
+    fab.poll(n=2)
+    fab.bump("sw", "7", "tx_discards", 5)
+    fab.poll()
+    assert fab.active("packet_loss")[("sw", "7", None, None)].severity == "warning"
+    fab.bump("sw", "7", "tx_discards", 250)
+    fab.poll()
+    assert fab.active("packet_loss")[("sw", "7", None, None)].severity == "critical"
+
+
+def test_transport_loss_needs_three_of_five_polls():
+    fab = Fab()
+    fab.rate("h1", "mlx5_0", "rx_packets", 1e6)
+    fab.rate("h1", "mlx5_0", "out_of_sequence", 0.0)
+    fab.poll(n=2)
+    fab.bump("h1", "mlx5_0", "out_of_sequence", 1)
+    fab.poll()
+    fab.poll()
+    fab.bump("h1", "mlx5_0", "out_of_sequence", 1)
+    fab.poll()
+    assert fab.active() == {}  # 2 of the last 5
+    fab.bump("h1", "mlx5_0", "out_of_sequence", 1)
+    fab.poll()
+    got = fab.active("packet_loss")
+    assert set(got) == {("h1", "mlx5_0", None, None)}
+    # 3 errors in ~6 s is 30/min: critical.
+    assert got[("h1", "mlx5_0", None, None)].severity == "critical"
+    fab.poll(n=6)
+    assert fab.active() == {}
+
+
+def test_symbol_ber_over_the_statistical_window():
+    fab = Fab()
+    fab.ib_port("sw", "1", speed=G400)  # 400 Gb/s: 1e-12 needs 3e12 bits = 7.5 s
+    fab.ib_port("sw", "2", speed=G400)
+    fab.poll(n=2)
+    fab.bump("sw", "1", "symbol_errors", 2)  # 2 errors in a 7.5 s window: BER 6.7e-13 < 1e-12; PDR: 2 < 2.88
+    fab.poll(n=8)
+    assert fab.active() == {}
+    fab.bump("sw", "2", "symbol_errors", 4)  # > 3 errors: above 1e-12 whatever the rest of the window holds
+    fab.poll()
+    got = fab.active("link_degraded")
+    assert got[("sw", "2", None, None)].severity == "critical"
+    assert got[("sw", "2", None, None)].evidence["symbol_ber"] == pytest.approx(4 / (400e9 * 7.5))
+
+
+def test_pdr_symbol_errors_warn_over_twelve_minutes():
+    fab = Fab()
+    fab.ib_port("sw", "1", speed=G400)
+    fab.poll(dt=60, n=2)
+    for _ in range(12):
+        fab.bump("sw", "1", "symbol_errors", 1)  # 12 errors in 12 min, never 4 within 7.5 s
+        fab.poll(dt=60)
+    got = fab.active("link_degraded")
+    assert got[("sw", "1", None, None)].severity == "warning"  # 12 > 2.88 (PDR 1e-14 over 720 s)
+
+
+def test_link_flap_and_retrain_and_downgrade():
+    fab = Fab(config={"link_degraded": {"expected_width_lanes": 4}})
+    fab.ib_port("sw", "1")
+    fab.gauge("sw", "1", "link_width_lanes", 4)
+    fab.poll(n=2)
+    fab.bump("sw", "1", "link_error_recovery", 1)
+    fab.poll()
+    got = fab.active()
+    assert set(got) == {("sw", "1", None, None)} and got[("sw", "1", None, None)].severity == "warning"
+    fab.bump("sw", "1", "link_downed", 2)
+    fab.poll()
+    assert fab.active()[("sw", "1", None, None)].severity == "critical"  # 3 events in the window
+    fab.poll(n=10)
+    assert fab.active() == {}
+    fab.gauge("sw", "1", "link_width_lanes", 2)
+    fab.poll()
+    assert fab.active() == {}
+    fab.poll()
+    assert fab.active()[("sw", "1", None, None)].evidence["width_lanes"] == 2
+
+
+def test_snmp_link_down_without_counters_is_a_flap():
+    fab = Fab()
+    fab.gauge("leaf1", "Ethernet3", "link_up", 1)
+    fab.rate("leaf1", "Ethernet3", "tx_bytes", 1e6)
+    fab.poll(n=2)
+    fab.gauge("leaf1", "Ethernet3", "link_up", 0)
+    fab.poll()
+    assert set(fab.active("link_degraded")) == {("leaf1", "Ethernet3", None, None)}
