@@ -5,8 +5,9 @@ that looks at the store and the topology after a poll and yields :class:`Observa
 "this condition holds on this port now". The detector alone turns observations into
 findings, with hysteresis: a finding is raised after ``raise_polls`` consecutive polls that
 observe it and cleared after ``clear_polls`` consecutive fresh polls that do not. A poll
-counts as fresh for a finding only when it brought new data for the finding's device, so
-a fabric with many targets does not count one device's state several times per interval.
+counts for a finding (as a hit or a miss) only when it brought new data for the finding's
+device, so a fabric with many targets does not count one device's state several times
+per interval.
 
 Findings use the vocabulary of recording-format.md (kind, severity, device, port,
 priority, role, start, end) plus a one-sentence summary and the evidence numbers.
@@ -124,13 +125,19 @@ class Detector:
                 self.last_errors.append(f"rule {rule.name} failed: {type(exc).__name__}: {exc}")
         for key, (ob, rule) in seen.items():
             tr = self._tracks.get(key)
+            fresh = ob.device in ctx.updated_devices
             if tr is None:
+                if not fresh:
+                    continue  # counted when a poll brings data for that device
                 tr = self._tracks[key] = _Track(rule=rule)
-            if tr.hits == 0:
-                tr.first_hit = ctx.t
-            tr.hits += 1
-            tr.misses = 0
-            tr.first_miss = None
+            elif rule.clear_polls > (tr.rule.clear_polls if tr.rule else 0):
+                tr.rule = rule  # two rules report the same finding: the slower to clear wins
+            if fresh:
+                if tr.hits == 0:
+                    tr.first_hit = ctx.t
+                tr.hits += 1
+                tr.misses = 0
+                tr.first_miss = None
             need = ob.raise_polls or rule.raise_polls
             f = tr.finding
             if f is None and tr.hits >= need:

@@ -60,22 +60,36 @@ def window_frac(se: Series | None, seconds: float) -> tuple[float, float] | None
     return min(max(w[0] / w[1], 0.0), 1.0), w[1]
 
 
-def tx_progress(entry: PortEntry, queue_tx: Series | None, min_line_fraction: float) -> bool | None:
-    """Did the port (or its queue) transmit during the last interval? None when unknown.
+def tx_progress(entry: PortEntry, queue: tuple[Any, ...] | None, min_line_fraction: float) -> bool | None:
+    """Did the port (or its queue) make transmit progress in the last interval? None when unknown.
 
-    A per-queue packet counter answers exactly (delta > 0). Without one, the port's byte
-    counter answers: progress when it sent at least ``min_line_fraction`` of line rate
-    (other priorities share it), or any byte when the speed is unknown.
+    Progress means sending at least ``min_line_fraction`` of line rate (fabric-reference 4.3
+    S2: "ΔTX = 0 or < 1 % of line rate"): a port paused 99.7 % of the time still sends a
+    little in the gaps between pause refreshes, and that is no progress. In order of
+    preference: the queue's byte counter; its packet counter times the port's average
+    packet size; the port's byte counter (other priorities share it). Without a link speed
+    any transmitted packet counts as progress.
     """
-    if queue_tx is not None:
-        return None if queue_tx.delta is None else queue_tx.delta > 0
-    tx = entry.series.get(TX_BYTES)
+    ser = entry.series
+    speed = speed_bytes(entry)
+    floor = min_line_fraction * speed if speed else None
+    if queue is not None:
+        qb = ser.get(("queue_tx_bytes", queue))
+        if qb is not None and qb.rate is not None and floor is not None:
+            return qb.rate >= floor
+        qp = ser.get(("queue_tx_packets", queue))
+        if qp is not None and qp.delta is not None:
+            if floor is not None and qp.rate is not None:
+                tb, tp = ser.get(TX_BYTES), ser.get(("tx_packets", ()))
+                if tb is not None and tp is not None and tb.delta is not None and tp.delta:
+                    return qp.rate * (tb.delta / tp.delta) >= floor
+            return qp.delta > 0
+    tx = ser.get(TX_BYTES)
     if tx is None or tx.rate is None:
         return None
-    speed = speed_bytes(entry)
-    if speed is None:
+    if floor is None:
         return tx.delta > 0 if tx.delta is not None else None
-    return tx.rate >= min_line_fraction * speed
+    return tx.rate >= floor
 
 
 class SubIndex:

@@ -152,13 +152,14 @@ def compute_state(pk: PortKey, entry: PortEntry, prio: int, p: dict[str, Any], q
         w = wd_se.window(max(p["watchdog_window_s"], wd_se.dt or 0.0))
         recent = w is not None and w[0] > 0
     st.wd_recent = recent
-    st.progress = tx_progress(entry, ser.get(("queue_tx_packets", qs)), p["progress_line_fraction"])
+    st.progress = tx_progress(entry, qs, p["progress_line_fraction"])
     occ = entry.gauges.get(("queue_occupancy_bytes", qs))
     drops = [ser.get(("queue_drops", qs)), ser.get(("queue_no_buffer_drops", qs)), ser.get(("pfc_watchdog_drops", sub))]
     if (occ is not None and occ.value > 0) or any(d is not None and d.delta for d in drops):
         st.backlog = True
-    elif occ is not None or any(d is not None and d.delta is not None for d in drops):
-        st.backlog = False
+    elif occ is not None:
+        st.backlog = False  # an empty queue; zero drops alone do not prove the queue empty
+
     st.link_ok = link_ok(entry)
     speed = speed_bytes(entry)
     floor = speed * 8 / MAX_QUANTA_BITS * p["s2b_floor_factor"] if speed else None

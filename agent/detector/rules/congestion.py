@@ -153,7 +153,7 @@ class CongestionRule(Rule):
                     if side == "tx":
                         continue
                     q = self.qmap.get(prio, prio)
-                    if tx_progress(entry, entry.series.get(("queue_tx_packets", (q,))), p["progress_line_fraction"]) is False:
+                    if tx_progress(entry, (q,), p["progress_line_fraction"]) is False:
                         continue  # storm territory
                 w = window_frac(se, p["pause_window_s"])
                 if w is None:
