@@ -41,14 +41,14 @@ def test_storm_tree_origin_is_monitored_host_nic_and_raises_on_poll_two():
     assert fab.active("pfc_storm") == {}  # poll 1 of a counter-derived storm: not yet
     fab.poll()
     got = fab.active("pfc_storm")
+    # leaf1 Ethernet1 faces the NIC: the origin's own cable (origin_peer), not a separate victim.
     assert set(got) == {
         ("h1", "eth0", P, "origin"),
-        ("leaf1", "Ethernet1", P, "victim"),
         ("spine", "Ethernet1", P, "victim"),
         ("leaf2", "Ethernet49", P, "victim"),
     }
     origin = got[("h1", "eth0", P, "origin")]
-    assert origin.severity == "critical" and origin.evidence["victims"] == 3
+    assert origin.severity == "critical" and origin.evidence["victims"] == 2
     assert origin.peer_device == "leaf1" and origin.peer_port == "Ethernet1"
     assert got[("spine", "Ethernet1", P, "victim")].evidence["origin"] == "h1:eth0"
     assert fab.kinds() == {"pfc_storm"}  # no deadlock, no unrelated alerts
@@ -98,9 +98,12 @@ def test_watchdog_storm_is_raised_in_one_poll():
     fab.poll()
     got = fab.active("pfc_storm")
     # h1 has telemetry: it is the pauser, so it is the origin, even though its counters
-    # show nothing (a stalled NIC may not count its own pause frames).
-    assert set(got) == {("h1", "eth0", P, "origin"), ("leaf1", "Ethernet1", P, "victim")}
-    assert all(f.severity == "critical" for f in got.values())
+    # show nothing (a stalled NIC may not count its own pause frames). leaf1 Ethernet1 is
+    # the other end of the origin's cable: its watchdog event is the origin's evidence, not a victim.
+    assert set(got) == {("h1", "eth0", P, "origin")}
+    origin = got[("h1", "eth0", P, "origin")]
+    assert origin.severity == "critical" and origin.evidence.get("watchdog") is True
+    assert origin.evidence["origin_peer"] == "leaf1:Ethernet1"
 
 
 def test_watchdog_storm_toward_unmonitored_host_reports_the_switch_port_as_origin():
@@ -255,3 +258,39 @@ def test_heavy_incast_with_partial_pauses_raises_nothing_pfc():
         pausing(fab, f"sw{i}", "e2", fraction=0.9)
     fab.poll(n=6)
     assert not fab.kinds() & {"pfc_storm", "pfc_deadlock"}
+
+
+def test_pause_fraction_bounds_progress_when_only_port_tx_is_known():
+    """No per-queue counter, and other priorities keep the port busy (port TX 40 % of line):
+    a priority paused 99.8 % of the time sent at most 0.2 % of line rate on it, below the 1 %
+    progress floor, so it is stuck; paused 97 % it may still have moved: no storm."""
+    for fraction, expect in ((0.998, True), (0.97, False)):
+        fab = Fab()
+        fab.eth_port("sw", "Ethernet1", tx_rate=5e9, qtx=None, occupancy=None)
+        fab.poll(dt=10.0, n=2)
+        fab.rate("sw", "Ethernet1", "pfc_rx_pause_seconds", fraction, (P,))
+        fab.rate("sw", "Ethernet1", "pfc_rx_pause_frames", 3000.0, (P,))
+        fab.poll(dt=10.0)
+        assert bool(fab.active("pfc_storm")) is expect, fraction
+
+
+def test_storm_end_seen_by_one_switch_first_leaves_no_phantom_origin():
+    """Targets are polled one after another. When the storm ends, leaf1 reports it first while
+    the spine's last reading still shows its port toward leaf1 paused: leaf1's own fresh
+    counters (it no longer sends pause) overrule that stale edge, so no new origin appears."""
+    fab = two_leaf_fabric()
+    fab.poll(dt=10.0, n=2)
+    host_storm(fab)
+    fab.poll(dt=10.0, n=3)
+    assert ("h1", "eth0", P, "origin") in fab.active("pfc_storm")
+    for dev, port in [("h1", "eth0"), ("leaf1", "Ethernet49"), ("spine", "Ethernet2"), ("leaf2", "Ethernet1"), ("leaf2", "Ethernet2")]:
+        pausing(fab, dev, port, fraction=0.0)
+    for dev, port in [("leaf1", "Ethernet1"), ("spine", "Ethernet1"), ("leaf2", "Ethernet49")]:
+        fab.eth_port(dev, port)
+    for _ in range(3):
+        fab.poll(dt=10.0, devices={"leaf1", "h1", "h2", "h3", "h4"})
+        fab.poll(dt=0.01, devices={"spine"})
+        fab.poll(dt=0.01, devices={"leaf2"})
+    origins = {(f.device, f.port) for f in fab.raised if f.kind == "pfc_storm" and f.role == "origin"}
+    assert origins == {("h1", "eth0")}
+    assert fab.active("pfc_storm") == {}

@@ -356,9 +356,15 @@ def switch_storm_watchdog(seed: int) -> Scenario:
 
 def pfc_deadlock(seed: int) -> Scenario:
     """A transient routing loop makes leaf01 <-> spine01 <-> leaf02 bounce RoCE traffic: a
-    cyclic buffer dependency over four egresses, all fully paused, nothing moves."""
+    cyclic buffer dependency over four egresses, all fully paused, nothing moves.
+
+    Onyx leaves (pause durations, per-TC counters, queue depth) and an Arista spine (pause
+    frames with per-queue TX): every member's "no progress on priority 3" is measurable. A
+    fabric that exports only pause frames and port-level TX (Cumulus or SONiC SNMP) cannot
+    show it while other priorities keep the ports busy, so a deadlock there is not provable
+    from counters alone."""
     fab = _new(seed)
-    eth = EthFabric(fab, [("leaf01", "cumulus"), ("leaf02", "cumulus")], ("spine01", "cumulus"))
+    eth = EthFabric(fab, [("leaf01", "onyx"), ("leaf02", "onyx")], ("spine01", "arista"))
     hosts = eth.all_hosts()
     tr = Traffic(fab, all_to_all(hosts, 0.6))
     fab.seed_counters()
@@ -379,7 +385,7 @@ def pfc_deadlock(seed: int) -> Scenario:
                 p.ecn.get(ref, {}).pop(3, None)
         return p
 
-    sc = Scenario("pfc_deadlock", "Cumulus 2-leaf/1-spine: routing loop creates a 4-egress PFC deadlock on priority 3",
+    sc = Scenario("pfc_deadlock", "Onyx leaves + Arista spine: routing loop creates a 4-egress PFC deadlock on priority 3",
                   fab, eth.targets(), plan, polls=32, seed=seed)
     for m in members:
         sc.add_truth("pfc_deadlock", m[0], m[1], 3, "member", s, e)
@@ -470,6 +476,33 @@ def lossless_drops_onyx(seed: int) -> Scenario:
 
 def lossless_drops_arista(seed: int) -> Scenario:
     return _lossless_drops("lossless_drops_arista", "arista", seed)
+
+
+def wjh_buffer_drops_nvue(seed: int) -> Scenario:
+    """Cumulus leaves read over NVUE REST (QoS counters with pause durations, WJH), a Cumulus
+    spine over SNMP (frames only; its LLDP gives the topology)."""
+    fab = _new(seed)
+    eth = EthFabric(fab, [("leaf01", "cumulus"), ("leaf02", "cumulus")], ("spine01", "cumulus"))
+    hosts = eth.all_hosts()
+    tr = Traffic(fab, all_to_all(hosts, 0.65))
+    fab.seed_counters()
+    port = eth.port_to(hosts[4])
+    rng = random.Random(seed)
+    s, e = 9, 17
+
+    def plan(k: int) -> StepPlan:
+        p, _ = tr.plan(rng)
+        if window(k, s, e):
+            _merge(p, "nobuf_drops", port, 3, rng.randint(30, 600))
+        return p
+
+    targets = [Target(leaf.name, "nvue", leaf.name) for leaf in eth.leaves]
+    targets.append(Target(eth.spine.name, "snmp", eth.spine.name, {"profile": eth.spine.profile}))
+    sc = Scenario("wjh_buffer_drops_nvue", f"Cumulus/NVUE: shared-buffer misconfiguration on {port[0]}: tail drops "
+                  f"(WJH 503) on lossless TC3 toward {hosts[4]}", fab, targets, plan, polls=28, seed=seed)
+    sc.add_truth("packet_loss", port[0], port[1], 3, None, s, e)
+    sc.notes[s] = f"{port[0]} {port[1]}: WJH buffer drops (tail drop) on TC3 begin"
+    return sc
 
 
 def counter_reset(seed: int) -> Scenario:
@@ -670,6 +703,7 @@ SCENARIOS: dict[str, Callable[[int], Scenario]] = {
     "ib_stalled_port": ib_stalled_port,
     "lossless_drops_onyx": lossless_drops_onyx,
     "lossless_drops_arista": lossless_drops_arista,
+    "wjh_buffer_drops_nvue": wjh_buffer_drops_nvue,
     "counter_reset": counter_reset,
     "counter32_wrap": counter32_wrap,
     "target_outage": target_outage,

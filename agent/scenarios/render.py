@@ -294,3 +294,54 @@ def render_perfquery_runs(fabric: Fabric) -> list[str]:
             if blocks:
                 runs.append("".join(blocks))
     return runs
+
+
+# ------------------------------------------------------------------------------- NVUE
+
+NVUE_PREFIX = "/nvue_v1/"
+
+
+def _nvue(path: str, body: object) -> dict[str, object]:
+    return {"method": "GET", "path": f"{NVUE_PREFIX}{path}?rev=operational", "status": 200, "body": body}
+
+
+def render_nvue(dev: Device, t: float, memo: dict[str, float]) -> dict[str, object]:
+    """One NVUE REST poll of a Cumulus 5.x switch: ``{"responses": [...]}`` as the nvue
+    collector records it (interface list, link stats, QoS counters, WJH buffer drops).
+
+    WJH reports buffer drops as aggregate records (one per window, here the poll interval)
+    on the egress port whose queue overflowed: tail drops of a lossless TC are reason 503.
+    ``memo`` keeps the per-port drop totals of the previous poll to form each window.
+    """
+    ports = sorted(dev.ports.values(), key=lambda p: p.index)
+    out: list[dict[str, object]] = [_nvue("interface", {
+        p.name: {"type": "swp", "link": {"oper-status": "up" if p.up else "down", "speed": f"{int(p.speed_gbps)}G"}}
+        for p in ports
+    })]
+    records: list[dict[str, object]] = []
+    for p in ports:
+        c = p.c
+        out.append(_nvue(f"interface/{p.name}/link/stats", {
+            "carrier-transitions": int(2 * c["link_downed"]), "in-bytes": int(c["in_octets"]), "in-drops": 0,
+            "in-errors": 0, "in-pkts": int(c["in_pkts"]), "out-bytes": int(c["out_octets"]),
+            "out-drops": int(sum(s.q_drops for s in p.prio)), "out-errors": 0, "out-pkts": int(c["out_pkts"]),
+        }))
+        out.append(_nvue(f"interface/{p.name}/counters/qos", {
+            "egress-queue-stats": {str(q): {"tx-frames": int(s.q_tx_pkts), "tx-bytes": int(s.q_tx_bytes),
+                                            "tx-uc-buffer-discards": int(s.nobuf_drops), "wred-discards": 0}
+                                   for q, s in enumerate(p.prio)},
+            "pfc-stats": {str(q): {"rx-pause-frames": int(s.rx_pause_frames), "rx-pause-duration": int(s.rx_pause_us),
+                                   "tx-pause-frames": int(s.tx_pause_frames), "tx-pause-duration": int(s.tx_pause_us)}
+                          for q, s in enumerate(p.prio)},
+        }))
+        for q in LOSSLESS:
+            key = f"{p.name}:{q}"
+            total = p.prio[q].nobuf_drops
+            prev = memo.get(key)
+            memo[key] = total
+            if prev is not None and total > prev:
+                records.append({"AggCount": int(total - prev), "DropType": "Buffer", "ReasonId": 503, "Severity": "Warning",
+                                "FirstTimestamp": int(t) - 10, "EndTimestamp": int(t), "EgressPort": p.name,
+                                "traffic_class": q, "Reason": "Tail drop"})
+    out.append(_nvue("system/wjh/packet-buffer", records))
+    return {"responses": out}

@@ -25,6 +25,7 @@ class Target:
     device: str = ""  # snmp / host: the simulated device it polls
     options: dict[str, Any] = field(default_factory=dict)
     counter32_offsets: dict[str, float] = field(default_factory=dict)
+    memo: dict[str, float] = field(default_factory=dict)  # renderer state between polls (WJH windows)
 
     def header(self) -> dict[str, Any]:
         return {"name": self.name, "source": self.source, **self.options}
@@ -97,6 +98,8 @@ def _payload(sc: Scenario, tg: Target, t: float, last_topo: dict[str, str]) -> d
     fab = sc.fabric
     if tg.source == "snmp":
         return render.render_snmp(fab, fab.devices[tg.device], t, tg.counter32_offsets)
+    if tg.source == "nvue":
+        return render.render_nvue(fab.devices[tg.device], t, tg.memo)
     if tg.source == "host":
         return render.render_host(fab.devices[tg.device])
     if tg.source == "perfquery":

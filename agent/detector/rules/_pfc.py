@@ -76,6 +76,7 @@ class PfcState:
     pk: PortKey
     prio: int
     has_data: bool = True
+    seen: float = 0.0  # poll time of the port's last data
     rx_frac: float | None = None
     tx_frac: float | None = None
     rx_fps: float | None = None
@@ -90,6 +91,7 @@ class PfcState:
     paused: bool = False
     sends: bool = False
     stuck: str | None = None  # "S2" | "S2b"
+    held: bool = False  # continuously paused with backlog, progress on the priority unknown
     inferred: bool = False
 
     @property
@@ -138,7 +140,7 @@ def compute_state(pk: PortKey, entry: PortEntry, prio: int, p: dict[str, Any], q
     tx_f = ser.get(("pfc_tx_pause_frames", sub))
     tr = ser.get(("pfc_rx_pause_transitions", sub))
     wd_se = ser.get(("pfc_watchdog_storms", sub))
-    st = PfcState(pk, prio)
+    st = PfcState(pk, prio, seen=entry.seen)
     st.rx_frac = frac(rx_s)
     st.tx_frac = frac(tx_s)
     st.rx_fps = rx_f.rate if rx_f is not None else None
@@ -152,7 +154,7 @@ def compute_state(pk: PortKey, entry: PortEntry, prio: int, p: dict[str, Any], q
         w = wd_se.window(max(p["watchdog_window_s"], wd_se.dt or 0.0))
         recent = w is not None and w[0] > 0
     st.wd_recent = recent
-    st.progress = tx_progress(entry, qs, p["progress_line_fraction"])
+    st.progress = prio_progress(entry, qs, st.rx_frac, p["progress_line_fraction"])
     occ = entry.gauges.get(("queue_occupancy_bytes", qs))
     drops = [ser.get(("queue_drops", qs)), ser.get(("queue_no_buffer_drops", qs)), ser.get(("pfc_watchdog_drops", sub))]
     if (occ is not None and occ.value > 0) or any(d is not None and d.delta for d in drops):
@@ -170,12 +172,32 @@ def compute_state(pk: PortKey, entry: PortEntry, prio: int, p: dict[str, Any], q
         tx_s is None and floor is not None and st.tx_fps is not None and st.tx_fps >= floor
     )
     backlog_ok = st.backlog is True or (st.backlog is None and p["backlog_unknown_ok"])
-    if st.link_ok and st.progress is False and backlog_ok:
-        if st.rx_frac is not None and st.rx_frac >= p["storm_pause_fraction"]:
-            st.stuck = "S2"
-        elif rx_floor and not st.trans:
-            st.stuck = "S2b"
+    continuous = (st.rx_frac is not None and st.rx_frac >= p["storm_pause_fraction"]) or (rx_floor and not st.trans)
+    if st.link_ok and backlog_ok and continuous:
+        if st.progress is False:
+            st.stuck = "S2" if st.rx_frac is not None else "S2b"
+        elif st.progress is None:
+            st.held = True
     return st
+
+
+def prio_progress(entry: PortEntry, queue: tuple[Any, ...], rx_frac: float | None, min_line_fraction: float) -> bool | None:
+    """Transmit progress of one priority in the last interval; None when it cannot be told.
+
+    The queue's own counters decide when the port has them. Otherwise two bounds hold: a
+    priority paused for a fraction f of the interval sent at most (1 - f) of line rate, so
+    f > 1 - ``min_line_fraction`` proves no progress; and a port whose total TX is below the
+    floor made none on any priority. A port TX above the floor says nothing about this
+    priority (other, unpaused priorities share the port), so it is unknown, not progress.
+    """
+    ser = entry.series
+    for name in ("queue_tx_bytes", "queue_tx_packets"):
+        se = ser.get((name, queue))
+        if se is not None and se.delta is not None:
+            return tx_progress(entry, queue, min_line_fraction)
+    if rx_frac is not None and 1.0 - rx_frac < min_line_fraction:
+        return False
+    return False if tx_progress(entry, None, min_line_fraction) is False else None
 
 
 @dataclass(slots=True)
@@ -186,6 +208,17 @@ class Tree:
     origin_state: PfcState | None
     victims: list[PfcState] = field(default_factory=list)
     nic: str | None = None  # "error" | "warning": the origin NIC confirmed the storm
+    peer_state: PfcState | None = None  # the origin's cable peer when it is stormed (the origin's own evidence)
+    confirmed: bool = False  # a member is stuck (S2/S2b) or watchdog-fired, not only held
+    seen: list[float] = field(default_factory=list)  # poll times of the data the tree rests on
+    dt: float | None = None
+
+    @property
+    def mixed(self) -> bool:
+        """The tree rests on data from two poll cycles (targets are polled one after another:
+        a neighbour's reading may still be from its previous poll). Its shape is then
+        provisional until the next poll of each device confirms it."""
+        return bool(self.seen) and self.dt is not None and max(self.seen) - min(self.seen) > 0.5 * self.dt
 
 
 @dataclass(slots=True)
@@ -218,14 +251,15 @@ class PfcTracker:
             "fabricmon_port_pause_ratio", "Share of the last interval the port's transmitter was paused by PFC, per priority.",
             ("device", "port", "priority"),
         )
-        self._seen: tuple[int, float] | None = None
+        # The pass last scanned. Kept by reference, not by id(): a freed context's id is
+        # reused by the next one, and passes for several targets share one poll time.
+        self._seen: DetectContext | None = None
         self._analysis: Analysis | None = None
 
     def update(self, ctx: DetectContext) -> None:
-        mark = (id(ctx), ctx.t)
-        if self._seen == mark:
+        if self._seen is ctx:
             return
-        self._seen = mark
+        self._seen = ctx
         self._analysis = None
         store = ctx.store
         ports = store.ports
@@ -313,7 +347,7 @@ class PfcTracker:
             st = by.get(prio)
             if st is None:
                 continue
-            if st.paused:
+            if st.paused and not self._contradicted(st, topo, store, "pfc_tx_pause"):
                 nodes[st.pk] = st
             if st.sends:
                 senders.append(st)
@@ -322,6 +356,8 @@ class PfcTracker:
             if peer is None or peer in nodes:
                 continue
             entry = store.ports.get(peer)
+            if entry is not None and self._contradicted(s, topo, store, "pfc_rx_pause"):
+                continue
             if entry is not None:
                 st = compute_state(peer, entry, prio, self.p, self.qmap)
             else:
@@ -350,13 +386,31 @@ class PfcTracker:
                 succ_cache[pk] = got
             return got
 
-        # Deadlocks: cycles among stuck / watchdog-fired ports only (every member condition holds).
+        def dl_succ(pk: PortKey) -> list[PortKey]:
+            # Hairpins count here: a routing loop sends traffic back out of the port it came
+            # in on, and that is how loops through a leaf close (leaf -> spine -> leaf).
+            pe = topo.peer(*pk) if have_topo else None
+            return [] if pe is None else [q for q in by_device.get(pe[0], ()) if blocking(nodes[q])]
+
+        # Deadlocks: cycles among stuck / watchdog-fired ports only (every member condition
+        # holds) that cannot drain: a cycle with a path to a stuck port that has nowhere further
+        # to wait (a storm origin's port) is explained by that storm, not a deadlock. With
+        # hairpins this keeps two storms in opposite directions over one link from looking
+        # like a two-port cycle.
         dl_nodes = [pk for pk, st in nodes.items() if (st.stuck is not None or st.wd_recent) and st.has_data]
         in_deadlock: set[PortKey] = set()
         deadlocks: list[Deadlock] = []
         if have_topo and len(dl_nodes) >= 2:
-            for comp in tarjan_scc(dl_nodes, succ):
-                if len(comp) < 2:
+            dl_set = set(dl_nodes)
+            drains: dict[PortKey, bool] = {}
+            for comp in tarjan_scc(dl_nodes, dl_succ):  # sinks first
+                members_set = set(comp)
+                outs = [q for pk in comp for q in dl_succ(pk) if q in dl_set and q not in members_set]
+                drain = (len(comp) == 1 and not outs and not any(q in members_set for q in dl_succ(comp[0]))) or any(
+                    drains[q] for q in outs)
+                for pk in comp:
+                    drains[pk] = drain
+                if len(comp) < 2 or drain:
                     continue
                 members = sorted((nodes[pk] for pk in comp), key=lambda s: s.pk)
                 deadlocks.append(Deadlock(prio, members, watchdog=all(m.wd_recent for m in members)))
@@ -386,7 +440,7 @@ class PfcTracker:
             blocked.append(behind)
         trees: dict[PortKey, Tree] = {}
         for pk, st in sorted(nodes.items()):
-            if not st.stormed or not st.has_data or pk in in_deadlock:
+            if not (st.stormed or st.held) or not st.has_data or pk in in_deadlock:
                 continue
             i = comp_of[pk]
             sink = best[i] if have_topo else None
@@ -395,18 +449,53 @@ class PfcTracker:
                     for d in deadlocks:
                         d.blocked_behind += 1
                     continue
-                out.unattributed.append(st)
+                if st.stormed:
+                    out.unattributed.append(st)
                 continue
             origin, origin_peer = self._origin(sink, topo, store)
             tree = trees.get(origin)
             if tree is None:
                 ost = self.states.get(origin, {}).get(prio) or nodes.get(origin)
                 tree = trees[origin] = Tree(prio, origin, origin_peer, ost)
-            if pk != origin:
+                for end in (ost, nodes.get(sink)):
+                    if end is not None and end.has_data:
+                        tree.seen.append(end.seen)
+            tree.seen.append(st.seen)
+            tree.dt = tree.dt or st.dt
+            if st.stormed:
+                tree.confirmed = True
+            if pk == origin_peer:
+                tree.peer_state = st
+            elif pk != origin:  # the origin's cable is the origin, not a victim
                 tree.victims.append(st)
-        out.trees.extend(trees.values())
+        # A port that is only "held" (continuously paused, progress on the priority not
+        # measurable: no per-queue counter) joins a tree that another port confirms; a tree
+        # of held ports alone is not reported.
+        out.trees.extend(t for t in trees.values() if t.confirmed or t.origin in self.nic)
         out.deadlocks.extend(deadlocks)
         rooted.update(trees)
+
+    def _contradicted(self, st: PfcState, topo: Any, store: CounterStore, side: str) -> bool:
+        """Both ends of a cable see the same pause: one end's PAUSED (or SENDS) state is
+        stale when the other end polled later, has counters for that direction (``side``
+        pfc_tx_pause or pfc_rx_pause) and no longer shows it. Targets are polled one after
+        another, so without this a pass mixes one device's new poll with its neighbours'
+        previous one, and a storm that just ended leaves a phantom sink (a false origin)
+        on the first switch polled. A port's own watchdog event is never overruled."""
+        if st.wd_recent:
+            return False
+        peer = topo.peer(*st.pk)
+        entry = store.ports.get(peer) if peer is not None else None
+        if entry is None or entry.seen <= st.seen:
+            return False
+        sub = (st.prio,)
+        if not any((se := entry.series.get((f"{side}_{unit}", sub))) is not None and se.delta is not None
+                   for unit in ("seconds", "frames")):
+            return False  # the other end cannot tell (no counter, or no valid interval)
+        other = self.states.get(peer, {}).get(st.prio)
+        if other is None:
+            return True  # no pause activity there: the other end says it stopped
+        return not (other.sends if side == "pfc_tx_pause" else other.paused)
 
     def _score(self, sink: PortKey, prio: int, nodes: dict[PortKey, PfcState], topo: Any) -> tuple:
         pauser = topo.peer(*sink)
@@ -426,6 +515,26 @@ class PfcTracker:
 
 
 _TRACKERS: weakref.WeakKeyDictionary[CounterStore, dict[tuple, PfcTracker]] = weakref.WeakKeyDictionary()
+
+
+def claimed_ports(ctx: DetectContext, params: dict[str, Any]) -> set[tuple[PortKey, int | None]]:
+    """(port, priority) pairs that a storm tree (origin, its cable peer, victims) or a
+    deadlock accounts for in this pass. Other rules use it so the same pause is not reported
+    twice (a stuck port is not also "chronically paused"). Uses the PFC rules' tracker when
+    they run, else one with ``params``."""
+    by = _TRACKERS.get(ctx.store)
+    tracker = next(iter(by.values())) if by else tracker_for(ctx.store, params)
+    a = tracker.analyze(ctx)
+    out: set[tuple[PortKey, int | None]] = set()
+    for t in a.trees:
+        out.add((t.origin, t.prio))
+        if t.origin_peer is not None:
+            out.add((t.origin_peer, t.prio))
+        out.update((v.pk, v.prio) for v in t.victims)
+    out.update((st.pk, st.prio) for st in a.unattributed)
+    for d in a.deadlocks:
+        out.update((m.pk, m.prio) for m in d.members)
+    return out
 
 
 def tracker_for(store: CounterStore, params: dict[str, Any]) -> PfcTracker:

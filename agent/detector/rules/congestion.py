@@ -14,8 +14,9 @@ parameters). ``raise_polls`` 3: congestion must persist (table: <= 3N latency).
   receive side (the egress being paused) is used; the transmit side (a NIC or ingress
   pausing its peer, a slow receiver) only when the peer's receive side is not monitored,
   so one link gives one finding. An interval that looks like a storm (>=
-  ``storm_pause_fraction`` with no transmit progress) is left to ``pfc_storm``. Brief
-  pauses (< 5 %) stay silent.
+  ``storm_pause_fraction`` with no transmit progress) is left to ``pfc_storm``, and so is
+  any port (or the cable peer of a port) that a storm tree or a PFC deadlock accounts for
+  on that priority: one pause, one finding. Brief pauses (< 5 %) stay silent.
 * **C3 InfiniBand** over ``wait_window_s`` (60 s): f_wait >= ``wait_warning_fraction`` 10 %
   -> warning, >= ``wait_critical_fraction`` 50 % -> critical; when the tick is unknown,
   r_wait >= ``wait_warning_ratio`` 1 % -> warning (OPA). The last interval must be at the
@@ -35,6 +36,7 @@ from typing import Any
 from agent.detector import DetectContext, Observation, Rule, RuleMetric
 from agent.detector.rules._common import RatioGauge, SeriesCache, SubIndex, frac, int_map, link_ok, tx_progress, window_frac
 from agent.detector.rules._ib import IB_DEFAULTS, XMIT_WAIT, wait_last, wait_window
+from agent.detector.rules._pfc import PFC_DEFAULTS, claimed_ports
 from agent.store import PortEntry, PortKey
 
 
@@ -78,6 +80,7 @@ class CongestionRule(Rule):
 
     def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
         ports = ctx.store.ports
+        claimed: set | None = None  # (port, priority) in a storm tree or deadlock, computed on demand
         for pk in ctx.updated:
             entry = ports.get(pk)
             if entry is None:
@@ -96,7 +99,9 @@ class CongestionRule(Rule):
                 found.extend(self._ecn(pk, entry, queues))
             prios = self.pause_index.subs(pk, entry)
             if prios:
-                found.extend(self._pause(ctx, pk, entry, prios))
+                if claimed is None:
+                    claimed = claimed_ports(ctx, {**PFC_DEFAULTS, **{k: self.params[k] for k in PFC_DEFAULTS if k in self.params}})
+                found.extend(self._pause(ctx, pk, entry, prios, claimed))
             xw = entry.series.get(XMIT_WAIT)
             if xw is not None and xw.delta:
                 found.extend(self._ib(pk, entry))
@@ -134,14 +139,15 @@ class CongestionRule(Rule):
                     evidence={"ecn_mark_ratio": round(ratio, 4), "queue": q, "window_s": round(sw[1], 3), "packets": sw[0]},
                 )
 
-    def _pause(self, ctx: DetectContext, pk: PortKey, entry: PortEntry, prios: tuple) -> Iterable[Observation]:
+    def _pause(self, ctx: DetectContext, pk: PortKey, entry: PortEntry, prios: tuple,
+               claimed: set[tuple[PortKey, int | None]]) -> Iterable[Observation]:
         p = self.params
         warn, crit = p["pause_warning_fraction"], p["pause_critical_fraction"]
         peer = ctx.topology.peer(*pk)
         peer_entry = ctx.store.ports.get(peer) if peer else None
         for prio in prios:
-            if not isinstance(prio, int):
-                continue
+            if not isinstance(prio, int) or (pk, prio) in claimed or (peer is not None and (peer, prio) in claimed):
+                continue  # the storm or deadlock finding covers this pause
             for side in ("rx", "tx"):
                 se = entry.series.get((f"pfc_{side}_pause_seconds", (prio,)))
                 last = frac(se)

@@ -86,6 +86,8 @@ class PacketLossRule(Rule):
 
     def _lossless(self, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:
         ser = entry.series
+        wjh = {key[1][1]: se.delta for key in self.wjh_keys if (se := ser.get(key)) is not None and se.delta}
+        queued = False
         for prio, q in self.lossless:
             drops = {}
             for name in ("queue_drops", "queue_no_buffer_drops"):
@@ -93,15 +95,20 @@ class PacketLossRule(Rule):
                 if se is not None and se.delta:
                     drops[name] = se.delta
             if drops:
+                queued = True
+                ev: dict[str, Any] = {**drops, "queue": q}
+                if wjh:  # WJH saw the same buffer drops; its records carry no usable class here
+                    ev["wjh_buffer_drops"] = wjh
                 yield Observation(
                     kind="packet_loss", severity="critical", device=pk[0], port=pk[1], priority=prio,
                     summary=f"{pk[0]} {pk[1]} dropped {int(sum(drops.values()))} packet(s) on lossless priority {prio}",
-                    evidence={**drops, "queue": q},
+                    evidence=ev,
                 )
-        wjh = {key[1][1]: se.delta for key in self.wjh_keys if (se := ser.get(key)) is not None and se.delta}
+        if queued:
+            wjh = {}  # one loss event, one finding: the queue's priority is the more precise report
         phy = ser.get(("rx_discards_phy", ()))
         if wjh or (phy is not None and phy.delta):
-            ev: dict[str, Any] = {}
+            ev = {}
             if wjh:
                 ev["wjh_buffer_drops"] = wjh
             if phy is not None and phy.delta:

@@ -54,7 +54,7 @@ class PfcStormRule(Rule):
     def _need(self, st: PfcState) -> int:
         if st.wd:
             return 1
-        if st.stuck == "S2b":
+        if st.stuck == "S2b" or (st.held and st.rx_frac is None):
             return int(self.params["s2b_raise_polls"])
         if st.dt is not None and st.dt >= self.params["fast_raise_dt_s"]:
             return 1
@@ -81,11 +81,16 @@ class PfcStormRule(Rule):
         needs = [self._need(v) for v in victims]
         if own:
             needs.append(self._need(ost))  # type: ignore[arg-type]
+        pst = tree.peer_state  # the paused end of the origin's cable: the origin's evidence too
+        if pst is not None and pst.stormed:
+            own = True
+            needs.append(self._need(pst))
+        floor = 2 if tree.mixed else 1  # resting on two poll cycles: confirm on the next poll
         if tree.nic is not None:
             need = 1
             severity = "critical" if tree.nic == "error" or victims or own else "warning"
         else:
-            need = min(needs) if needs else self.raise_polls
+            need = max(min(needs) if needs else self.raise_polls, floor)
             severity = "critical"
         prio_txt = f"priority {tree.prio}" if tree.prio is not None else "a lossless priority"
         origin = _name(tree.origin)
@@ -95,6 +100,8 @@ class PfcStormRule(Rule):
                 ev["origin_peer"] = _name(tree.origin_peer)
             if tree.nic is not None:
                 ev["nic_pause_storm"] = tree.nic
+            if pst is not None:
+                ev.update(pst.evidence())
             if ost is not None:
                 ev.update(ost.evidence())
             why = f"NIC pause-storm {tree.nic} event" if tree.nic else "pause source"
@@ -112,7 +119,7 @@ class PfcStormRule(Rule):
             ev = {**v.evidence(), "origin": origin}
             yield Observation(
                 kind="pfc_storm", severity="critical", device=v.pk[0], port=v.pk[1], priority=v.prio, role="victim",
-                evidence=ev, raise_polls=self._need(v),
+                evidence=ev, raise_polls=max(self._need(v), floor),
                 summary=f"{v.pk[0]} {v.pk[1]} priority {v.prio} is stuck by a PFC storm from {origin}",
             )
 
