@@ -244,6 +244,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"eval is not available in this installation: {exc}", file=sys.stderr)
         return 2
+    if args.log_level != "debug":  # the corpus replays outages on purpose: keep the report readable
+        logging.getLogger("agent.pipeline").setLevel(logging.ERROR)
     loaded = _load_config(args.config)
     floors = {"precision": args.min_precision, "recall": args.min_recall, "origin_top1": args.min_origin_top1}
     try:

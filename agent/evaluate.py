@@ -17,6 +17,7 @@ matched for precision.
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,6 +160,11 @@ class EvalReport:
         return out
 
 
+def _stamp(t: float) -> str:
+    """Recording time as UTC with milliseconds, to find the poll in the recording."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(round(t % 1 * 1000)) % 1000:03d}Z"
+
+
 def evaluate(findings_by_recording: Mapping[str, Iterable[Finding | Mapping[str, Any]]],
              truth_by_recording: Mapping[str, Iterable[Mapping[str, Any]]],
              poll_interval: float | Mapping[str, float] = 10.0, tolerance_polls: float = 2.0) -> EvalReport:
@@ -180,7 +186,7 @@ def evaluate(findings_by_recording: Mapping[str, Iterable[Finding | Mapping[str,
             if any(matches(f, t, tol) for t in truths):
                 kinds[f.kind].matched_findings += 1
             else:
-                report.false.append(f"{rec}: {f.label()} @{f.start:g}")
+                report.false.append(f"{rec}: {f.label()} at {_stamp(f.start)}")
         for t in truths:
             hits = [f for f in findings if matches(f, t, tol)]
             if hits:
@@ -189,7 +195,7 @@ def evaluate(findings_by_recording: Mapping[str, Iterable[Finding | Mapping[str,
                 first = min(f.start for f in hits)
                 ks.delays.append(max(0.0, round((first - t.start) / interval, 3)))
             else:
-                report.misses.append(f"{rec}: {t.label()} @{t.start:g}")
+                report.misses.append(f"{rec}: {t.label()} at {_stamp(t.start)}")
             if t.kind == "pfc_storm" and t.role == "origin":
                 report.origin_truths += 1
                 t_end = INF if t.end is None else t.end
