@@ -162,7 +162,7 @@ class EvalReport:
 
 def _stamp(t: float) -> str:
     """Recording time as UTC with milliseconds, to find the poll in the recording."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(round(t % 1 * 1000)) % 1000:03d}Z"
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{round(t % 1 * 1000) % 1000:03d}Z"
 
 
 def evaluate(findings_by_recording: Mapping[str, Iterable[Finding | Mapping[str, Any]]],
