@@ -85,7 +85,7 @@ COUNTERS: dict[str, CounterDef] = {
         _C("queue_no_buffer_drops", "queue_no_buffer_dropped_packets_total", "Packets dropped for lack of buffer (lossless-class violation when on a PFC priority).", _QUEUE, "drops"),
         _C("wred_drops", "queue_wred_dropped_packets_total", "Packets dropped by WRED.", _QUEUE, "drops"),
         _C("cnp_packets", "roce_cnp_packets_total", "RoCE congestion notification packets counted by the switch.", _QUEUE, "ecn"),
-        _C("wjh_drops", "wjh_dropped_packets_total", "What Just Happened drops by group and reason id.", ("group", "reason"), "drops"),
+        _C("wjh_drops", "wjh_dropped_packets_total", "What Just Happened drops by group, reason id and traffic class (\"\" when the record has none).", ("group", "reason", "traffic_class"), "drops"),
         # Host NIC (mlx5 hw_counters and ethtool -S).
         _C("np_ecn_marked", "nic_ecn_marked_packets_total", "RoCE packets received with CE marks (np_ecn_marked_roce_packets).", group="transport"),
         _C("np_cnp_sent", "nic_cnp_sent_total", "CNPs sent by the notification point (np_cnp_sent).", group="transport"),

@@ -74,7 +74,7 @@ async def test_full_poll_over_tls_with_basic_auth(cert, monkeypatch):
     assert v[("swp1", "pfc_watchdog_storms", (2,))] == 2 and v[("swp1", "pfc_watchdog_storms", (7,))] == 3
     stormed = {(g.port, g.sub): g.value for g in res.gauges if g.name == "pfc_watchdog_stormed"}
     assert stormed[("swp1", (2,))] == 1.0 and stormed[("swp1", (1,))] == 0.0
-    assert v[("swp16", "wjh_drops", ("buffer", "503"))] == 1200 and v[("swp8", "wjh_drops", ("l2", "209"))] == 283
+    assert v[("swp16", "wjh_drops", ("buffer", "503", "3"))] == 1200 and v[("swp8", "wjh_drops", ("l2", "209", ""))] == 283
     # Per-interface 404s: that interface's call is skipped with a warning, the rest is kept.
     assert any("RoCE counters: not found (HTTP 404) on swp1, swp2" in w for w in res.warnings)
     assert ("swp2", "rx_bytes", ()) not in v  # the stand-in has no swp2 link/stats route -> 404 too
@@ -155,7 +155,7 @@ def rec(count: int, end: int, reason: int = 209, port: str = "swp8") -> dict:
 
 def test_wjh_windows_become_a_monotonic_counter():
     spec, state = TargetSpec("leaf", "nvue"), {}
-    key = ("swp8", "wjh_drops", ("l2", "209"))
+    key = ("swp8", "wjh_drops", ("l2", "209", ""))  # an L2 record carries no traffic class
     # The two gNMI sample windows (AggCount 283 then 287, EndTimestamps 30 s apart).
     assert by_key(parse_payload(wjh_poll(rec(283, 1677695102)), spec, state))[key] == 283
     assert by_key(parse_payload(wjh_poll(rec(283, 1677695102), rec(287, 1677695132)), spec, state))[key] == 570
@@ -172,10 +172,31 @@ def test_wjh_gnmi_string_leaf_and_missing_timestamp():
     leaf = json.dumps([rec(283, 1677695102)])
     body = {"updates": [{"values": {"state/drop": leaf}}]}
     res = parse_payload({"responses": [resp("system/wjh/packet-buffer", body)]}, TargetSpec("l", "nvue"), {})
-    assert by_key(res)[("swp8", "wjh_drops", ("l2", "209"))] == 283
+    assert by_key(res)[("swp8", "wjh_drops", ("l2", "209", ""))] == 283
     no_ts = {"AggCount": 4, "DropType": "Buffer", "ReasonId": 503, "IngressPort": "swp1"}
     res = parse_payload({"responses": [resp("system/wjh/packet-buffer", [no_ts])]}, TargetSpec("l", "nvue"), {})
     assert not res.samples and "without EndTimestamp" in res.warnings[0]
+
+
+def test_wjh_buffer_drops_split_by_traffic_class():
+    """Buffer drop records carry ``traffic_class`` (the congested egress class): one counter per
+    class, "" when the record has none or a value that is not a class number."""
+    def buf(count: int, end: int, tc) -> dict:
+        r = {"AggCount": count, "DropType": "Buffer", "ReasonId": 503, "IngressPort": "swp1", "EgressPort": "swp16",
+             "EndTimestamp": end, "FirstTimestamp": end - 30}
+        if tc is not ...:
+            r["traffic_class"] = tc
+        return r
+
+    spec, state = TargetSpec("leaf", "nvue"), {}
+    v = by_key(parse_payload(wjh_poll(buf(10, 100, 3), buf(4, 100, 0), buf(2, 100, ...), buf(1, 100, "n/a"),
+                                      buf(5, 100, "3"), buf(6, 100, 99)), spec, state))
+    assert v[("swp16", "wjh_drops", ("buffer", "503", "3"))] == 15  # 3 and "3" are one class
+    assert v[("swp16", "wjh_drops", ("buffer", "503", "0"))] == 4
+    assert v[("swp16", "wjh_drops", ("buffer", "503", ""))] == 2 + 1 + 6  # absent, not a number, out of range
+    # The next window of class 3 adds to class 3 only.
+    v = by_key(parse_payload(wjh_poll(buf(7, 130, 3)), spec, state))
+    assert v[("swp16", "wjh_drops", ("buffer", "503", "3"))] == 22 and v[("swp16", "wjh_drops", ("buffer", "503", "0"))] == 4
 
 
 def test_helpers():

@@ -294,3 +294,28 @@ def test_storm_end_seen_by_one_switch_first_leaves_no_phantom_origin():
     origins = {(f.device, f.port) for f in fab.raised if f.kind == "pfc_storm" and f.role == "origin"}
     assert origins == {("h1", "eth0")}
     assert fab.active("pfc_storm") == {}
+
+
+def test_two_opposite_storms_over_one_link_are_two_storms_not_a_deadlock():
+    """h1 stalls (its storm climbs leaf1 -> spine -> leaf2) while h3 stalls the other way
+    (leaf2 -> spine -> leaf1): both ends of each uplink are stuck AND pausing, so with hairpin
+    edges leaf1:Ethernet49 <-> spine:Ethernet1 form a two-port cycle. That cycle drains into
+    the two origins' ports (leaf1:Ethernet1, leaf2:Ethernet1, which wait on nothing further),
+    so the drain check must explain it by the storms: two origins, no pfc_deadlock."""
+    fab = two_leaf_fabric()
+    fab.poll(n=2)
+    host_storm(fab)  # h1 -> leaf1 -> spine -> leaf2
+    pausing(fab, "h3", "eth0")  # and the mirror image: h3 -> leaf2 -> spine -> leaf1
+    stuck(fab, "leaf2", "Ethernet1")
+    stuck(fab, "spine", "Ethernet2")
+    pausing(fab, "spine", "Ethernet1")
+    stuck(fab, "leaf1", "Ethernet49")
+    fab.poll(n=3)
+    assert "pfc_deadlock" not in fab.kinds()
+    origins = {(dev, port) for (dev, port, _prio, role) in fab.active("pfc_storm") if role == "origin"}
+    assert origins == {("h1", "eth0"), ("h3", "eth0")}
+    victims = {(dev, port): f.evidence["origin"] for (dev, port, _p, role), f in fab.active("pfc_storm").items() if role == "victim"}
+    # Each uplink port is paused by the storm that flows into it from its peer's side.
+    assert victims == {("spine", "Ethernet1"): "h1:eth0", ("leaf2", "Ethernet49"): "h1:eth0",
+                       ("spine", "Ethernet2"): "h3:eth0", ("leaf1", "Ethernet49"): "h3:eth0"}
+    assert not [f for f in fab.raised if f.kind == "pfc_deadlock"]

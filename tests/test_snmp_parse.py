@@ -160,6 +160,67 @@ def test_sonic_uses_per_priority_table_only():
     assert checked >= 8 * 30
 
 
+def test_sonic_egress_queue_counters_by_traffic_class():
+    """csqIfQosGroupStatsTable rows of sonic_cpfc.snmprec were built from the sonic-snmpagent
+    mock COUNTERS_DB as its agent serves them (SNMP queue = q mod pq_count + 1, pq_count =
+    ceil((max queue index + 1) / 2), unicast counter ids 1/2/5). Expected here straight from the
+    mock: unicast queue q -> traffic class q, as long as q < pq_count."""
+    db = json.loads(public_fixture("eth/sonic-net__sonic-snmpagent/tests__mock_tables__counters_db.json").read_text())
+    r = run((DATA / "sonic_cpfc.snmprec").read_text())
+    s = samples(r)
+    queues: dict[str, dict[int, str]] = {}
+    for key, oid in db["COUNTERS_QUEUE_NAME_MAP"].items():
+        port, q = key.split(":")
+        queues.setdefault(port, {})[int(q)] = oid
+    checked = 0
+    for port, by_q in queues.items():
+        pq_count = -(-(max(by_q) + 1) // 2)
+        unicast = {q: db["COUNTERS:" + oid] for q, oid in by_q.items()
+                   if db["COUNTERS_QUEUE_TYPE_MAP"][oid] == "SAI_QUEUE_TYPE_UNICAST"}
+        for q, stats in unicast.items():
+            key = (port, "queue_tx_packets", (str(q),))
+            if q >= pq_count:  # the agent folds it onto SNMP queue q mod pq_count + 1: not ours to see
+                assert key not in s or (q % pq_count) not in unicast
+                continue
+            assert s[key].value == int(stats["SAI_QUEUE_STAT_PACKETS"]) and s[key].bits == 64
+            assert s[(port, "queue_tx_bytes", (str(q),))].value == int(stats["SAI_QUEUE_STAT_BYTES"])
+            assert s[(port, "queue_drops", (str(q),))].value == int(stats["SAI_QUEUE_STAT_DROPPED_PACKETS"])
+            checked += 1
+    assert checked >= 3 * 8 + 4 + 5 + 8  # Ethernet0/4/8, Ethernet16 q0-3, Ethernet32, Ethernet78 q1-8
+    assert s[("Ethernet0", "queue_tx_bytes", ("0",))].value == 23492723984237432  # SNMP queue 1 = class 0
+    assert ("Ethernet0", "queue_tx_packets", ("8",)) not in s  # multicast ids 3/4/7/8 are not read
+    assert not [k for k in s if k[0] == "Ethernet24" and k[1].startswith("queue_")]  # multicast queues only
+    # Ethernet16 (unicast 0-4, 6; pq_count 4): queues 4 and 6 fold onto SNMP 1 and 3, which
+    # queues 0 and 2 already hold; the agent keeps the first, so classes 4 and 6 are not served.
+    assert sorted(k[2] for k in s if k[:2] == ("Ethernet16", "queue_tx_packets")) == [("0",), ("1",), ("2",), ("3",)]
+    # Documented limit: Ethernet78 has no unicast queue 0 and pq_count 9, so its unicast queue 9
+    # is served as SNMP queue 1 and read as class 0; SNMP alone cannot tell.
+    assert ("Ethernet78", "queue_tx_packets", ("0",)) in s
+    assert not [w for w in r.warnings if "csqIfQosGroupStats" in w]
+
+
+def test_selector_profile_schema_errors(tmp_path):
+    def load(body: str) -> None:
+        (tmp_path / "x.yaml").write_text(body)
+        prof.load_profiles.cache_clear()
+        try:
+            prof.load_profiles((str(tmp_path),))
+        finally:
+            prof.load_profiles.cache_clear()
+
+    head = "tables:\n  - entry: 1.3.6.1.4.1.9.9.580.1.5.5.1\n"
+    with pytest.raises(prof.ProfileError, match="needs select columns"):
+        load(head + "    index: [ifIndex, queue, selector]\n    columns: {4: {counter: queue_drops}}\n")
+    with pytest.raises(prof.ProfileError, match="needs a selector index part"):
+        load(head + "    index: [ifIndex, queue]\n    columns: {4: {select: {5: {counter: queue_drops}}}}\n")
+    with pytest.raises(prof.ProfileError, match="at most one selector"):
+        load(head + "    index: [ifIndex, selector, selector]\n    columns: {4: {select: {5: {counter: rx_bytes}}}}\n")
+    with pytest.raises(prof.ProfileError, match=r"select 5.*queue_drops needs a 'queue' label"):
+        load(head + "    index: [ifIndex, selector]\n    columns: {4: {select: {5: {counter: queue_drops}}}}\n")
+    with pytest.raises(prof.ProfileError, match="select goes alone"):
+        load(head + "    index: [ifIndex, queue, selector]\n    columns: {4: {select: {5: {counter: queue_drops}}, scale: 2}}\n")
+
+
 # --- recorded devices (LibreNMS) --------------------------------------------------------------
 
 def test_cumulus_recording():

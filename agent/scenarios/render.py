@@ -124,13 +124,19 @@ def _cisco(r: _Rec, p: Port, offsets: dict[str, float], *, watchdog: bool = True
 
 
 def _sonic(r: _Rec, p: Port, offsets: dict[str, float]) -> None:
-    """sonic-snmpagent: cpfcIf (priority 3 only, its known bug) and cpfcIfPriority tables."""
+    """sonic-snmpagent: cpfcIf (priority 3 only, its known bug) and cpfcIfPriority tables;
+    csqIfQosGroupStats egress rows (ifIndex, 2, queue + 1, counter id) for 8 unicast + 8
+    multicast queues: ids 1/2/5 unicast pkts/bytes/dropped pkts, 3/4/7 multicast (no multicast
+    traffic here: 0); dropped bytes (6/8) are not modelled."""
     i = p.index
     r.add(_oid("1.3.6.1.4.1.9.9.813.1.1.1.1", i), "70", p.prio[3].tx_pause_frames)
     r.add(_oid("1.3.6.1.4.1.9.9.813.1.1.1.2", i), "70", p.prio[3].rx_pause_frames)
     for q in range(NPRIO):
         r.add(_oid("1.3.6.1.4.1.9.9.813.1.2.1.2", i, q), "70", p.prio[q].tx_pause_frames)
         r.add(_oid("1.3.6.1.4.1.9.9.813.1.2.1.3", i, q), "70", p.prio[q].rx_pause_frames)
+        s = p.prio[q]
+        for cid, value in ((1, s.q_tx_pkts), (2, s.q_tx_bytes), (3, 0), (4, 0), (5, s.q_drops), (7, 0)):
+            r.add(_oid("1.3.6.1.4.1.9.9.580.1.5.5.1.4", i, 2, q + 1, cid), "70", value)
 
 
 def _onyx(r: _Rec, p: Port, offsets: dict[str, float]) -> None:

@@ -8,8 +8,8 @@ parser cannot read exactly (a humanised ``56.52 MB``) is skipped with a warning 
 guessed. Anything unknown is ignored.
 
 WJH records are drop counts over an aggregation window, not monotonic counters; they are
-turned into one monotonic counter per (port, group, reason) with the per-target ``state``
-(see :func:`wjh_samples`).
+turned into one monotonic counter per (port, group, reason, traffic class) with the
+per-target ``state`` (see :func:`wjh_samples`).
 """
 
 from __future__ import annotations
@@ -291,6 +291,7 @@ REASON_KEYS = ("ReasonId", "reason-id", "reason_id", "id")
 END_KEYS = ("EndTimestamp", "end-timestamp", "end_timestamp")
 PORT_KEYS = ("IngressPort", "ingress-port", "port", "interface", "sPort", "s-port")
 EGRESS_KEYS = ("EgressPort", "egress-port", "dPort", "d-port")
+TC_KEYS = ("traffic_class", "traffic-class", "TrafficClass", "trafficClass", "tc")  # buffer drops [V] traffic_class
 
 
 def _first(row: dict[str, Any], keys: tuple[str, ...]) -> Any:
@@ -328,7 +329,20 @@ def wjh_records(obj: Any, context: str | None = None, depth: int = 0) -> Iterato
             yield from wjh_records(v, context, depth + 1)
 
 
-def _wjh_key(row: dict[str, Any], context: str | None) -> tuple[str, str, str] | None:
+def _traffic_class(row: dict[str, Any]) -> str:
+    """The record's egress traffic class as a label ("3"), "" when absent or not a class
+    number (0..15), so the detector can tell a lossless-class drop from an unknown one."""
+    tc = _first(row, TC_KEYS)
+    if isinstance(tc, bool):
+        return ""
+    if isinstance(tc, float) and tc.is_integer():
+        tc = int(tc)
+    if isinstance(tc, str) and tc.strip().isascii() and tc.strip().isdigit():
+        tc = int(tc.strip())
+    return str(tc) if isinstance(tc, int) and 0 <= tc <= 15 else ""
+
+
+def _wjh_key(row: dict[str, Any], context: str | None) -> tuple[str, str, str, str] | None:
     group = _first(row, GROUP_KEYS)
     reason = _first(row, REASON_KEYS)
     if not isinstance(group, str) or not group.strip() or isinstance(reason, bool) or not isinstance(reason, (int, str)):
@@ -344,11 +358,11 @@ def _wjh_key(row: dict[str, Any], context: str | None) -> tuple[str, str, str] |
         port = _first(row, PORT_KEYS)
     if not isinstance(port, str) or not port.strip():
         port = context or "all"
-    return port.strip(), group_l, str(int(reason_s))
+    return port.strip(), group_l, str(int(reason_s)), _traffic_class(row)
 
 
 def wjh_samples(em: Emitter, body: Any, state: dict[str, Any]) -> None:
-    """WJH drops -> monotonic ``wjh_drops{group, reason}`` per port.
+    """WJH drops -> monotonic ``wjh_drops{group, reason, traffic_class}`` per port.
 
     * Aggregate records (``AggCount`` + ``EndTimestamp``, the gNMI/NetQ shape) count the drops
       of one window (~30 s). A record adds its ``AggCount`` to the running total of its
@@ -356,12 +370,14 @@ def wjh_samples(em: Emitter, body: Any, state: dict[str, Any]) -> None:
       already counted for that key, so a window re-listed by the next poll is not counted twice.
     * Counter records (``count``/``drop-count`` without ``AggCount``) are already totals and are
       exported as they are.
+    * ``traffic_class`` is the record's class (buffer drops carry ``traffic_class``), "" when
+      it has none; a window's drops split by class are separate keys.
     Totals live in ``state["wjh"]``; every key seen before is exported on each poll.
     """
-    totals: dict[tuple[str, str, str], list[float]] = state.setdefault("wjh", {})
-    newest: dict[tuple[str, str, str], float] = {}
-    pending: dict[tuple[str, str, str], int] = {}
-    direct: dict[tuple[str, str, str], int] = {}
+    totals: dict[tuple[str, str, str, str], list[float]] = state.setdefault("wjh", {})
+    newest: dict[tuple[str, str, str, str], float] = {}
+    pending: dict[tuple[str, str, str, str], int] = {}
+    direct: dict[tuple[str, str, str, str], int] = {}
     untimed = 0
     for row, context in wjh_records(body):
         key = _wjh_key(row, context)
@@ -387,10 +403,10 @@ def wjh_samples(em: Emitter, body: Any, state: dict[str, Any]) -> None:
         entry[1] = max(entry[1], end)
     if untimed:
         em.result.warnings.append(f"WJH: {untimed} aggregate record(s) without EndTimestamp not counted")
-    for (port, group, reason), value in sorted(direct.items()):
-        em.counter(port, "wjh_drops", value, (group, reason))
-    for (port, group, reason), (total, _end) in sorted(totals.items()):
-        em.counter(port, "wjh_drops", int(total), (group, reason))
+    for (port, group, reason, tc), value in sorted(direct.items()):
+        em.counter(port, "wjh_drops", value, (group, reason, tc))
+    for (port, group, reason, tc), (total, _end) in sorted(totals.items()):
+        em.counter(port, "wjh_drops", int(total), (group, reason, tc))
 
 
 # ---------------------------------------------------------------- payload

@@ -117,12 +117,16 @@ def _decode_index(rest: Oid, parts: tuple[prof.IndexPart, ...]) -> dict[str, Any
             return None
         if (part.lo is not None and raw < part.lo) or (part.hi is not None and raw > part.hi):
             return None
+        if part.role in ("priority", "queue") and raw + part.offset < 0:
+            return None  # a 1-based numbering (offset -1) has no class for 0
         if part.role == "ifIndex":
             labels["ifIndex"] = raw
         elif part.role == "priority":
             labels["priority"] = raw + part.offset
         elif part.role == "queue":
             labels["queue"] = part.fmt.format(raw + part.offset)
+        elif part.role == "selector":
+            labels["selector"] = raw
     return labels if pos == len(rest) else None
 
 
@@ -138,31 +142,41 @@ class _Emitter:
         self.problems[what] = self.problems.get(what, 0) + 1
 
     def table(self, profile: prof.Profile, table: prof.Table, ix: _Index) -> None:
-        for col in table.columns:
-            defn = COUNTERS[col.name] if col.kind == "counter" else GAUGES[col.name]
-            where = f"{profile.name}/{table.name} column {col.number} ({col.name})"
-            for rest, tag, value in ix.subtree((*table.entry, col.number)):
+        for number, cols in table.column_groups():
+            for rest, tag, value in ix.subtree((*table.entry, number)):
                 labels = _decode_index(rest, table.index)
                 if labels is None:
                     continue
-                labels.update(col.fixed)
-                port = port_label(self.names, labels["ifIndex"])
-                sub = tuple(labels[name] for name in defn.labels)
-                key = (port, col.name, sub)
-                if key in self.seen:
-                    if not col.fallback:
-                        self._note(f"{where}: duplicate value for a key already set, ignored")
-                    continue
-                if tag not in NUMERIC_TAGS or not isinstance(value, int):
-                    self._note(f"{where}: non-numeric value of type {tag}, ignored")
-                    continue
-                if value in col.ignore:
-                    continue
-                if col.kind == "counter":
-                    self._counter(port, col, sub, tag, value)
-                elif not self._gauge(port, col, sub, value):
-                    continue
-                self.seen.add(key)
+                col = cols.get(labels.pop("selector", None))
+                if col is not None:  # None: a counter id the profile does not read
+                    self._row(profile, table, col, labels, tag, value)
+
+    def _row(self, profile: prof.Profile, table: prof.Table, col: prof.Column, labels: dict[str, Any],
+             tag: str, value: Value) -> None:
+        defn = COUNTERS[col.name] if col.kind == "counter" else GAUGES[col.name]
+        labels.update(col.fixed)
+        port = port_label(self.names, labels["ifIndex"])
+        sub = tuple(labels[name] for name in defn.labels)
+        key = (port, col.name, sub)
+        if key in self.seen:
+            if not col.fallback:
+                self._note(f"{self._where(profile, table, col)}: duplicate value for a key already set, ignored")
+            return
+        if tag not in NUMERIC_TAGS or not isinstance(value, int):
+            self._note(f"{self._where(profile, table, col)}: non-numeric value of type {tag}, ignored")
+            return
+        if value in col.ignore:
+            return
+        if col.kind == "counter":
+            self._counter(port, col, sub, tag, value)
+        elif not self._gauge(port, col, sub, value):
+            return
+        self.seen.add(key)
+
+    @staticmethod
+    def _where(profile: prof.Profile, table: prof.Table, col: prof.Column) -> str:
+        sel = f" select {col.select}" if col.select is not None else ""
+        return f"{profile.name}/{table.name} column {col.number}{sel} ({col.name})"
 
     def _counter(self, port: str, col: prof.Column, sub: tuple[Any, ...], tag: str, value: int) -> None:
         bits = 64 if tag == COUNTER64 else 32

@@ -21,10 +21,27 @@ Schema (see ``profiles/*.yaml`` for real ones)::
           2: {counter: pfc_tx_pause_frames}
           3: {counter: pfc_rx_pause_frames, scale: 0.001, priority: 3, queue: all,
               fallback: true, map: {1: 0, 2: 1}, default: 0, ignore: [4294967295]}
+
+Index parts filter rows: ``values`` (only these raw values) and ``range`` ([lo, hi]); a row
+that fails a filter belongs to someone else and is skipped silently. ``offset`` is added to
+a priority/queue value (``-1`` turns a 1-based queue number into the 0-based class).
+
+Counter-id tables (one value column, the counter chosen by an index part, as in
+CISCO-SWITCH-QOS csqIfQosGroupStatsValue) use one ``selector`` index part and a column
+whose ``select`` maps each selector value to an ordinary column target; rows with a selector
+value that is not listed are skipped::
+
+        index: [ifIndex, {values: [2]}, {role: queue, offset: -1}, {role: selector}]
+        columns:
+          4:
+            select:
+              1: {counter: queue_tx_packets}
+              5: {counter: queue_drops}
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from dataclasses import dataclass
@@ -39,7 +56,7 @@ from collectors.snmp.snmprec import Oid, parse_oid
 SHIPPED_DIR = Path(__file__).resolve().parent / "profiles"
 BASE_PROFILE = "if-mib"  # applied to every target, before the vendor profile
 FALLBACK_PROFILE = "ieee8021-pfc"  # when no vendor profile matches
-ROLES = ("ifIndex", "priority", "queue", "ignore")
+ROLES = ("ifIndex", "priority", "queue", "selector", "ignore")
 KINDS = ("int", "string", "implied")
 
 
@@ -69,6 +86,7 @@ class Column:
     value_map: tuple[tuple[int, float], ...] | None = None
     default: float | None = None
     ignore: frozenset[int] = frozenset()
+    select: int | None = None  # only rows whose selector index part has this value
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +97,15 @@ class Table:
     columns: tuple[Column, ...]
 
     def column_oids(self) -> list[Oid]:
-        return [(*self.entry, c.number) for c in self.columns]
+        return [(*self.entry, n) for n in dict.fromkeys(c.number for c in self.columns)]
+
+    def column_groups(self) -> list[tuple[int, dict[int | None, Column]]]:
+        """Columns by OID column number, in profile order: one plain column (key None), or
+        the selected targets of a counter-id column keyed by their selector value."""
+        groups: dict[int, dict[int | None, Column]] = {}
+        for c in self.columns:
+            groups.setdefault(c.number, {})[c.select] = c
+        return list(groups.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +125,7 @@ _SHORTHANDS = {
     "ifIndex": IndexPart(role="ifIndex"),
     "priority": IndexPart(role="priority", lo=0, hi=7),
     "queue": IndexPart(role="queue"),
+    "selector": IndexPart(role="selector"),
     "int": IndexPart(),
     "string": IndexPart(kind="string"),
     "implied": IndexPart(kind="implied"),
@@ -129,6 +156,30 @@ def _index_part(raw: Any, where: str) -> IndexPart:
         raise ProfileError(f"{where}: format needs a {{}} placeholder")
     return IndexPart(kind=kind, role=role, values=frozenset(int(v) for v in values) if values is not None else None,
                      lo=lo, hi=hi, offset=int(raw.get("offset", 0)), fmt=fmt)
+
+
+def _columns(number: Any, raw: Any, roles: set[str], where: str) -> list[Column]:
+    """One column, or one per selector value for a ``select`` column."""
+    if isinstance(raw, dict) and "select" in raw:
+        if set(raw) != {"select"}:
+            raise ProfileError(f"{where}: column {number}: select goes alone (put options on each target)")
+        if "selector" not in roles:
+            raise ProfileError(f"{where}: column {number}: select needs a selector index part")
+        targets = raw["select"]
+        if not isinstance(targets, dict) or not targets:
+            raise ProfileError(f"{where}: column {number}: select maps selector values to targets")
+        out = []
+        for value, target in targets.items():
+            try:
+                sel = int(value)
+            except (TypeError, ValueError):
+                raise ProfileError(f"{where}: column {number}: selector value {value!r} is not an integer") from None
+            col = _column(number, target, roles, f"{where} select {sel}")
+            out.append(dataclasses.replace(col, select=sel))
+        return out
+    if "selector" in roles:
+        raise ProfileError(f"{where}: column {number}: a table with a selector index part needs select columns")
+    return [_column(number, raw, roles, where)]
 
 
 def _column(number: Any, raw: Any, roles: set[str], where: str) -> Column:
@@ -198,9 +249,11 @@ def profile_from_dict(doc: Any, default_name: str, path: str = "") -> Profile:
         roles = [p.role for p in index]
         if roles.count("ifIndex") != 1:
             raise ProfileError(f"{twhere}: the index needs exactly one ifIndex part")
+        if roles.count("selector") > 1:
+            raise ProfileError(f"{twhere}: at most one selector index part")
         if not isinstance(t["columns"], dict):
             raise ProfileError(f"{twhere}: columns is a mapping of column number to target")
-        cols = tuple(_column(n, c, set(roles), twhere) for n, c in t["columns"].items())
+        cols = tuple(c for n, raw in t["columns"].items() for c in _columns(n, raw, set(roles), twhere))
         tables.append(Table(name=str(t.get("name", f"table{i}")), entry=_oid(t["entry"], twhere), index=index, columns=cols))
     return Profile(name=name, description=str(doc.get("description", "")), match_oids=oids,
                    match_descr=descr, tables=tuple(tables), path=path)

@@ -8,8 +8,12 @@ from valid intervals only, and not on a port whose link is down or flapped this 
   queue of a priority in ``lossless_priorities`` ([3]; queue = priority unless
   ``priority_to_queue`` says otherwise); WJH buffer drops, ``wjh_drops`` with group
   ``wjh_group`` ("buffer") and a reason in ``wjh_reasons`` (503 tail drop, 504 WRED, 505 TC
-  congestion threshold: table L1), on any port, since the aggregate carries no traffic
-  class; ``rx_discards_phy`` on a NIC (its port buffer overflowed: a lossless violation).
+  congestion threshold: table L1) whose traffic class (third label) is the queue of a
+  lossless priority, or unknown ("" or no third label: an aggregate without the class is
+  kept, as before, rather than missed); a WJH drop on a known lossy class is ordinary
+  congestion, not a lossless violation. The finding carries the priority when every counted
+  WJH drop names the queue of one lossless priority. ``rx_discards_phy`` on a NIC (its port
+  buffer overflowed: a lossless violation).
 * **L4, InfiniBand discards** (ports with an XmitWait counter): ``tx_discards`` in the last
   interval -> warning, >= ``tx_discards_critical`` (200, UFM's event threshold) within
   ``ib_window_s`` (300 s, bounded by the store's history) -> critical;
@@ -63,15 +67,25 @@ class PacketLossRule(Rule):
         p = self.params
         qmap = int_map(p["priority_to_queue"])
         self.lossless = [(int(prio), qmap.get(int(prio), int(prio))) for prio in p["lossless_priorities"]]
-        self.wjh_keys = [("wjh_drops", (p["wjh_group"], str(r))) for r in p["wjh_reasons"]]
+        self.wjh_reasons = {(p["wjh_group"], str(r)) for r in p["wjh_reasons"]}
+        # WJH traffic class (a label string) -> lossless priority; several priorities may share a queue.
+        self.wjh_classes: dict[str, set[int]] = {}
+        for prio, q in self.lossless:
+            self.wjh_classes.setdefault(str(q), set()).add(prio)
         self.transport = [(c, ()) for c in p["transport_counters"]]
         queues = {q for _, q in self.lossless}
-        wjh = {key[1] for key in self.wjh_keys}
         plain = {"rx_discards_phy", "tx_discards", "excessive_buffer_overrun_errors", *p["transport_counters"]}
         self.relevant = SeriesCache(
             lambda name, sub: (name in ("queue_drops", "queue_no_buffer_drops") and sub and sub[0] in queues)
-            or (name == "wjh_drops" and sub in wjh) or (not sub and name in plain)
+            or (name == "wjh_drops" and self._wjh_lossless(sub)) or (not sub and name in plain)
         )
+
+    def _wjh_lossless(self, sub: tuple[Any, ...]) -> bool:
+        """A WJH buffer-drop key (group, reason[, traffic_class]) on a lossless or unknown class."""
+        if tuple(sub[:2]) not in self.wjh_reasons:
+            return False
+        tc = str(sub[2]) if len(sub) > 2 and sub[2] is not None else ""
+        return tc == "" or tc in self.wjh_classes
 
     def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
         ports = ctx.store.ports
@@ -84,9 +98,21 @@ class PacketLossRule(Rule):
                 yield from found
         self.relevant.forget_missing(ports)
 
+    def _wjh(self, entry: PortEntry) -> tuple[dict[str, float], set[str]]:
+        """Last-interval WJH lossless-class buffer drops by reason, and the classes they named
+        ("" = unknown). Scans the port's series: only reached when a relevant series moved."""
+        by_reason: dict[str, float] = {}
+        classes: set[str] = set()
+        for (name, sub), se in entry.series.items():
+            if name != "wjh_drops" or not se.delta or not self._wjh_lossless(sub):
+                continue
+            by_reason[sub[1]] = by_reason.get(sub[1], 0.0) + se.delta
+            classes.add(str(sub[2]) if len(sub) > 2 and sub[2] is not None else "")
+        return by_reason, classes
+
     def _lossless(self, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:
         ser = entry.series
-        wjh = {key[1][1]: se.delta for key in self.wjh_keys if (se := ser.get(key)) is not None and se.delta}
+        wjh, wjh_classes = self._wjh(entry)
         queued = False
         for prio, q in self.lossless:
             drops = {}
@@ -97,7 +123,7 @@ class PacketLossRule(Rule):
             if drops:
                 queued = True
                 ev: dict[str, Any] = {**drops, "queue": q}
-                if wjh:  # WJH saw the same buffer drops; its records carry no usable class here
+                if wjh:  # WJH saw the same buffer drops
                     ev["wjh_buffer_drops"] = wjh
                 yield Observation(
                     kind="packet_loss", severity="critical", device=pk[0], port=pk[1], priority=prio,
@@ -109,14 +135,22 @@ class PacketLossRule(Rule):
         phy = ser.get(("rx_discards_phy", ()))
         if wjh or (phy is not None and phy.delta):
             ev = {}
+            prio = None
             if wjh:
                 ev["wjh_buffer_drops"] = wjh
+                known = sorted(c for c in wjh_classes if c)
+                if known:
+                    ev["wjh_traffic_classes"] = known
+                prios = set().union(*(self.wjh_classes[c] for c in known)) if known else set()
+                if len(prios) == 1 and "" not in wjh_classes:
+                    prio = next(iter(prios))
             if phy is not None and phy.delta:
                 ev["rx_discards_phy"] = phy.delta
             what = "buffer drops (WJH)" if wjh else "NIC port-buffer discards"
+            where = f" on lossless priority {prio}" if prio is not None else " on a lossless fabric"
             yield Observation(
-                kind="packet_loss", severity="critical", device=pk[0], port=pk[1],
-                summary=f"{pk[0]} {pk[1]}: {what} on a lossless fabric", evidence=ev,
+                kind="packet_loss", severity="critical", device=pk[0], port=pk[1], priority=prio,
+                summary=f"{pk[0]} {pk[1]}: {what}{where}", evidence=ev,
             )
 
     def _ib(self, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:

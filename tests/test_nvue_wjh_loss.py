@@ -1,0 +1,54 @@
+"""WJH buffer drops by traffic class, from the NVUE parser through packet_loss: a drop on a
+lossless class (or an unknown one) is a lossless violation, a drop on a lossy class is not."""
+
+from __future__ import annotations
+
+from agent.model import TargetSpec
+from collectors.nvue.parse import parse_payload
+from tests.test_rules_sim import two_leaf_fabric
+
+PORT = ("leaf2", "Ethernet1")
+
+
+def wjh_subs(*records: dict) -> dict[tuple, int]:
+    body = [{"AggCount": n, "DropType": "Buffer", "ReasonId": 503, "EgressPort": PORT[1], "EndTimestamp": 100,
+             **({"traffic_class": tc} if tc is not None else {})} for n, tc in records]
+    res = parse_payload({"responses": [{"method": "GET", "path": "/nvue_v1/system/wjh/packet-buffer", "status": 200,
+                                        "body": body}]}, TargetSpec(PORT[0], "nvue"), {})
+    return {s.sub: s.value for s in res.samples if s.counter == "wjh_drops"}
+
+
+def loss_after(sub: tuple, drops: int, config: dict | None = None) -> dict:
+    fab = two_leaf_fabric(config=config)
+    fab.rate(*PORT, "wjh_drops", 0.0, sub)
+    fab.poll(n=2)
+    fab.bump(*PORT, "wjh_drops", drops, sub)
+    fab.poll()
+    return fab.active("packet_loss")
+
+
+def test_parser_labels_match_what_packet_loss_reads():
+    assert wjh_subs((12, 3), (5, 1), (2, None)) == {("buffer", "503", "3"): 12, ("buffer", "503", "1"): 5,
+                                                    ("buffer", "503", ""): 2}
+
+
+def test_lossless_class_drop_is_critical_with_its_priority():
+    got = loss_after(("buffer", "503", "3"), 12)
+    f = got[(*PORT, 3, None)]
+    assert f.severity == "critical" and f.evidence["wjh_buffer_drops"] == {"503": 12}
+    assert f.evidence["wjh_traffic_classes"] == ["3"] and "lossless priority 3" in f.summary
+
+
+def test_lossy_class_drop_is_not_a_lossless_violation():
+    assert loss_after(("buffer", "503", "1"), 500) == {}
+
+
+def test_unknown_class_drop_still_counts_without_a_priority():
+    got = loss_after(("buffer", "504", ""), 7)
+    assert set(got) == {(*PORT, None, None)} and got[(*PORT, None, None)].evidence["wjh_buffer_drops"] == {"504": 7}
+
+
+def test_priority_to_queue_maps_the_lossless_class():
+    cfg = {"packet_loss": {"lossless_priorities": [3], "priority_to_queue": {3: 5}}}
+    assert set(loss_after(("buffer", "503", "5"), 4, cfg)) == {(*PORT, 3, None)}
+    assert loss_after(("buffer", "503", "3"), 4, cfg) == {}  # class 3 is not priority 3's queue here
