@@ -8,10 +8,11 @@ Secrets are never required inline: collectors accept ``<name>_file`` and ``<name
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -73,6 +74,53 @@ class DetectorConfig(Strict):
     min_interval: Duration = 0.0  # coalesce detection passes, on the poll clock
 
 
+class ShardConfig(Strict):
+    """This agent's share of the targets: ``index`` of ``count`` agents (see docs/scaling.md)."""
+
+    index: int = Field(0, ge=0)
+    count: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _in_range(self) -> ShardConfig:
+        if self.index >= self.count:
+            raise ValueError(f"shard index {self.index} must be below count {self.count}")
+        return self
+
+
+Level = Literal["full", "health"]
+
+
+class ExpositionConfig(Strict):
+    """What /metrics carries: ``full`` (every counter) or ``health`` (derived rates, aggregates).
+
+    ``level`` is the default of every target (a target's own ``exposition:`` wins);
+    ``groups`` overrides per counter group (traffic, errors, drops, pfc, ecn, watchdog,
+    transport, state), over both.
+    """
+
+    level: Level = "full"
+    groups: dict[str, Level] = Field(default_factory=dict)
+
+
+def shard_of(name: str, count: int) -> int:
+    """Stable shard of a target name: the same on every host, Python version and restart."""
+    if count <= 1:
+        return 0
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "big") % count
+
+
+def splits_itself(options: Any) -> bool:
+    """Sources with their own shard parameters (UFM Telemetry) are split by them, not by name."""
+    return hasattr(options, "num_shards") and hasattr(options, "shard")
+
+
+def shard_options(options: Any, shard: ShardConfig) -> Any:
+    """Options of a self-sharding source for this agent: its shard ``index`` of ``count``."""
+    if shard.count <= 1 or not splits_itself(options):
+        return options
+    return options.model_copy(update={"num_shards": shard.count, "shard": shard.index})
+
+
 class StaticLink(Strict):
     device: str
     port: str
@@ -91,6 +139,7 @@ class TargetConfig(BaseModel):
     interval: Duration | None = None
     timeout: Duration | None = None
     enabled: bool = True
+    exposition: Level | None = None  # None: the global exposition level
 
     @field_validator("source")
     @classmethod
@@ -113,6 +162,8 @@ class Config(Strict):
     collectors: dict[str, bool] = Field(default_factory=dict)
     links: list[StaticLink] = Field(default_factory=list)
     targets: list[TargetConfig] = Field(default_factory=list)
+    shard: ShardConfig = Field(default_factory=ShardConfig)
+    exposition: ExpositionConfig = Field(default_factory=ExpositionConfig)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -130,6 +181,16 @@ class Config(Strict):
 
     def enabled_targets(self) -> list[TargetConfig]:
         return [t for t in self.targets if t.enabled and self.collectors.get(t.source, True)]
+
+    def shard_targets(self, options: dict[str, Any]) -> list[TargetConfig]:
+        """The enabled targets this agent polls: its hash share, plus every self-sharding one."""
+        n, i = self.shard.count, self.shard.index
+        return [t for t in self.enabled_targets()
+                if n <= 1 or splits_itself(options.get(t.name)) or shard_of(t.name, n) == i]
+
+    def target_levels(self) -> dict[str, str]:
+        """Exposition level per target name (targets without one use ``exposition.level``)."""
+        return {t.name: t.exposition for t in self.targets if t.exposition}
 
 
 class ConfigError(Exception):

@@ -17,8 +17,9 @@ from typing import Any
 
 import collectors
 from agent import state, systemd
-from agent.config import ConfigError, LoadedConfig, TargetConfig, load
+from agent.config import ConfigError, LoadedConfig, TargetConfig, load, shard_options
 from agent.detector import rules as rules_mod
+from agent.exporter.metrics import ExpositionPolicy
 from agent.exporter.server import Exporter, make_app, start_server
 from agent.model import TargetSpec
 from agent.pipeline import Pipeline
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 
 def _make_collector(loaded: LoadedConfig, t: TargetConfig) -> collectors.Collector:
     cls = collectors.get(t.source)
-    return cls(t.name, t.address, loaded.options[t.name])
+    return cls(t.name, t.address, shard_options(loaded.options[t.name], loaded.config.shard))
 
 
 def _scheduled(loaded: LoadedConfig, t: TargetConfig) -> ScheduledTarget:
@@ -39,7 +40,12 @@ def _scheduled(loaded: LoadedConfig, t: TargetConfig) -> ScheduledTarget:
 
 
 def _fingerprint(loaded: LoadedConfig, t: TargetConfig) -> Any:
-    return (t.model_dump_json(), loaded.options[t.name].model_dump_json())
+    return (t.model_dump_json(), shard_options(loaded.options[t.name], loaded.config.shard).model_dump_json())
+
+
+def _policy(cfg: Any) -> ExpositionPolicy:
+    return ExpositionPolicy(level=cfg.exposition.level, groups=dict(cfg.exposition.groups), targets=cfg.target_levels(),
+                            shard_index=cfg.shard.index, shard_count=cfg.shard.count)
 
 
 class Agent:
@@ -55,7 +61,7 @@ class Agent:
         self.reload_lock = asyncio.Lock()
 
     def _specs(self, loaded: LoadedConfig) -> list[TargetSpec]:
-        return [_make_collector(loaded, t).spec() for t in loaded.config.enabled_targets()]
+        return [_make_collector(loaded, t).spec() for t in loaded.config.shard_targets(loaded.options)]
 
     async def run(self) -> None:
         loaded = self.loaded
@@ -66,6 +72,7 @@ class Agent:
             specs, rules_mod.build(cfg.rules), history=cfg.global_.history, stale_after=cfg.global_.stale_after,
             static_links=cfg.static_links(), detect_min_interval=cfg.detector.min_interval, recorder=recorder, wall_clock=True,
         )
+        self.pipeline.exposition_policy = _policy(cfg)
         self.exporter = Exporter(self.pipeline)
         self.exporter.reload_hook = self.reload
         state_dir = state.default_state_dir(cfg.global_.state_dir)
@@ -75,8 +82,8 @@ class Agent:
             keeper.start()
         self.exporter.render_now()
         self.scheduler = Scheduler(self._on_poll, cfg.global_.max_concurrency, cfg.global_.jitter, cfg.global_.backoff_max)
-        self._fingerprints = {t.name: _fingerprint(loaded, t) for t in cfg.enabled_targets()}
-        self.scheduler.start([_scheduled(loaded, t) for t in cfg.enabled_targets()])
+        self._fingerprints = {t.name: _fingerprint(loaded, t) for t in cfg.shard_targets(loaded.options)}
+        self.scheduler.start([_scheduled(loaded, t) for t in cfg.shard_targets(loaded.options)])
         runner = None
         if self.listen:
             runner = await start_server(make_app(self.exporter, self.middlewares), self.listen, self.ssl_context)
@@ -127,8 +134,9 @@ class Agent:
         try:
             new = load(self.loaded.path)
             rules = rules_mod.build(new.config.rules)
-            fresh = {t.name: _fingerprint(new, t) for t in new.config.enabled_targets()}
-            built = {t.name: _scheduled(new, t) for t in new.config.enabled_targets() if self._fingerprints.get(t.name) != fresh[t.name]}
+            mine = new.config.shard_targets(new.options)
+            fresh = {t.name: _fingerprint(new, t) for t in mine}
+            built = {t.name: _scheduled(new, t) for t in mine if self._fingerprints.get(t.name) != fresh[t.name]}
             for mw in self.middlewares:  # the web config (TLS, basic auth) is re-read too; it commits last
                 if hasattr(mw, "reload"):
                     mw.reload()
@@ -145,6 +153,7 @@ class Agent:
         self.pipeline.set_targets(self._specs(new))
         self.pipeline.detector.rules = rules
         self.pipeline.topology.set_static(new.config.static_links())
+        self.pipeline.exposition_policy = _policy(new.config)
         self._fingerprints = fresh
         self.loaded = new
         self.exporter.reload_ok = True

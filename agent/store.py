@@ -29,6 +29,7 @@ seconds are dropped by :meth:`CounterStore.expire`.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,12 +46,13 @@ CLOCK = "clock"  # the clock did not advance: interval invalid
 
 PortKey = tuple[str, str]
 SeriesKey = tuple[str, tuple[Any, ...]]
+_KEYS: dict[SeriesKey, SeriesKey] = {}
 
 
 class Series:
     """One counter series. ``delta``/``rate`` are None when the last interval was invalid."""
 
-    __slots__ = ("bits", "delta", "device_t", "dt", "history", "poll_t", "rate", "saturating", "scale", "status", "total", "value")
+    __slots__ = ("_hist", "bits", "delta", "device_t", "dt", "poll_t", "saturating", "scale", "status", "total", "value")
 
     def __init__(self, sample: Sample, poll_t: float, device_t: float | None) -> None:
         self.value = sample.value
@@ -62,9 +64,26 @@ class Series:
         self.total = float(sample.value) * sample.scale
         self.delta: float | None = None
         self.dt: float | None = None
-        self.rate: float | None = None
         self.status = SATURATED if self.at_cap(sample.value) else FIRST
-        self.history: list[tuple[float, float]] = [(poll_t, self.total)]
+        # History as one flat array of doubles (t0, total0, t1, total1, ...): ~200 bytes for
+        # 8 points instead of ~1 KB as a list of tuples, which matters at millions of series.
+        self._hist = array("d", (poll_t, self.total))
+
+    @property
+    def history(self) -> list[tuple[float, float]]:
+        """(poll time, total) pairs, oldest first."""
+        h = self._hist
+        return list(zip(h[0::2], h[1::2], strict=True))
+
+    @history.setter
+    def history(self, points: Iterable[tuple[float, float]]) -> None:
+        self._hist = array("d", [x for pt in points for x in pt])
+
+    @property
+    def rate(self) -> float | None:
+        """Base units per second over the last interval (computed: one float less per series)."""
+        d = self.delta
+        return None if d is None or not self.dt else d / self.dt
 
     def at_cap(self, value: int | float) -> bool:
         return self.saturating and value >= (1 << self.bits) - 1
@@ -79,11 +98,12 @@ class Series:
         Uses the oldest history point no older than ``seconds``; None with fewer than two
         points. The increase includes only valid intervals (totals skip resets).
         """
-        hist = self.history
-        if len(hist) < 2:
+        h = self._hist
+        if len(h) < 4:
             return None
-        t_now, total_now = hist[-1]
-        for t, total in hist:
+        t_now, total_now = h[-2], h[-1]
+        for i in range(0, len(h), 2):
+            t, total = h[i], h[i + 1]
             if t_now - t <= seconds + 1e-9:
                 if t == t_now:
                     return None
@@ -119,6 +139,7 @@ class CounterStore:
         self.device_target: dict[str, str] = {}
         self.device_seen: dict[str, float] = {}
         self._device_clock: dict[str, tuple[float, float]] = {}  # device -> (device clock, poll t)
+        self.layout = 0  # bumped when a port is added or dropped: renderers cache the sorted port list
 
     # ----------------------------------------------------------------- updates
     def update(
@@ -144,6 +165,7 @@ class CounterStore:
             entry = ports.get(pk)
             if entry is None:
                 entry = ports[pk] = PortEntry(target=target)
+                self.layout += 1
             if pk not in touched:
                 touched.add(pk)
                 entry.seen = poll_t
@@ -153,6 +175,7 @@ class CounterStore:
             dev_t = clocks.get(s.device)
             series = entry.series.get(key)
             if series is None:
+                key = _KEYS.setdefault(key, key)  # one key tuple per (counter, sub), shared by all ports
                 entry.series[key] = Series(s, poll_t, dev_t)
             else:
                 self._advance(series, s, poll_t, dev_t, s.device in clock_reset)
@@ -161,6 +184,7 @@ class CounterStore:
             entry = ports.get(pk)
             if entry is None:
                 entry = ports[pk] = PortEntry(target=target)
+                self.layout += 1
             if pk not in touched:
                 touched.add(pk)
                 entry.seen = poll_t
@@ -210,15 +234,14 @@ class CounterStore:
         if delta is not None and dt > 0:
             d = delta * se.scale
             se.delta = d
-            se.rate = d / dt
             se.total += d
         else:
             se.delta = None
-            se.rate = None
-        hist = se.history
-        hist.append((poll_t, se.total))
-        if len(hist) > self.history:
-            del hist[0]
+        hist = se._hist
+        hist.append(poll_t)
+        hist.append(se.total)
+        if len(hist) > 2 * self.history:
+            del hist[0:2]
 
     def set_devices(self, devices: Iterable[DeviceInfo], target: str = "") -> None:
         for d in devices:
@@ -231,6 +254,7 @@ class CounterStore:
             entry = self.ports.get((info.device, info.port))
             if entry is None:
                 entry = self.ports[(info.device, info.port)] = PortEntry(seen=poll_t)
+                self.layout += 1
             entry.info = info
 
     def expire(self, now: float) -> int:
@@ -239,6 +263,8 @@ class CounterStore:
         stale = [pk for pk, e in self.ports.items() if e.seen < limit]
         for pk in stale:
             del self.ports[pk]
+        if stale:
+            self.layout += 1
         for device in [d for d, seen in self.device_seen.items() if seen < limit]:
             del self.device_seen[device]
             self._device_clock.pop(device, None)

@@ -10,10 +10,13 @@ counter has them); names, GUIDs and peers live in ``fabricmon_port_info`` and
 from __future__ import annotations
 
 import platform
-from typing import TYPE_CHECKING
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from agent import __version__
 from agent.exporter.exposition import Family, escape_label, fmt_value, labels
+from agent.store import CounterStore, PortKey
 from agent.vocabulary import COUNTERS, GAUGES, NAMESPACE, metric_name
 
 if TYPE_CHECKING:
@@ -26,29 +29,215 @@ def _sub_labels(names: tuple[str, ...], values: tuple) -> str:
     return "".join(f',{k}="{escape_label(str(v))}"' for k, v in zip(names, values, strict=False))
 
 
+def _key_order(kv: tuple) -> tuple:
+    return (kv[0], tuple(str(x) for x in kv[1]))
+
+
+@dataclass(slots=True)
+class ExpositionPolicy:
+    """Which level each target's counters are exported at, and this agent's shard.
+
+    Set on the pipeline by the live agent (``pipeline.exposition_policy``); without one
+    everything is exported in full and no shard info is shown (replay, tests).
+    """
+
+    level: str = "full"
+    groups: dict[str, str] = field(default_factory=dict)
+    targets: dict[str, str] = field(default_factory=dict)
+    shard_index: int = 0
+    shard_count: int = 1
+
+    def full(self, target: str, group: str) -> bool:
+        lvl = self.groups.get(group) or self.targets.get(target) or self.level
+        return lvl == "full"
+
+
+class _RenderCache:
+    """What stays the same between renders: sorted ports, their label blocks, key orders."""
+
+    __slots__ = ("bases", "keys", "layout", "order", "port_info")
+
+    def __init__(self) -> None:
+        self.order: list[tuple[PortKey, str]] = []
+        self.layout = -1
+        self.port_info: tuple | None = None
+        self.bases: dict[PortKey, str] = {}
+        self.keys: dict[PortKey, tuple[int, list, int, list]] = {}
+
+
+_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _cache_for(store: CounterStore) -> _RenderCache:
+    c = _caches.get(store)
+    if c is None:
+        c = _caches[store] = _RenderCache()
+    ports = store.ports
+    layout = getattr(store, "layout", None)
+    if layout is None or c.layout != layout or len(c.order) != len(ports):
+        c.bases = {pk: c.bases.get(pk) or labels((("device", pk[0]), ("port", pk[1])))[:-1] for pk in ports}
+        c.order = [(pk, c.bases[pk]) for pk in sorted(ports)]
+        c.keys = {pk: v for pk, v in c.keys.items() if pk in ports}
+        c.layout = layout if layout is not None else -1
+    return c
+
+
+def _fmt(v: float) -> str:
+    if v.__class__ is float and v.is_integer() and -1e15 < v < 1e15:
+        return str(int(v))
+    return fmt_value(v)
+
+
+def _counter_spec(key: tuple, counters: dict[str, tuple[Family, list[str]]]) -> Any:
+    """(lines.append, name, extra labels + "} ") of a counter series key; False outside the vocabulary."""
+    counter, sub = key
+    defn = COUNTERS.get(counter)
+    if defn is None:
+        return False
+    fl = counters.get(counter)
+    if fl is None:
+        fl = counters[counter] = (Family(metric_name(defn), "counter", defn.help), [])
+    return (fl[1].append, fl[0].name, _sub_labels(defn.labels, sub) + "} ")
+
+
 def fabric_families(p: Pipeline) -> list[Family]:
-    """Counters and gauges from the store, one family per vocabulary entry seen."""
-    counters: dict[str, Family] = {}
-    gauges: dict[str, Family] = {}
-    for (device, port), entry in sorted(p.store.ports.items()):
-        base = labels((("device", device), ("port", port)))[:-1]  # without the closing brace
-        for (counter, sub), se in sorted(entry.series.items(), key=lambda kv: (kv[0][0], tuple(str(x) for x in kv[0][1]))):
-            defn = COUNTERS.get(counter)
+    """Counters and gauges from the store, one family per vocabulary entry seen.
+
+    Full level: every counter as the store's total. Health level (per target and counter
+    group, see :class:`ExpositionPolicy`): per-port rates of traffic and of problems
+    (errors + drops), link state, and per-target fabric sums of the counters, instead of
+    every raw counter. Sorted ports and label blocks are cached across renders.
+    """
+    policy: ExpositionPolicy | None = getattr(p, "exposition_policy", None)
+    store = p.store
+    cache = _cache_for(store)
+    counters: dict[str, tuple[Family, list[str]]] = {}
+    gauges: dict[str, tuple[Family, list[str]]] = {}
+    cdefs, gdefs = COUNTERS, GAUGES
+    sub_cache: dict[tuple, tuple[str, str]] = {}
+    kspec: dict[tuple, Any] = {}
+    health: dict[str, list[str]] = {}
+    sums: dict[tuple[str, str], float] = {}
+    full_cache: dict[tuple[str, str], bool] = {}
+    ports = store.ports
+    for pk, base in cache.order:
+        entry = ports[pk]
+        series, gvals = entry.series, entry.gauges
+        ck = cache.keys.get(pk)
+        if ck is None or ck[0] != len(series) or ck[2] != len(gvals):
+            ck = cache.keys[pk] = (len(series), [k for k, _ in sorted(series.items(), key=lambda kv: _key_order(kv[0]))],
+                                   len(gvals), [k for k, _ in sorted(gvals.items(), key=lambda kv: _key_order(kv[0]))])
+        target = entry.target
+        port_health: dict[str, float] | None = None
+        if policy is None:  # the hot path: one spec lookup and one f-string per series
+            for key in ck[1]:
+                ks = kspec.get(key)
+                if ks is None:
+                    ks = kspec[key] = _counter_spec(key, counters)
+                if ks is False:
+                    continue
+                t = series[key].total
+                ks[0](f"{ks[1]}{base}{ks[2]}{int(t) if t.__class__ is float and t.is_integer() and -1e15 < t < 1e15 else fmt_value(t)}")
+        for key in ck[1] if policy is not None else ():
+            counter, sub = key
+            defn = cdefs.get(counter)
             if defn is None:
                 continue
-            fam = counters.get(counter)
-            if fam is None:
-                fam = counters[counter] = Family(metric_name(defn), "counter", defn.help)
-            fam.lines.append(f"{fam.name}{base}{_sub_labels(defn.labels, sub)}}} {fmt_value(se.total)}")
-        for (name, sub), g in sorted(entry.gauges.items(), key=lambda kv: (kv[0][0], tuple(str(x) for x in kv[0][1]))):
-            gdef = GAUGES.get(name)
+            se = series[key]
+            if policy is not None:
+                fk = (target, defn.group)
+                full = full_cache.get(fk)
+                if full is None:
+                    full = full_cache[fk] = policy.full(target, defn.group)
+                if not full:
+                    sk = (target, counter)
+                    sums[sk] = sums.get(sk, 0.0) + se.total
+                    if se.rate is not None:
+                        if port_health is None:
+                            port_health = {}
+                        h = "tx" if counter == "tx_bytes" else "rx" if counter == "rx_bytes" else \
+                            "problems" if defn.group in ("errors", "drops") else None
+                        if h is not None:
+                            port_health[h] = port_health.get(h, 0.0) + se.rate
+                    continue
+            fl = counters.get(counter)
+            if fl is None:
+                fl = counters[counter] = (Family(metric_name(defn), "counter", defn.help), [])
+            sl = sub_cache.get((counter, sub))
+            if sl is None:
+                sl = sub_cache[(counter, sub)] = (fl[0].name, _sub_labels(defn.labels, sub) + "} ")
+            fl[1].append(f"{sl[0]}{base}{sl[1]}{_fmt(se.total)}")
+        if port_health:
+            for h, v in port_health.items():
+                health.setdefault(h, []).append(f"{base}}} {_fmt(v)}")
+        for key in ck[3]:
+            name, sub = key
+            gdef = gdefs.get(name)
             if gdef is None:
                 continue
-            fam = gauges.get(name)
-            if fam is None:
-                fam = gauges[name] = Family(metric_name(gdef), "gauge", gdef.help)
-            fam.lines.append(f"{fam.name}{base}{_sub_labels(gdef.labels, sub)}}} {fmt_value(g.value)}")
-    return [counters[k] for k in sorted(counters)] + [gauges[k] for k in sorted(gauges)]
+            if policy is not None and name != "link_up":
+                full = full_cache.get((target, gdef.group))
+                if full is None:
+                    full = full_cache[(target, gdef.group)] = policy.full(target, gdef.group)
+                if not full:
+                    continue
+            fl = gauges.get(name)
+            if fl is None:
+                fl = gauges[name] = (Family(metric_name(gdef), "gauge", gdef.help), [])
+            sl = sub_cache.get(("g", name, sub))
+            if sl is None:
+                sl = sub_cache[("g", name, sub)] = (fl[0].name, _sub_labels(gdef.labels, sub) + "} ")
+            fl[1].append(f"{sl[0]}{base}{sl[1]}{_fmt(gvals[key].value)}")
+    out: list[Family] = []
+    for k in sorted(counters):
+        fam, lines = counters[k]
+        if lines:
+            fam.lines = ["\n".join(lines)]  # one string per family: the per-line strings are freed now
+        out.append(fam)
+    for k in sorted(gauges):
+        fam, lines = gauges[k]
+        if lines:
+            fam.lines = ["\n".join(lines)]
+        out.append(fam)
+    if policy is not None and (health or sums):
+        out.extend(_health_families(health, sums))
+    return out
+
+
+HEALTH_RATES = {
+    "tx": ("port_transmit_bytes_per_second", "Health level: bytes per second the port transmitted over the last poll interval."),
+    "rx": ("port_receive_bytes_per_second", "Health level: bytes per second the port received over the last poll interval."),
+    "problems": ("port_problems_per_second", "Health level: errors plus discards per second on the port (every errors and drops counter)."),
+}
+
+
+def _health_families(health: dict[str, list[str]], sums: dict[tuple[str, str], float]) -> list[Family]:
+    out = []
+    for h in ("tx", "rx", "problems"):
+        metric, help_ = HEALTH_RATES[h]
+        fam = Family(f"{N}_{metric}", "gauge", help_)
+        if h in health:
+            fam.lines = ["\n".join(fam.name + line for line in health[h])]
+        out.append(fam)
+    agg: dict[str, Family] = {}
+    for (target, counter) in sorted(sums):
+        defn = COUNTERS[counter]
+        name = f"{N}_fabric_{defn.metric}"
+        fam = agg.get(name)
+        if fam is None:
+            fam = agg[name] = Family(name, "counter", f"Health level: sum over the target's ports of {metric_name(defn)}.")
+        fam.add(labels((("target", target),)), sums[(target, counter)])
+    out.extend(agg[k] for k in sorted(agg))
+    return out
+
+
+def shard_family(p: Pipeline) -> list[Family]:
+    policy: ExpositionPolicy | None = getattr(p, "exposition_policy", None)
+    if policy is None or policy.shard_count <= 1:
+        return []  # unsharded (and replay): nothing, so a live agent and its replay stay identical
+    fam = Family(f"{N}_shard_info", "info", "This agent's shard: it polls the targets whose name hashes to index (mod count).")
+    fam.add(labels((("index", str(policy.shard_index)), ("count", str(policy.shard_count)))), 1)
+    return [fam]
 
 
 def topology_families(p: Pipeline) -> list[Family]:
@@ -58,15 +247,29 @@ def topology_families(p: Pipeline) -> list[Family]:
         dev.add(labels((("device", d.name), ("kind", d.kind), ("guid", d.guid), ("description", d.description),
                         ("model", d.model), ("target", p.store.device_target.get(d.name, "")))), 1)
     port = Family(f"{N}_port_info", "info", "Ports with their GUID, LID, alias, label and the peer port they are cabled to (from the fabric topology).")
-    for (device, pname), entry in sorted(p.store.ports.items()):
-        info = entry.info
-        peer = p.topology.peer(device, pname)
-        port.add(labels((("device", device), ("port", pname),
-                         ("guid", info.guid if info else ""), ("lid", info.lid if info else ""),
-                         ("alias", info.alias if info else ""), ("label", info.label if info else ""),
-                         ("peer_device", peer[0] if peer else ""), ("peer_port", peer[1] if peer else ""))), 1)
+    cache = _cache_for(p.store)
+    ports = p.store.ports
+    infos = [ports[pk].info for pk, _ in cache.order]
+    topo_gen = getattr(p.topology, "generation", None)
+    cached = cache.port_info
+    if (cached is not None and cached[0] == cache.layout and cached[1] == topo_gen and cached[1] is not None
+            and len(cached[2]) == len(infos) and all(a is b for a, b in zip(cached[2], infos, strict=True))):
+        body, nlinks = cached[3], cached[4]  # same ports, same info objects, same cables: same lines
+    else:
+        lines = []
+        for ((device, pname), _), info in zip(cache.order, infos, strict=True):
+            peer = p.topology.peer(device, pname)
+            lines.append(port.name + labels((("device", device), ("port", pname),
+                                             ("guid", info.guid if info else ""), ("lid", info.lid if info else ""),
+                                             ("alias", info.alias if info else ""), ("label", info.label if info else ""),
+                                             ("peer_device", peer[0] if peer else ""), ("peer_port", peer[1] if peer else ""))) + " 1")
+        body = "\n".join(lines)
+        nlinks = sum(1 for a, b in p.topology.items() if a <= b)  # what len(links()) counts, without sorting
+        cache.port_info = (cache.layout, topo_gen, infos, body, nlinks)
+    if body:
+        port.lines = [body]
     links = Family(f"{N}_topology_links", "gauge", "Cables known to the topology (discovered and static).")
-    links.add("", len(p.topology.links()))
+    links.add("", nlinks)
     return [dev, port, links]
 
 
@@ -124,7 +327,7 @@ def self_families(p: Pipeline, reload_ok: bool, reload_t: float, last_render_s: 
     series.add("", p.store.series_count())
     render = Family(f"{N}_exposition_render_seconds", "gauge", "Time the previous exposition render took (rendered once per change, never per scrape).")
     render.add("", last_render_s)
-    return [build, up, dur, last, polls, errs, reload, reload_ts, series, render, *(extra or [])]
+    return [build, *shard_family(p), up, dur, last, polls, errs, reload, reload_ts, series, render, *(extra or [])]
 
 
 def all_families(p: Pipeline, reload_ok: bool = True, reload_t: float = 0.0, last_render_s: float = 0.0,
@@ -133,4 +336,4 @@ def all_families(p: Pipeline, reload_ok: bool = True, reload_t: float = 0.0, las
             *topology_families(p), *finding_families(p)]
 
 
-__all__ = ["all_families", "fmt_value"]
+__all__ = ["ExpositionPolicy", "all_families", "fmt_value"]

@@ -1,0 +1,1 @@
+"""fabricmon scale benchmarks (``python -m bench``); figures, not tests."""

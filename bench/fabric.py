@@ -1,0 +1,149 @@
+"""Synthetic fabrics scaled from the real Selene compute topology, and their poll payloads.
+
+The Selene ``ibnetdiscover`` output (666 switches, 4341 CAs, 25,704 cabled ports) is copied
+into "pods": each copy gets its own GUIDs (top GUID byte = pod number), LIDs (+6000 per pod)
+and node descriptions (``podN/`` prefix), so the copies are disjoint fabrics with Selene's
+exact shape. A fabric of N ports is the first N cabled ports of enough pods.
+
+Counter values are deterministic: port i's counter c grows by a fixed per-(i, c) step per
+poll, so every run of the benchmark feeds identical data.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from collectors.perfquery.parse import COUNTERS as PQ_COUNTERS
+from collectors.perfquery.parse import parse_ibnetdiscover
+
+SELENE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "public" / "ib" / "Mellanox__ufm_sdk_3.0" / "topo__selene.compute.txt"
+LID_STEP = 6000  # Selene's highest LID is 5994
+_GUID = re.compile(r"(?<![0-9A-Za-z])([0-9a-f]{12,16})(?![0-9a-f])")
+_LID = re.compile(r"\blid (\d+)")
+_DESC = re.compile(r'# "')
+_QUOTED_DESC = re.compile(r'("[SH]-[0-9a-f]+"\[\d+\](?:\([0-9a-f]+\))?\s+# ")')
+
+# perfquery field -> UFM Telemetry "converted" CSV column (collectors/ufm/names.py maps them back)
+UFM_COLUMNS = {
+    "PortXmitData": "Infiniband_MBOut_u_Gb", "PortRcvData": "Infiniband_MBIn_u_Gb",
+    "PortXmitPkts": "Infiniband_PckOut_u_Packets", "PortRcvPkts": "Infiniband_PckIn_u_Packets",
+    "PortXmitWait": "Infiniband_XmitWait_u_Ticks", "SymbolErrorCounter": "Infiniband_SymbolErrors_u_Errors",
+    "LinkErrorRecoveryCounter": "Infiniband_LinkRecovers_u_Errors", "LinkDownedCounter": "Infiniband_LinkDowned_u_Errors",
+    "PortRcvErrors": "Infiniband_RcvErrors_u_Errors", "PortRcvRemotePhysicalErrors": "Infiniband_RcvRemotePhysErrors_u_Errors",
+    "PortRcvSwitchRelayErrors": "Infiniband_RcvSwRelayErrors_u_Errors", "PortXmitDiscards": "Infiniband_XmtDiscards_u_Errors",
+    "PortXmitConstraintErrors": "Infiniband_XmtConstraintErrors_u_Errors",
+    "PortRcvConstraintErrors": "Infiniband_RcvConstraintErrors_u_Errors",
+    "LocalLinkIntegrityErrors": "Infiniband_LinkIntegrityErrors_u_Errors",
+    "ExcessiveBufferOverrunErrors": "Infiniband_ExcBufOverrunErrors_u_Errors",
+    "VL15Dropped": "Infiniband_VL15Dropped_u_Drops", "QP1Dropped": "QP1Dropped",
+}
+FIELDS = list(PQ_COUNTERS)  # the 18 IB counters of a port
+TRAFFIC = {"PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts", "PortXmitWait"}
+
+
+def pod_text(text: str, pod: int) -> str:
+    """One renamed copy of an ibnetdiscover text (pod 0 is the original)."""
+    if pod == 0:
+        return text
+    def guid(m: re.Match[str]) -> str:
+        s = m.group(1)
+        v = int(s, 16) ^ (pod << 56)
+        return f"{v:0{len(s)}x}" if len(s) == 16 else f"{v:x}"
+    out = _GUID.sub(guid, text)
+    out = _LID.sub(lambda m: f"lid {int(m.group(1)) + pod * LID_STEP}", out)
+    return out.replace('# "', f'# "pod{pod}/')
+
+
+def _first_ports(text: str, nports: int) -> str:
+    """The node blocks of an ibnetdiscover text up to the one that holds the ``nports``-th port line."""
+    out, seen = [], 0
+    for block in text.split("\n\n"):
+        out.append(block)
+        seen += sum(1 for ln in block.splitlines() if ln.startswith("["))
+        if seen >= nports:
+            break
+    return "\n\n".join(out) + "\n"
+
+
+@dataclass(slots=True)
+class PortRef:
+    device: str
+    port: int
+    lid: int  # the LID perfquery addresses: the switch LID, or the CA port's own LID
+    node_guid: str
+    kind: str
+
+
+class Fabric:
+    """N cabled ports of a Selene-shaped fabric, with deterministic counter values per poll."""
+
+    def __init__(self, nports: int, source: Path = SELENE) -> None:
+        if not source.exists():
+            raise SystemExit(f"the benchmark scales the real Selene topology and needs it at {source} (../shared is absent)")
+        base = source.read_text()
+        per_pod = sum(1 for ln in base.splitlines() if ln.startswith("["))
+        self.pods = max(1, math.ceil(nports / max(per_pod, 1)))
+        self.ibnetdiscover = _first_ports("".join(pod_text(base, k) for k in range(self.pods)), nports)
+        topo = parse_ibnetdiscover(self.ibnetdiscover)
+        self.topology = topo
+        ports: list[PortRef] = []
+        for node in topo.nodes.values():
+            for num in sorted(node.ports):
+                p = node.ports[num]
+                lid = node.lid if node.kind == "switch" else p.lid
+                if lid is None:
+                    continue
+                ports.append(PortRef(node.name, num, lid, node.guid, node.kind))
+        self.ports = ports[:nports]
+        self.nports = len(self.ports)
+        self.switches = sorted({p.device for p in self.ports if p.kind == "switch"})
+
+    # ------------------------------------------------------------------ values
+    @staticmethod
+    def value(i: int, j: int, k: int) -> int:
+        """Counter j of port i at poll k: a healthy fabric with a little trouble.
+
+        Traffic (j < 4) grows by 1-1.05 M per poll; XmitWait (j == 4) by under 1,000 ticks
+        (no congestion); error and drop counters grow on one port in 997 only.
+        """
+        if j < 4:
+            return 10**9 + (i * 7919 + j * 104729) % 10**9 + k * (1_000_000 + (i * 31 + j) % 50_000)
+        if j == 4:
+            return (i * 7919) % 10**6 + k * ((i * 7) % 1000)
+        return (i + j) % 3 + k * (i % 997 == 0)
+
+    def perfquery_texts(self, k: int, chunk: int = 2000) -> list[str]:
+        """``perfquery -x`` stdout of every port, ``chunk`` ports per text (one per subprocess run)."""
+        order = [FIELDS.index(f) for f in FIELDS]
+        texts, buf = [], []
+        for i, p in enumerate(self.ports):
+            buf.append(f"# Port extended counters: Lid {p.lid} port {p.port} (CapMask: 0x5300 CapMask2: 0x0000002)\n"
+                       f"PortSelect:......................{p.port}\nCounterSelect:...................0x0000\n")
+            buf.extend(f"{f}:{'.' * max(1, 32 - len(f))}{self.value(i, j, k)}\n" for f, j in zip(FIELDS, order, strict=True))
+            if len(buf) >= chunk * 19:
+                texts.append("".join(buf))
+                buf = []
+        if buf:
+            texts.append("".join(buf))
+        return texts
+
+    def ufm_csv(self, k: int, t_us: int) -> str:
+        cols = [UFM_COLUMNS[f] for f in FIELDS]
+        lines = ["timestamp,source_id,node_guid,port_guid,port_num,node_description," + ",".join(cols)]
+        for i, p in enumerate(self.ports):
+            vals = ",".join(str(self.value(i, j, k)) for j in range(len(FIELDS)))
+            lines.append(f"{t_us},{p.node_guid},{p.node_guid},{p.node_guid},{p.port},{p.device},{vals}")
+        return "\n".join(lines) + "\n"
+
+    def ufm_prometheus(self, k: int, t_ms: int) -> str:
+        out = []
+        for j, f in enumerate(FIELDS):
+            name = f"{f}Extended" if f in TRAFFIC else f
+            out.append(f"# TYPE {name} counter")
+            for i, p in enumerate(self.ports):
+                out.append(f'{name}{{node_guid="{p.node_guid}",port_guid="{p.node_guid}",port_num="{p.port}",'
+                           f'node_desc="{p.device}"}} {self.value(i, j, k)} {t_ms}')
+        return "\n".join(out) + "\n"

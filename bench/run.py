@@ -1,0 +1,160 @@
+"""fabricmon scale benchmark: one command, a table on stdout, every figure in JSON.
+
+    python -m bench                  # 10k, 50k and 100k ports + SNMP comparison (8 switches)
+    python -m bench --quick          # 10k and 50k ports, 2 polls, SNMP on 4 switches
+    python -m bench --sizes 100000 --snmp-switches 0 --out /tmp/b.json
+
+Each fabric size runs in its own process (bench/size.py) so its peak RSS is its own. The
+targets of the scale issue are checked on the largest size and printed as met / gap.
+Benchmarks print figures; they are not tests and nothing here fails on a slow machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+INTERVAL = 10.0
+TARGETS = {  # name: (limit, unit, higher_is_better)
+    "cycle_cores": (1.0, "cores", False),
+    "scrape_p50_s": (0.2, "s", False),
+    "render_vs_generate_latest": (10.0, "x", True),
+    "peak_rss_mb": (1024.0, "MB", False),
+    "detect_s": (0.5, "s", False),
+}
+
+
+def run_size(ports: int, polls: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "bench.size", str(ports), "--polls", str(polls)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-3000:], "requested_ports": ports}
+    out = json.loads(proc.stdout)
+    out["bench_wall_s"] = time.perf_counter() - t0
+    return out
+
+
+def summary(r: dict[str, Any]) -> dict[str, float]:
+    a, pc = r["agent"], r["prometheus_client"]
+    s = a["steady_poll_cpu_s"]
+    return {
+        "ports": r["fabric_ports"], "series_full": a["exposition_full"]["series"], "series_health": a["exposition_health"]["series"],
+        "parse_perfquery_vps": r["parse"]["perfquery"]["values_per_s"] if "parse" in r else float("nan"),
+        "parse_ufm_csv_vps": r["parse"]["ufm-telemetry-csv"]["values_per_s"] if "parse" in r else float("nan"),
+        "parse_ufm_prom_vps": r["parse"]["ufm-telemetry-prometheus"]["values_per_s"] if "parse" in r else float("nan"),
+        "parse_s": s["parse"], "store_s": s["store"], "detect_s": s["detect"], "render_s": s["render"],
+        "render_health_s": a["exposition_health"]["render_cpu_s"],
+        "body_mb": a["exposition_full"]["bytes"] / 1e6, "gzip_mb": a["exposition_full"]["gzip_bytes"] / 1e6,
+        "scrape_p50_s": a["scrape"]["gzip"]["p50_s"], "scrape_max_s": a["scrape"]["gzip"]["max_s"],
+        "scrape_plain_p50_s": a["scrape"]["plain"]["p50_s"],
+        "cycle_cores": a["cycle_cpu_s"] / INTERVAL, "peak_rss_mb": a["peak_rss_mb_full"],
+        "render_vs_generate_latest": pc["ratio"] or float("nan"),
+        "generate_latest_s": pc["generate_latest_cpu_s"], "fabric_render_s": pc["fabricmon_fabric_render_cpu_s"],
+    }
+
+
+ROWS = [
+    ("ports", "fabric ports", "{:,.0f}"),
+    ("series_full", "series at level full", "{:,.0f}"),
+    ("series_health", "series at level health", "{:,.0f}"),
+    ("parse_perfquery_vps", "parse perfquery (values/s)", "{:,.0f}"),
+    ("parse_ufm_csv_vps", "parse UFM Telemetry CSV (values/s)", "{:,.0f}"),
+    ("parse_ufm_prom_vps", "parse UFM Telemetry Prometheus (values/s)", "{:,.0f}"),
+    ("parse_s", "parse one poll, perfquery (CPU s)", "{:.2f}"),
+    ("store_s", "store update one poll (CPU s)", "{:.2f}"),
+    ("detect_s", "detection pass, all ports (CPU s)", "{:.2f}"),
+    ("render_s", "exposition render, full (CPU s)", "{:.2f}"),
+    ("render_health_s", "exposition render, health (CPU s)", "{:.2f}"),
+    ("body_mb", "exposition size, text (MB)", "{:.1f}"),
+    ("gzip_mb", "exposition size, gzip (MB)", "{:.1f}"),
+    ("scrape_p50_s", "/metrics p50, OpenMetrics+gzip, 4 concurrent (s)", "{:.3f}"),
+    ("scrape_max_s", "/metrics max, gzip, 4 concurrent (s)", "{:.3f}"),
+    ("scrape_plain_p50_s", "/metrics p50, plain text, alone (s)", "{:.3f}"),
+    ("cycle_cores", "cost per 10 s poll cycle (cores)", "{:.2f}"),
+    ("peak_rss_mb", "peak RSS (MB)", "{:,.0f}"),
+    ("generate_latest_s", "prometheus_client generate_latest (CPU s)", "{:.2f}"),
+    ("fabric_render_s", "fabricmon render, same series (CPU s)", "{:.2f}"),
+    ("render_vs_generate_latest", "render speed vs generate_latest (x)", "{:.1f}"),
+]
+
+
+def table(sums: list[dict[str, float]]) -> str:
+    w = max(len(r[1]) for r in ROWS)
+    head = f"{'':<{w}}  " + "  ".join(f"{int(s['ports']):>12,}" for s in sums)
+    lines = [head, "-" * len(head)]
+    for key, label, fmt in ROWS:
+        lines.append(f"{label:<{w}}  " + "  ".join(f"{fmt.format(s[key]):>12}" for s in sums))
+    return "\n".join(lines)
+
+
+def verdicts(s: dict[str, float]) -> list[dict[str, Any]]:
+    out = []
+    for key, (limit, unit, higher) in TARGETS.items():
+        v = s[key]
+        met = v >= limit if higher else v < limit
+        out.append({"target": key, "value": v, "limit": limit, "unit": unit, "met": bool(met)})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="10k and 50k ports, 2 polls, SNMP on 4 switches")
+    ap.add_argument("--sizes", type=lambda v: [int(x) for x in v.split(",")], default=None, help="comma-separated port counts")
+    ap.add_argument("--polls", type=int, default=None, help="polls per size (the first is warm-up)")
+    ap.add_argument("--snmp-switches", type=int, default=None, help="switches in the SNMP comparison (0: skip)")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results.json"), help="JSON output path")
+    a = ap.parse_args(argv)
+    sizes = a.sizes or ([10_000, 50_000] if a.quick else [10_000, 50_000, 100_000])
+    polls = a.polls or (2 if a.quick else 3)
+    snmp_n = a.snmp_switches if a.snmp_switches is not None else (4 if a.quick else 8)
+    results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                                           "loadavg_start": os.getloadavg()}, "sizes": {}}
+    for n in sizes:
+        print(f"[bench] {n:,} ports ...", file=sys.stderr, flush=True)
+        results["sizes"][str(n)] = run_size(n, polls)
+    if snmp_n > 0:
+        print(f"[bench] SNMP: fabricmon vs prometheus-snmp-exporter on {snmp_n} switches ...", file=sys.stderr, flush=True)
+        from bench import snmp_compare
+
+        try:
+            results["snmp"] = snmp_compare.run(snmp_n)
+        except Exception as exc:  # the comparison needs snmpsim and the exporter: report, do not crash
+            results["snmp"] = {"error": f"{type(exc).__name__}: {exc}"}
+    results["machine"]["loadavg_end"] = os.getloadavg()
+    ok = [r for r in results["sizes"].values() if "error" not in r]
+    sums = [summary(r) for r in ok]
+    for n, r in results["sizes"].items():
+        if "error" in r:
+            print(f"size {n} failed:\n{r['error']}")
+    if sums:
+        print(table(sums))
+        results["targets"] = verdicts(sums[-1])
+        print(f"\nTargets at {int(sums[-1]['ports']):,} ports (poll interval {INTERVAL:.0f} s):")
+        for v in results["targets"]:
+            print(f"  {'met ' if v['met'] else 'GAP '} {v['target']:<28} {v['value']:>10.3f} {v['unit']:<5} (limit {v['limit']})")
+    snmp = results.get("snmp")
+    if snmp and "fabricmon" in snmp and "snmp_exporter" in snmp and "wall_s" in snmp["snmp_exporter"]:
+        f, e = snmp["fabricmon"], snmp["snmp_exporter"]
+        print(f"\nSNMP, {snmp['switches']} switches x {snmp['ports']} ports x {snmp['priorities']} priorities "
+              f"({snmp['oids_per_switch']} OIDs each), {snmp['concurrency']} at a time, same snmpsim:")
+        print(f"  fabricmon fetch+parse  wall {f['wall_s']:.2f} s  CPU {f['cpu_s']:.2f} s  values {f['values']}")
+        print(f"  snmp_exporter          wall {e['wall_s']:.2f} s  CPU {e['cpu_s']:.2f} s  values {e['values']}")
+        print(f"  ratio fabricmon/exporter: wall {snmp['wall_ratio']:.2f}x  CPU {snmp['cpu_ratio']:.1f}x")
+    elif snmp:
+        print(f"\nSNMP comparison: {snmp.get('error') or snmp.get('snmp_exporter')}")
+    Path(a.out).write_text(json.dumps(results, indent=1))
+    print(f"\nJSON: {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

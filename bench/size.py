@@ -1,0 +1,270 @@
+"""One fabric size, in its own process (so its peak RSS is its own): prints one JSON object.
+
+    python -m bench.size 100000 [--polls 3]
+
+Phases, in order: build the fabric and its payloads; parse each source format; run the
+agent path (parse -> store -> detect -> render) for ``--polls`` polls of a perfquery
+target; serve /metrics and scrape it concurrently from another process; record the peak
+RSS; only then build the same series in prometheus_client for the comparison (its memory
+is not counted in the agent's peak).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import resource
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from agent.detector import rules as rules_mod
+from agent.exporter.exposition import render
+from agent.exporter.metrics import ExpositionPolicy
+from agent.exporter.server import Exporter, make_app, start_server
+from agent.model import TargetSpec
+from agent.pipeline import Pipeline
+from bench.fabric import Fabric
+from collectors.perfquery.parse import parse_payload as parse_perfquery_payload
+from collectors.ufm_telemetry.parse import parse_payload as parse_ufm_payload
+
+T0 = 1_700_000_000.0
+INTERVAL = 10.0
+PARSE_PORTS = 25_000
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def rss_mb() -> float:
+    """Current resident set size."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+class Clock:
+    """Wall and CPU seconds of a block."""
+
+    def __enter__(self) -> Clock:
+        self.w, self.c = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self.w
+        self.cpu = time.process_time() - self.c
+
+
+def series_count(body: bytes) -> int:
+    return sum(1 for ln in body.split(b"\n") if ln and not ln.startswith(b"#"))
+
+
+def parse_formats(fab: Fabric) -> dict[str, Any]:
+    """values/s of each source format's parser on one poll of the whole fabric."""
+    out: dict[str, Any] = {}
+    state: dict[str, Any] = {}
+    parse_perfquery_payload({"ibnetdiscover": fab.ibnetdiscover, "perfquery": []}, state)
+    texts = fab.perfquery_texts(1)
+    with Clock() as c:
+        r = parse_perfquery_payload({"perfquery": texts}, state)
+    out["perfquery"] = {"values": len(r.samples), "cpu_s": c.cpu, "values_per_s": len(r.samples) / c.cpu}
+    del texts, r
+    spec = TargetSpec("ufm", "ufm-telemetry")
+    for fmt, body in (("ufm-telemetry-csv", fab.ufm_csv(1, int(T0 * 1e6))),
+                      ("ufm-telemetry-prometheus", fab.ufm_prometheus(1, int(T0 * 1e3)))):
+        payload = {"responses": [{"method": "GET", "path": "/csv/cset/converted_enterprise" if fmt.endswith("csv") else "/metrics",
+                                  "status": 200, "body": body}]}
+        with Clock() as c:
+            r = parse_ufm_payload(payload, spec)
+        out[fmt] = {"values": len(r.samples), "cpu_s": c.cpu, "values_per_s": len(r.samples) / c.cpu, "body_mb": len(body) / 1e6}
+        del payload, body, r
+        gc.collect()
+    return out
+
+
+def scrape_from_other_process(port: int, clients: int, rounds: int) -> dict[str, Any]:
+    code = "import bench.scrape as s, sys; s.main(sys.argv[1:])"
+    out = subprocess.run([sys.executable, "-c", code, str(port), str(clients), str(rounds)],
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    return json.loads(out)
+
+
+def serve_in_thread(exporter: Exporter) -> tuple[int, asyncio.AbstractEventLoop, threading.Thread]:
+    from tests.conftest import free_port
+
+    port = free_port()
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    holder: dict[str, Any] = {}
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        holder["runner"] = loop.run_until_complete(start_server(make_app(exporter), f"127.0.0.1:{port}"))
+        started.set()
+        loop.run_forever()
+        loop.run_until_complete(holder["runner"].cleanup())
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    started.wait(30)
+    return port, loop, th
+
+
+def agent_path(fab: Fabric, polls: int, clients: int, rounds: int) -> dict[str, Any]:
+    spec = TargetSpec("ib", "perfquery")
+    p = Pipeline([spec], rules_mod.build(), stale_after=3600.0)
+    exporter = Exporter(p)
+    state: dict[str, Any] = {}
+    per_poll: list[dict[str, float]] = []
+    gc.collect()
+    rss = {"before_agent": rss_mb()}
+    for k in range(polls):
+        t = T0 + INTERVAL * k
+        payload: dict[str, Any] = {"perfquery": fab.perfquery_texts(k)}
+        if k == 0:
+            payload["ibnetdiscover"] = fab.ibnetdiscover
+        with Clock() as c_parse:
+            r = parse_perfquery_payload(payload, state)
+        del payload
+        with Clock() as c_store:
+            p.store.set_devices(r.devices, target="ib")
+            p.store.set_port_info(r.ports, t)
+            touched = p.store.update(r.samples, t, r.clocks, r.gauges, target="ib")
+            if r.links is not None:
+                p.topology.set_links("ib", r.links)
+        del r
+        p._pending_ports |= touched
+        p._pending_devices.update(d for d, _ in touched)
+        p.clock = t
+        p.generation += 1
+        with Clock() as c_detect:
+            p.detect(t)
+        with Clock() as c_render:
+            expo = exporter.render_now()
+        if k == 0:
+            rss["store_filled"] = rss_mb()
+        per_poll.append({"parse": c_parse.cpu, "store": c_store.cpu, "detect": c_detect.cpu, "render": c_render.cpu,
+                         "render_wall": c_render.wall})
+        gc.collect()
+    steady = per_poll[1:] or per_poll  # poll 0 builds every object: not the steady state
+    avg = {k: sum(x[k] for x in steady) / len(steady) for k in steady[0]}
+    body = expo.text
+    with Clock() as c_gz:
+        gz = expo.body(True, True)  # what Prometheus asks for: OpenMetrics, gzip (built once per render)
+    result: dict[str, Any] = {
+        "ports": len(p.store.ports), "counter_series": p.store.series_count(), "polls": polls,
+        "steady_poll_cpu_s": avg, "first_poll_cpu_s": per_poll[0],
+        "cycle_cpu_s": sum(avg[k] for k in ("parse", "store", "detect", "render")) + c_gz.cpu,
+        "exposition_full": {"series": series_count(body), "bytes": len(body), "gzip_bytes": len(gz), "gzip_cpu_s": c_gz.cpu},
+        "rules": [r.name for r in p.detector.rules],
+    }
+    port, loop, th = serve_in_thread(exporter)
+    try:
+        result["scrape"] = scrape_from_other_process(port, clients, rounds)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        th.join(30)
+    result["peak_rss_mb_full"] = peak_rss_mb()
+    rss["after_scrapes"] = rss_mb()
+    result["rss_mb"] = rss
+    result["exposition_full"]["held_mb"] = (len(expo.text) + len(expo.openmetrics) + sum(len(b) for b in expo._gz.values())) / 2**20
+    # Health level: the same store, rendered for Prometheus at the health level.
+    p.exposition_policy = ExpositionPolicy(level="health")
+    with Clock() as c_h:
+        text, _om = render(exporter_families(exporter))
+    result["exposition_health"] = {"series": series_count(text), "bytes": len(text), "render_cpu_s": c_h.cpu}
+    del text, _om
+    p.exposition_policy = None
+    result["_pipeline"] = p
+    return result
+
+
+def exporter_families(exporter: Exporter) -> list:
+    from agent.exporter import metrics
+
+    return metrics.all_families(exporter.pipeline)
+
+
+def prometheus_client_ratio(p: Pipeline, our_render_cpu: float) -> dict[str, Any]:
+    """generate_latest on the same fabric series (same names, labels and values) vs our render."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    from agent.vocabulary import COUNTERS, GAUGES, metric_name
+
+    store = p.store
+
+    class StoreCollector:
+        def collect(self):
+            cfams: dict[str, CounterMetricFamily] = {}
+            gfams: dict[str, GaugeMetricFamily] = {}
+            for (device, port), entry in store.ports.items():
+                for (counter, sub), se in entry.series.items():
+                    d = COUNTERS.get(counter)
+                    if d is None:
+                        continue
+                    f = cfams.get(counter)
+                    if f is None:
+                        f = cfams[counter] = CounterMetricFamily(metric_name(d).removesuffix("_total"), d.help,
+                                                                 labels=("device", "port", *d.labels))
+                    f.add_metric((device, port, *(str(x) for x in sub)), se.total)
+                for (name, sub), g in entry.gauges.items():
+                    gd = GAUGES.get(name)
+                    if gd is None:
+                        continue
+                    f2 = gfams.get(name)
+                    if f2 is None:
+                        f2 = gfams[name] = GaugeMetricFamily(metric_name(gd), gd.help, labels=("device", "port", *gd.labels))
+                    f2.add_metric((device, port, *(str(x) for x in sub)), g.value)
+            yield from cfams.values()
+            yield from gfams.values()
+
+    reg = CollectorRegistry()
+    reg.register(StoreCollector())
+    gc.collect()
+    rss0 = peak_rss_mb()
+    with Clock() as c:
+        body = generate_latest(reg)
+    # our side, same series only (fabric families): render them again
+    from agent.exporter import metrics
+
+    with Clock() as c2:
+        text, _ = render(metrics.fabric_families(p))
+    return {"generate_latest_cpu_s": c.cpu, "generate_latest_series": series_count(body),
+            "fabricmon_fabric_render_cpu_s": c2.cpu, "fabricmon_fabric_series": series_count(text),
+            "ratio": c.cpu / c2.cpu if c2.cpu else None, "peak_rss_growth_mb": peak_rss_mb() - rss0,
+            "full_render_cpu_s": our_render_cpu}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("ports", type=int)
+    ap.add_argument("--polls", type=int, default=3)
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--no-parse", action="store_true")
+    a = ap.parse_args(argv)
+    with Clock() as c:
+        fab = Fabric(a.ports)
+    out: dict[str, Any] = {"requested_ports": a.ports, "fabric_ports": fab.nports, "pods": fab.pods,
+                           "switches": len(fab.switches), "build_s": c.wall}
+    if not a.no_parse:
+        # Throughput is per value: measured on at most PARSE_PORTS ports to keep the run short.
+        sub = fab if fab.nports <= PARSE_PORTS else Fabric(PARSE_PORTS)
+        out["parse"] = parse_formats(sub)
+        out["parse"]["measured_on_ports"] = sub.nports
+        del sub
+        gc.collect()
+    agent = agent_path(fab, a.polls, a.clients, a.rounds)
+    p = agent.pop("_pipeline")
+    out["agent"] = agent
+    out["prometheus_client"] = prometheus_client_ratio(p, agent["steady_poll_cpu_s"]["render"])
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
