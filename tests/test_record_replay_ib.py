@@ -57,7 +57,7 @@ targets:
         agent = Agent(loaded, listen="", record_path=str(rec), duration=2.5)
         await agent.run()
     live_text = Exporter(agent.pipeline).render_now().text.decode()
-    header, polls, _ = read_polls(rec)
+    _, polls, _ = read_polls(rec)
     by = {name: [p for p in polls if p.target == name] for name in ("ib-fabric", "tele", "ufm-dead")}
     assert len(by["ib-fabric"]) >= 3 and all(p.ok for p in by["ib-fabric"])
     assert len(by["tele"]) >= 3 and all(p.ok for p in by["tele"])

@@ -42,7 +42,8 @@ def test_append_keeps_one_header(tmp_path):
     w = RecordingWriter(path, SPECS)
     w.write_poll(Poll("leaf01", "snmp", 110.0, 0.4, True, payload={"snmprec": ""}))
     w.close()
-    lines = [json.loads(x) for x in gzip.open(path).read().splitlines()]
+    with gzip.open(path) as fh:
+        lines = [json.loads(x) for x in fh.read().splitlines()]
     assert sum(1 for x in lines if x["type"] == "header") == 1
     assert len(read_polls(path)[1]) == 3
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 from agent.model import ParseResult
@@ -59,7 +60,7 @@ async def test_hanging_and_failing_targets_do_not_delay_others():
     by = {n: [p for p in polls if p.target == n] for n in ("good", "hang", "fail", "crash")}
     # The good target kept its 0.1 s interval (about 15 polls), with no gap near the hang timeout.
     assert len(by["good"]) >= 12
-    gaps = [b - a for a, b in zip(good.starts, good.starts[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(good.starts)]
     assert max(gaps) < 0.25
     assert all(p.ok for p in by["good"])
     # The hanging target timed out (and its fetch was cancelled), the failing one backed off.
