@@ -1,6 +1,7 @@
-"""InfiniBand record -> replay: `perfquery` (fake infiniband-diags on PATH) and `ufm-telemetry`
-(a real aiohttp stand-in) polled live and recorded; the replay gives the same metrics. A dead
-UFM target fails with a clear error and fabricmon_target_up 0 while the others go on."""
+"""InfiniBand record -> replay: `perfquery` (fake infiniband-diags on PATH), `ufm-telemetry` and
+`ufm` (real aiohttp stand-ins; UFM over TLS with token auth) polled live and recorded; the
+replay gives the same metrics. A dead UFM target fails with a clear error and
+fabricmon_target_up 0 while the others go on."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from agent.recording import read_polls
 from agent.replay import replay_recording
 from agent.runtime import Agent
 from tests.conftest import ROOT, free_port, public_fixture
-from tests.http_standins import Reply, StandIn
+from tests.http_standins import Reply, StandIn, TokenAuthRule, self_signed_cert
 from tests.test_golden_e2e import stable
 from tests.test_ufm_telemetry import CSV_PATH, SMALL, rows_to_csv
 
@@ -43,7 +44,14 @@ def fakeib(tmp_path, monkeypatch):
 async def test_ib_record_replays_to_same_metrics_and_dead_target_is_isolated(tmp_path, fakeib, caplog):
     rows = json.loads(public_fixture(SMALL).read_text())["values"]
     dead_port = free_port()  # nothing listens there: connection refused
-    async with StandIn({CSV_PATH: Reply(rows_to_csv(rows), content_type="text/csv")}) as srv:
+    ufm_case = json.loads((ROOT / "collectors" / "ufm" / "testcases" / "v620_fabric" / "payload.json").read_text())
+    ufm_routes = {r["path"].split("?", 1)[0]: Reply(r["body"]) for r in ufm_case["responses"]}
+    cert, key = self_signed_cert(tmp_path)
+    token_file = tmp_path / "ufm-token"
+    token_file.write_text("czQYeCfKIeXqlwSqtorunOPysaSp2r\n")
+    token_file.chmod(0o600)
+    ufm = StandIn(ufm_routes, {"/ufmRestV3": TokenAuthRule("czQYeCfKIeXqlwSqtorunOPysaSp2r")}, tls=(cert, key))
+    async with StandIn({CSV_PATH: Reply(rows_to_csv(rows), content_type="text/csv")}) as srv, ufm:
         cfg = tmp_path / "fabricmon.yml"
         rec = tmp_path / "ib.jsonl"
         cfg.write_text(f"""
@@ -52,13 +60,16 @@ targets:
   - {{name: ib-fabric, source: perfquery, address: ""}}
   - {{name: tele, source: ufm-telemetry, address: 127.0.0.1, scheme: http, port: {srv.port}}}
   - {{name: ufm-dead, source: ufm, address: 127.0.0.1, port: {dead_port}, username: admin, password: x, scheme: http}}
+  - {{name: ufm01, source: ufm, address: 127.0.0.1, port: {ufm.port}, auth: token, token_file: {token_file}, ca_file: {cert}}}
 """)
         loaded = load(cfg)
         agent = Agent(loaded, listen="", record_path=str(rec), duration=2.5)
         await agent.run()
     live_text = Exporter(agent.pipeline).render_now().text.decode()
     _, polls, _ = read_polls(rec)
-    by = {name: [p for p in polls if p.target == name] for name in ("ib-fabric", "tele", "ufm-dead")}
+    by = {name: [p for p in polls if p.target == name] for name in ("ib-fabric", "tele", "ufm-dead", "ufm01")}
+    assert len(by["ufm01"]) >= 3 and all(p.ok for p in by["ufm01"]), by["ufm01"][:1]
+    assert "czQYeCfKIeXqlwSqtorunOPysaSp2r" not in rec.read_text()  # the token never reaches the recording
     assert len(by["ib-fabric"]) >= 3 and all(p.ok for p in by["ib-fabric"])
     assert len(by["tele"]) >= 3 and all(p.ok for p in by["tele"])
     assert by["ufm-dead"] and not any(p.ok for p in by["ufm-dead"])
@@ -70,6 +81,7 @@ targets:
 
     assert 'fabricmon_target_up{target="ufm-dead",source="ufm"} 0' in live_text
     assert 'fabricmon_target_up{target="ib-fabric",source="perfquery"} 1' in live_text
+    assert 'fabricmon_target_up{target="ufm01",source="ufm"} 1' in live_text
     assert 'fabricmon_target_poll_errors_total{target="ufm-dead",source="ufm",reason="connection"}' in live_text
     # 36298026860928 words x 4 from the EDR switch fixture, on the switch's port 1
     assert 'fabricmon_port_transmit_bytes_total{device="' in live_text and "145192107443712" in live_text
