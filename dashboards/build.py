@@ -48,7 +48,7 @@ NOT_IB_PORT = "unless on (instance, device, port) fabricmon_port_transmit_wait_t
 PEER_JOIN = "* on (instance, device, port) group_left (peer_device, peer_port) fabricmon_port_info"
 
 # (dashboard uid, panel title) -> the scenario (tests/scenarios/<name>.jsonl.gz) in which the panel must
-# show data; "" = no scenario exports its metrics yet (queue occupancy, optics temperature, WJH):
+# show data; "" = no scenario exports its metrics yet (queue occupancy: only NVUE's tc-usage reports it):
 # the live test then only checks that its queries parse and evaluate.
 PANEL_SCENARIOS: dict[tuple[str, str], str] = {}
 
@@ -213,8 +213,6 @@ def overview() -> Any:
         ("Links", [
             P("stat", "Ports down", [Q(f"count(fabricmon_port_up{{{DP}}} == 0) or vector(0)", instant=True)], "none", "benign_heavy_load", w=6, h=6),
             P("stat", "Cables in topology", [Q("sum(fabricmon_topology_links)", instant=True)], "none", "benign_heavy_load", w=6, h=6),
-            P("table", "Hottest optics", [Q(f"topk(10, fabricmon_port_module_temperature_celsius{{{DP}}})", table=True)],
-              "celsius", "", w=12, h=6, hide=["instance"]),
         ]),
     ])
 
@@ -273,8 +271,9 @@ def ethernet() -> Any:
                 Q(f"rate(fabricmon_queue_wred_dropped_packets_total{{{DP}}}{RI}) > 0", queue + " WRED"),
             ], "pps", "lossless_drops_arista", "No-buffer drops on a PFC priority are a lossless-class violation."),
             P("timeseries", "WJH drops by reason", [
-                Q(f"sum by (device, group, reason) (rate(fabricmon_wjh_dropped_packets_total{{{D}}}{RI}))", "{{device}} {{group}} {{reason}}"),
-            ], "pps", "", "What Just Happened drop records by group and reason id (503-505 on a lossless TC are buffer drops)."),
+                Q(f"sum by (device, group, reason, traffic_class) (rate(fabricmon_wjh_dropped_packets_total{{{D}}}{RI}))",
+                  "{{device}} {{group}} {{reason}} TC{{traffic_class}}"),
+            ], "pps", "wjh_buffer_drops_nvue", "What Just Happened drop records by group and reason id (503-505 on a lossless TC are buffer drops)."),
             P("timeseries", "Host NIC transport errors per second", [
                 Q(f"rate(fabricmon_nic_out_of_sequence_packets_total{{{DP}}}{RI})", "{{device}} {{port}} out of sequence"),
                 Q(f"rate(fabricmon_nic_packet_sequence_errors_total{{{DP}}}{RI})", "{{device}} {{port}} sequence NAKs"),
