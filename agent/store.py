@@ -159,18 +159,12 @@ class CounterStore:
                 clock_reset.add(device)  # rebooted or uptime wrapped: every interval is invalid
             self._device_clock[device] = (dev_t, poll_t)
         touched: set[PortKey] = set()
-        ports = self.ports
+        pk: PortKey | None = None
+        entry: PortEntry | None = None
         for s in samples:
-            pk = (s.device, s.port)
-            entry = ports.get(pk)
-            if entry is None:
-                entry = ports[pk] = PortEntry(target=target)
-                self.layout += 1
-            if pk not in touched:
-                touched.add(pk)
-                entry.seen = poll_t
-                if target:
-                    entry.target = target
+            if pk is None or s.device != pk[0] or s.port != pk[1]:  # parsers emit a port's samples together
+                pk = (s.device, s.port)
+                entry = self._touch(pk, target, poll_t, touched)
             key = (s.counter, s.sub)
             dev_t = clocks.get(s.device)
             series = entry.series.get(key)
@@ -180,20 +174,26 @@ class CounterStore:
             else:
                 self._advance(series, s, poll_t, dev_t, s.device in clock_reset)
         for g in gauges:
-            pk = (g.device, g.port)
-            entry = ports.get(pk)
-            if entry is None:
-                entry = ports[pk] = PortEntry(target=target)
-                self.layout += 1
-            if pk not in touched:
-                touched.add(pk)
-                entry.seen = poll_t
+            entry = self._touch((g.device, g.port), target, poll_t, touched)
             entry.gauges[(g.name, g.sub)] = GaugeValue(float(g.value), poll_t)
         for device, _ in touched:
             self.device_seen[device] = poll_t
             if target:
                 self.device_target[device] = target
         return touched
+
+    def _touch(self, pk: PortKey, target: str, poll_t: float, touched: set[PortKey]) -> PortEntry:
+        """The port's entry (created on first sight), marked as updated by this poll."""
+        entry = self.ports.get(pk)
+        if entry is None:
+            entry = self.ports[pk] = PortEntry(target=target)
+            self.layout += 1
+        if pk not in touched:
+            touched.add(pk)
+            entry.seen = poll_t
+            if target:
+                entry.target = target
+        return entry
 
     def _advance(self, se: Series, s: Sample, poll_t: float, dev_t: float | None, clock_reset: bool) -> None:
         value = s.value
