@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from collectors.base import FetchError, resolve_secret  # noqa: F401  (re-exported for REST collectors)
+from collectors.base import FetchError, resolve_secret
 
 DEFAULT_MAX_BODY = 256 * 1024 * 1024  # a full-fabric UFM ports list can be tens of MB
 
@@ -41,6 +41,20 @@ class HttpAuth:
         if self.kind == "token":
             return {"Authorization": f"{self.token_scheme} {self.secret}"}
         return {}
+
+
+def auth_from_options(o: Any, token_scheme: str = "Bearer") -> HttpAuth:
+    """The HttpAuth for a REST collector's options: ``auth`` (none, basic, token; basic when
+    the options have no such field), ``username``, ``password[_file|_env]``,
+    ``token[_file|_env]`` and an optional ``token_scheme``. Secrets are read at call time."""
+    kind = getattr(o, "auth", "basic")
+    if kind == "basic":
+        password = resolve_secret("password", o.password, o.password_file, o.password_env) or ""
+        return HttpAuth("basic", username=o.username or "", secret=password)
+    if kind == "token":
+        token = resolve_secret("token", o.token, o.token_file, o.token_env) or ""
+        return HttpAuth("token", secret=token, token_scheme=getattr(o, "token_scheme", token_scheme))
+    return HttpAuth()
 
 
 @dataclass(slots=True)

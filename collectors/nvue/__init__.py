@@ -8,8 +8,8 @@ from typing import Any, Literal
 from pydantic import field_validator, model_validator
 
 from agent.model import ParseResult, TargetSpec
-from collectors.base import Collector, SourceOptions, resolve_secret
-from collectors.http_util import HttpAuth, HttpClient, base_url
+from collectors.base import Collector, SourceOptions
+from collectors.http_util import HttpAuth, HttpClient, auth_from_options, base_url
 from collectors.nvue.fetch import fetch_poll
 from collectors.nvue.parse import DEFAULT_PATHS, parse_payload
 
@@ -104,8 +104,7 @@ class NvueCollector(Collector):
 
     async def fetch(self) -> dict[str, Any]:
         o = self.options
-        password = resolve_secret("password", o.password, o.password_file, o.password_env) or ""
-        client = await self._client_for(HttpAuth("basic", username=o.username, secret=password))
+        client = await self._client_for(auth_from_options(o))
         per_if = [t for t in (getattr(o, k) for k in PER_INTERFACE) if t]
         return await fetch_poll(
             client, interfaces=o.interfaces, interface_pattern=self._pattern, per_interface=per_if,

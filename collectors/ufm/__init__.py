@@ -8,7 +8,7 @@ from pydantic import model_validator
 
 from agent.model import ParseResult, TargetSpec
 from collectors.base import Collector, SourceOptions
-from collectors.http_util import DEFAULT_MAX_BODY, ClientSlot, HttpAuth, base_url, resolve_secret
+from collectors.http_util import DEFAULT_MAX_BODY, ClientSlot, HttpAuth, auth_from_options, base_url
 from collectors.ufm.fetch import LINKS_PATH, PORTS_PATH, SYSTEMS_PATH, gather_calls, payload_of, prefix_for
 from collectors.ufm.parse import parse_payload
 
@@ -54,12 +54,7 @@ class UfmCollector(Collector):
         self._slot = ClientSlot()
 
     def _current_auth(self) -> HttpAuth:
-        o = self.options
-        if o.auth == "token":
-            token = resolve_secret("token", o.token, o.token_file, o.token_env) or ""
-            return HttpAuth("token", secret=token, token_scheme="Basic")  # UFM: Basic, not Bearer
-        password = resolve_secret("password", o.password, o.password_file, o.password_env) or ""
-        return HttpAuth("basic", username=o.username or "", secret=password)
+        return auth_from_options(self.options, token_scheme="Basic")  # UFM /ufmRestV3: Basic, not Bearer
 
     async def fetch(self) -> dict[str, Any]:
         o = self.options

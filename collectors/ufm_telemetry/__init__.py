@@ -8,7 +8,7 @@ from pydantic import model_validator
 
 from agent.model import ParseResult, TargetSpec
 from collectors.base import Collector, SourceOptions
-from collectors.http_util import DEFAULT_MAX_BODY, ClientSlot, HttpAuth, base_url, resolve_secret
+from collectors.http_util import DEFAULT_MAX_BODY, ClientSlot, HttpAuth, auth_from_options, base_url
 from collectors.ufm_telemetry.fetch import fetch_all, shard_paths
 from collectors.ufm_telemetry.parse import parse_payload
 
@@ -59,14 +59,7 @@ class UfmTelemetryCollector(Collector):
         self._slot = ClientSlot()
 
     def _current_auth(self) -> HttpAuth:
-        o = self.options
-        if o.auth == "basic":
-            pw = resolve_secret("password", o.password, o.password_file, o.password_env) or ""
-            return HttpAuth("basic", username=o.username or "", secret=pw)
-        if o.auth == "token":
-            tok = resolve_secret("token", o.token, o.token_file, o.token_env) or ""
-            return HttpAuth("token", secret=tok, token_scheme=o.token_scheme)
-        return HttpAuth()
+        return auth_from_options(self.options)
 
     async def fetch(self) -> dict[str, Any]:
         o = self.options
