@@ -144,3 +144,36 @@ def test_counter32_wraps() -> None:
             assert all(v < 2**32 for _, v in values)
             wraps += sum(b < a for (_, a), (_, b) in pairwise(values))
     assert wraps >= 3
+
+
+def test_roce_oos_burst_physics() -> None:
+    """Go-back-N RoCE under ~4e-5 silent loss: OOS ~1e-3 of received packets (the ~20-30
+    packets in flight behind each loss), one NAK (packet_seq_err) per loss of a sent packet,
+    ack timeouts a few % of those; only during the burst, and only on the sick host."""
+    path = CORPUS / "roce_oos_burst_host.jsonl.gz"
+    tr = _truth(path, kind="packet_loss")
+    host, port = tr["device"], tr["port"]
+    assert port == "mlx5_0/1"
+
+    def deltas(target: str, counter: str) -> dict[float, float]:
+        return {t1: b - a for (_, a), (t1, b) in pairwise(_series(path, target, target, port, counter))}
+
+    oos, rx = deltas(host, "out_of_sequence"), deltas(host, "rx_packets")
+    nak, tmo, tx = deltas(host, "packet_seq_err"), deltas(host, "local_ack_timeout_err"), deltas(host, "tx_packets")
+    assert len(oos) == 29 and set(oos) == set(rx)
+    burst = [t for t in oos if tr["start"] <= t < tr["end"]]
+    assert len(burst) == 6
+    for t in oos:
+        if t not in burst:
+            assert oos[t] == nak[t] == tmo[t] == 0, t
+            continue
+        assert 0.8e-3 <= oos[t] / rx[t] <= 1.3e-3, (t, oos[t] / rx[t])
+        loss = (nak[t] + tmo[t]) / tx[t]  # every lost sent packet ends in a NAK or a timeout
+        assert 0.8e-3 / 30 * 0.99 <= loss <= 1.3e-3 / 20 * 1.01, (t, loss)
+        assert 0.02 <= tmo[t] / (nak[t] + tmo[t]) <= 0.05 + 1 / (nak[t] + tmo[t]), t
+        assert rx[t] > 1e7  # ~120 Gb/s of 4 KiB RoCE frames: the per-packet ratio is meaningful
+    # The ethtool counters share the RDMA port (netdev linked in sysfs), so rates and PFC agree on a port.
+    assert _series(path, host, host, port, "pfc_rx_pause_frames", ("3",))
+    healthy = next(t["name"] for t in _lines(path)[0]["targets"] if t["source"] == "host" and t["name"] != host)
+    for counter in ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err"):
+        assert set(deltas(healthy, counter).values()) == {0}, counter

@@ -22,7 +22,7 @@ import random
 from collections.abc import Callable
 
 from agent.scenarios.render import SYS_DESCR, SYS_OID
-from agent.scenarios.sim import Device, Fabric, PortRef, StepPlan, propagate_pause
+from agent.scenarios.sim import Device, Fabric, PortRef, StepPlan, pkt_size, propagate_pause
 from agent.scenarios.writer import T0, Scenario, Target
 
 HOST_GBPS = 200.0
@@ -635,6 +635,52 @@ def ber_creep_ib(seed: int) -> Scenario:
     return sc
 
 
+def roce_oos_burst_host(seed: int) -> Scenario:
+    """Silent loss seen only by a host NIC: leaf01's forwarding pipeline drops ~0.004 % of the
+    frames to and from gpu02 for 6 polls (a table parity error: no switch counter sees it).
+
+    RoCE RC is go-back-N: behind each lost data packet the responder receives the ~20-30
+    packets still in flight (one RTT at 200 Gb/s) out of sequence (``out_of_sequence``, ~1e-3
+    of the received packets) and NAKs once; as requester the host counts the NAKs for its own
+    lost packets (``packet_seq_err``) and, when a tail packet or the NAK itself is lost, the
+    ack timer expires (``local_ack_timeout_err``, a few % of the losses). gpu05 is a healthy
+    host target on the other leaf. Host targets render the full sysfs walk, so every counter
+    is on ``mlx5_0/1`` and the loss ratio per received packet is measurable."""
+    fab = _new(seed)
+    eth = EthFabric(fab, [("leaf01", "arista"), ("leaf02", "arista")], ("spine01", "cisco"))
+    hosts = eth.all_hosts()
+    sick, healthy = hosts[1], hosts[4]
+    tr = Traffic(fab, all_to_all(hosts, 0.6))
+    fab.seed_counters()
+    for i, h in enumerate((sick, healthy)):
+        fab.devices[h].guid = 0x1070FD0300C00000 + fab.rng.randrange(1, 0xFF) * 0x100 + i * 0x10
+    to_host, from_host = eth.port_to(sick), (sick, "eth0")
+    rng = random.Random(seed)
+    s, e = 12, 18
+
+    def pkts(p: StepPlan, ref: PortRef, dt: float = 10.0) -> float:
+        port = fab.port(ref)
+        return sum(min(u, 1.0) * port.bytes_per_s * dt / pkt_size(q) for q, u in p.load.get(ref, {}).items())
+
+    def plan(k: int) -> StepPlan:
+        p, _ = tr.plan(rng)
+        if window(k, s, e):
+            oos_ratio, in_flight, tail = rng.uniform(0.8e-3, 1.3e-3), rng.uniform(20, 30), rng.uniform(0.02, 0.05)
+            lost_tx = pkts(p, from_host) * oos_ratio / in_flight  # same drop rate in both directions
+            p.bump[from_host] = {"out_of_sequence": round(pkts(p, to_host) * oos_ratio),
+                                 "packet_seq_err": round(lost_tx * (1 - tail)), "local_ack_timeout_err": round(lost_tx * tail)}
+        return p
+
+    targets = [*eth.targets(), *(Target(h, "host", h, sysfs=True) for h in (sick, healthy))]
+    sc = Scenario("roce_oos_burst_host", f"silent drops in leaf01 toward and from {sick}: a burst of out-of-sequence "
+                  f"packets, NAKs and ack timeouts on its NIC only ({healthy} is a healthy host target)",
+                  fab, targets, plan, polls=30, seed=seed)
+    sc.add_truth("packet_loss", sick, "mlx5_0/1", None, None, s, e)
+    sc.notes[s] = f"leaf01 starts dropping ~0.004 % of the frames to and from {sick} silently"
+    sc.notes[e] = "drops stop"
+    return sc
+
+
 def demo(seed: int) -> Scenario:
     """A small mixed fabric with real faults, for ``fabricmon run`` with no config."""
     fab = _new(seed)
@@ -710,4 +756,5 @@ SCENARIOS: dict[str, Callable[[int], Scenario]] = {
     "link_flap_ib": link_flap_ib,
     "link_flap_eth": link_flap_eth,
     "ber_creep_ib": ber_creep_ib,
+    "roce_oos_burst_host": roce_oos_burst_host,  # appended last: the seeds of the others stay put
 }

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import zlib
+
 from agent.scenarios.sim import NPRIO, Device, Fabric, Port
 
 C32 = 2**32
@@ -197,12 +199,18 @@ HW_COUNTERS = {
 }
 
 
-def render_host(dev: Device) -> dict[str, object]:
-    """A host NIC poll: mlx5 RDMA hw_counters files and ``ethtool -S eth0`` (PFC on priority 3)."""
+def render_host(dev: Device, sysfs: bool = False) -> dict[str, object]:
+    """A host NIC poll: mlx5 RDMA hw_counters files and ``ethtool -S eth0`` (PFC on priority 3).
+
+    ``sysfs`` adds what a real ``/sys/class/infiniband`` walk also holds: device and port
+    attributes (the netdev link, so ethtool counters land on ``mlx5_0/1`` too) and the PMA
+    ``counters/`` (extended table: 64-bit data in 4-byte words, packets; error counters)."""
     p = next(iter(dev.ports.values()))
     c = p.c
     base = "infiniband/mlx5_0/ports/1/hw_counters/"
     files = {base + name: f"{int(c[key]) if key else 0}\n" for name, key in HW_COUNTERS.items()}
+    if sysfs:
+        files.update(_host_sysfs(dev, p))
     s = p.prio[3]
     stats = [
         ("rx_packets", c["in_pkts"]), ("tx_packets", c["out_pkts"]),
@@ -216,6 +224,37 @@ def render_host(dev: Device) -> dict[str, object]:
     ]
     text = "NIC statistics:\n" + "".join(f"     {k}: {int(v)}\n" for k, v in stats)
     return {"files": files, "ethtool": {p.name: text}}
+
+
+def _host_sysfs(dev: Device, p: Port) -> dict[str, str]:
+    c = p.c
+    port = "infiniband/mlx5_0/ports/1/"
+    guid = f"{dev.guid or 0x1070FD0300B00000 + zlib.crc32(dev.name.encode()) % 0x10000 * 0x10:016x}"
+    files = {
+        "infiniband/mlx5_0/node_guid": ":".join(guid[i:i + 4] for i in range(0, 16, 4)) + "\n",
+        "infiniband/mlx5_0/hca_type": "MT4129\n",  # ConnectX-7
+        "infiniband/mlx5_0/fw_ver": "28.39.1002\n",
+        "infiniband/mlx5_0/board_id": "MT_0000000838\n",
+        f"infiniband/mlx5_0/device/net/{p.name}/dev_port": "0\n",
+        port + "state": "4: ACTIVE\n" if p.up else "1: DOWN\n",
+        port + "phys_state": "5: LinkUp\n" if p.up else "3: Disabled\n",
+        port + "rate": f"{p.speed_gbps:g} Gb/sec (4X HDR)\n",
+        port + "link_layer": "Ethernet\n",
+        port + "gid_attrs/ndevs/0": f"{p.name}\n",
+    }
+    values = {
+        "port_xmit_data": c["out_octets"] // 4, "port_rcv_data": c["in_octets"] // 4,
+        "port_xmit_packets": c["out_pkts"], "port_rcv_packets": c["in_pkts"],
+        "unicast_xmit_packets": c["out_pkts"], "unicast_rcv_packets": c["in_pkts"],
+        "multicast_xmit_packets": 0, "multicast_rcv_packets": 0,
+        "symbol_error": c["symbol_errors"], "link_error_recovery": c["link_error_recovery"],
+        "link_downed": c["link_downed"], "port_rcv_errors": c["rcv_errors"], "port_xmit_discards": c["xmit_discards"],
+        "port_rcv_remote_physical_errors": 0, "port_rcv_switch_relay_errors": 0, "port_xmit_constraint_errors": 0,
+        "port_rcv_constraint_errors": 0, "local_link_integrity_errors": 0, "excessive_buffer_overrun_errors": 0,
+        "VL15_dropped": 0, "port_xmit_wait": c["xmit_wait"],
+    }
+    files.update({f"{port}counters/{k}": f"{int(v)}\n" for k, v in values.items()})
+    return files
 
 
 # ------------------------------------------------------------------------------- InfiniBand

@@ -26,6 +26,7 @@ class Target:
     options: dict[str, Any] = field(default_factory=dict)
     counter32_offsets: dict[str, float] = field(default_factory=dict)
     memo: dict[str, float] = field(default_factory=dict)  # renderer state between polls (WJH windows)
+    sysfs: bool = False  # host: render the full sysfs walk (attributes, PMA counters), not only hw_counters
 
     def header(self) -> dict[str, Any]:
         return {"name": self.name, "source": self.source, **self.options}
@@ -101,7 +102,7 @@ def _payload(sc: Scenario, tg: Target, t: float, last_topo: dict[str, str]) -> d
     if tg.source == "nvue":
         return render.render_nvue(fab.devices[tg.device], t, tg.memo)
     if tg.source == "host":
-        return render.render_host(fab.devices[tg.device])
+        return render.render_host(fab.devices[tg.device], tg.sysfs)
     if tg.source == "perfquery":
         when = _dt.datetime.fromtimestamp(t, tz=_dt.UTC).strftime("%a %b %d %H:%M:%S %Y")
         topo = render.render_ibnetdiscover(fab, when)

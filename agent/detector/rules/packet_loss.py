@@ -22,7 +22,10 @@ from valid intervals only, and not on a port whose link is down or flapped this 
   packet_seq_err, local_ack_timeout_err) increasing in >= ``transport_min_polls`` (3) of the
   last ``transport_polls`` (5) intervals -> warning; then critical when the rate over
   ``transport_window_s`` (60 s) is >= ``transport_critical_per_min`` (10/min) or the count
-  per received packet is >= ``transport_critical_ratio`` (1e-4) (Meta).
+  per received packet is >= ``transport_critical_ratio`` (1e-4) (Meta). The 3-of-5 rule
+  filters stray single events; an interval with >= ``transport_burst`` (100) errors of one
+  counter is a retransmission burst, not a stray, and counts at once (so a hardware-counted
+  burst is reported on the first poll that shows it, like every other loss here).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ class PacketLossRule(Rule):
         "transport_window_s": 60.0,
         "transport_critical_per_min": 10.0,
         "transport_critical_ratio": 1e-4,
+        "transport_burst": 100,
     }
 
     def __init__(self, params: dict[str, Any] | None = None) -> None:
@@ -186,6 +190,7 @@ class PacketLossRule(Rule):
         hits: dict[str, int] = {}
         severity = None
         per_min: dict[str, float] = {}
+        last: dict[str, float] = {}
         rx = ser.get(("rx_packets", ()))
         rxw = rx.window(p["transport_window_s"]) if rx is not None else None
         for key in self.transport:
@@ -193,9 +198,11 @@ class PacketLossRule(Rule):
             if se is None or se.delta is None or se.total == se.history[0][1]:
                 continue
             n = _intervals_with_increase(se, p["transport_polls"])
-            if n < p["transport_min_polls"]:
+            if n < p["transport_min_polls"] and se.delta < p["transport_burst"]:
                 continue
             hits[key[0]] = n
+            if se.delta:
+                last[key[0]] = se.delta
             severity = severity or "warning"
             w = se.window(p["transport_window_s"])
             if w is None or w[1] <= 0:
@@ -209,5 +216,5 @@ class PacketLossRule(Rule):
                 kind="packet_loss", severity=severity, device=pk[0], port=pk[1],
                 summary=f"{pk[0]} {pk[1]}: transport loss ({', '.join(sorted(hits))}) in {max(hits.values())} of the last "
                         f"{p['transport_polls']} polls",
-                evidence={"polls_with_errors": hits, "per_minute": per_min},
+                evidence={"polls_with_errors": hits, "per_minute": per_min, "last_interval": last},
             )
