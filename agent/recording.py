@@ -95,7 +95,7 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
         if not complete:  # only the last line can lack its newline: a torn write
             try:
                 line = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nesting deeper than the decoder's stack
                 log.warning("%s:%d: torn last line (no newline, not valid JSON) skipped; everything before it is used", path, lineno)
                 break
         else:
@@ -118,7 +118,7 @@ def iter_recording(path: str | Path) -> Iterator[dict[str, Any]]:
 def _decode_one(path: Path, lineno: int, raw: bytes) -> dict[str, Any]:
     try:
         line = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than the decoder's stack
         raise RecordingError(f"{path}:{lineno}: malformed line, not JSON: {exc}") from None
     if not isinstance(line, dict) or not isinstance(line.get("type"), str):
         raise RecordingError(f"{path}:{lineno}: malformed line: expected a JSON object with a \"type\"")
@@ -152,7 +152,7 @@ def poll_from_line(path: str | Path, lineno: int, line: dict[str, Any]) -> Poll:
             duration_s=float(line.get("duration_s", 0.0)), ok=ok, payload=payload,
             error=None if ok else str(line.get("error", "unknown error")), reason=line.get("reason"),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:  # OverflowError: an integer t beyond float range
         raise RecordingError(f"{path}:{lineno}: malformed poll line: {exc}") from None
 
 

@@ -17,7 +17,9 @@ import datetime as dt
 import ipaddress
 import json
 import shutil
+import socket
 import ssl
+import struct
 import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -168,3 +170,53 @@ class StandIn:
         assert request.transport is not None
         request.transport.close()  # the client sees fewer bytes than Content-Length
         return resp
+
+
+@dataclass
+class FaultServer:
+    """A raw TCP server on 127.0.0.1 that misbehaves below HTTP (no aiohttp on this side).
+
+    ``mode``: ``reset`` accepts, reads the request and aborts with an RST (SO_LINGER 0);
+    ``hang`` accepts, reads the request and never answers (the client's timeout must end it).
+    """
+
+    mode: str = "reset"
+    port: int = 0
+    accepted: int = 0
+    _server: asyncio.AbstractServer | None = None
+    _open: set[asyncio.StreamWriter] = field(default_factory=set)
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    async def __aenter__(self) -> FaultServer:
+        if self.mode not in ("reset", "hang"):
+            raise ValueError(f"unknown FaultServer mode {self.mode!r}")
+        self._server = await asyncio.start_server(self._handle, LOOPBACK, 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for w in list(self._open):
+            w.transport.abort()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        self._open.add(writer)
+        try:
+            await reader.readuntil(b"\r\n\r\n")  # the request head: the client is now waiting for an answer
+            if self.mode == "reset":
+                sock = writer.get_extra_info("socket")
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                writer.transport.abort()
+            else:
+                await reader.read()  # until the client gives up and closes
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass
+        finally:
+            self._open.discard(writer)
+            writer.transport.abort()
