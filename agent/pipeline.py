@@ -109,7 +109,8 @@ class Pipeline:
         return bool(self.targets) and all(s.polls > 0 for s in self.targets.values())
 
     # ------------------------------------------------------------------ ingest
-    def ingest(self, poll: Poll) -> None:
+    def ingest(self, poll: Poll) -> bool:
+        """Take one finished poll; True when its data reached the store."""
         if self.recorder is not None:
             try:
                 self.recorder.write_poll(poll)
@@ -134,6 +135,7 @@ class Pipeline:
         if poll.t - self._last_expire >= max(self.store.stale_after / 4, 1.0):
             self._last_expire = poll.t
             self.store.expire(poll.t)
+        return status.up is True
 
     def _fail(self, status: TargetStatus, reason: str, message: str) -> None:
         status.up = False

@@ -115,9 +115,10 @@ class Agent:
     def _healthy(self) -> bool:
         return not self.stop_event.is_set() and all(not t.done() for t in self.scheduler.tasks.values())
 
-    def _on_poll(self, poll) -> None:
-        self.pipeline.ingest(poll)
+    def _on_poll(self, poll) -> bool:
+        ok = self.pipeline.ingest(poll)
         self.exporter.request_render()
+        return ok
 
     async def reload(self) -> bool:
         """Validate the config file again, then swap targets and rules. False keeps the old one."""

@@ -3,7 +3,8 @@
 One asyncio task per target, so polls of one target never overlap. Each poll runs under a
 timeout (cancellation reaches the collector, which kills its subprocesses and closes its
 sockets) and a global concurrency limit. A failing target backs off exponentially
-(interval x 2^failures, capped); a hanging one costs only its own timeout. Start times
+(interval x 2^failures, capped), whether the fetch failed or its payload could not be
+parsed; a hanging one costs only its own timeout. Start times
 are spread with jitter so a thousand targets do not fire in the same millisecond.
 """
 
@@ -30,7 +31,7 @@ class ScheduledTarget:
 
 
 class Scheduler:
-    def __init__(self, on_poll: Callable[[Poll], None], max_concurrency: int = 64, jitter: float = 0.1,
+    def __init__(self, on_poll: Callable[[Poll], bool | None], max_concurrency: int = 64, jitter: float = 0.1,
                  backoff_max: float = 300.0, rng: random.Random | None = None) -> None:
         self.on_poll = on_poll
         self.semaphore = asyncio.Semaphore(max_concurrency)
@@ -95,11 +96,13 @@ class Scheduler:
         next_due = time.monotonic()
         while True:
             poll = await self.poll_once(target)
-            self.failures[name] = 0 if poll.ok else self.failures[name] + 1
+            ok = poll.ok
             try:
-                self.on_poll(poll)
+                # on_poll may answer False: the payload arrived but could not be used (parse error).
+                ok = self.on_poll(poll) is not False and ok
             except Exception:
                 log.exception("processing the poll of %s failed", name)
+            self.failures[name] = 0 if ok else self.failures[name] + 1
             next_due += self.next_delay(target, self.failures[name])
             now = time.monotonic()
             if next_due < now:  # the poll overran its interval: skip the missed slots, do not burst

@@ -98,3 +98,18 @@ async def test_concurrency_limit_is_global():
     await asyncio.sleep(0.4)
     await sched.stop()
     assert polls and max(running) == 0  # nobody else was inside fetch when one started
+
+
+async def test_unusable_payload_backs_off_like_a_failed_fetch():
+    polls = []
+
+    def reject(poll):  # the pipeline could not parse it
+        polls.append(poll)
+        return False
+
+    sched = Scheduler(reject, jitter=0.0, backoff_max=10.0)
+    sched.start([ScheduledTarget(FakeCollector("garbage", "ok"), 0.1, 1.0)])
+    await asyncio.sleep(0.75)
+    await sched.stop()
+    # 0.1 s interval, but backing off: polls at 0, 0.2, 0.6 s instead of 8 on the interval
+    assert 2 <= len(polls) <= 4 and sched.failures == {}

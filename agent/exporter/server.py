@@ -33,6 +33,7 @@ class Exporter:
         self.reload_t = time.time()
         self.extra_families = extra_families
         self._scheduled = False
+        self._last_render_end = 0.0
         self.started = time.time()
         self.reload_hook: Callable[[], Awaitable[bool]] | None = None
 
@@ -42,14 +43,21 @@ class Exporter:
                                     self.extra_families() if self.extra_families else None)
         text, om = render(fams)
         self.exposition = Exposition(text, om, self.pipeline.generation, time.time(), time.perf_counter() - t0)
+        self._last_render_end = time.monotonic()
         return self.exposition
 
     def request_render(self) -> None:
-        """Render soon, once, however many polls finish in the same loop iteration."""
+        """Render soon, once, however many polls finish meanwhile.
+
+        A render blocks the event loop for as long as it takes (seconds on a fabric of
+        millions of series), so the next one waits at least that long after the previous
+        ended: rendering never takes more than half the loop's time from the polls.
+        """
         if self._scheduled:
             return
         self._scheduled = True
-        asyncio.get_running_loop().call_soon(self._render_scheduled)
+        wait = self._last_render_end + self.exposition.render_seconds - time.monotonic()
+        asyncio.get_running_loop().call_later(max(0.0, wait), self._render_scheduled)
 
     def _render_scheduled(self) -> None:
         self._scheduled = False

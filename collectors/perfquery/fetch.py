@@ -152,12 +152,18 @@ class PerfqueryFetcher:
         return texts, error
 
     async def _run(self, argv: list[str], sem: asyncio.Semaphore) -> str | FetchError:
-        """stdout when it holds counter blocks (whatever the exit status), else the error."""
+        """stdout when it holds counter blocks (whatever the exit status), else the error.
+
+        A command killed by a signal may have stopped in the middle of a value line
+        (``PortXmitData:....5123`` of a longer number): its output is never used.
+        """
         async with sem:
             try:
                 res = await run_command(argv, self.command_timeout)
             except FetchError as exc:
                 return exc
+        if res.returncode < 0:
+            return FetchError(res.describe_failure(f"was killed by signal {-res.returncode}"), reason="command")
         if parse_perfquery(res.stdout):
             return res.stdout
         return FetchError(res.describe_failure("printed no counters"), reason="command")

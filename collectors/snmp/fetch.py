@@ -133,6 +133,9 @@ def _error_reason(indication: object) -> str:
     return "protocol"
 
 
+IF_TABLES = ((1, 3, 6, 1, 2, 1, 2, 2), (1, 3, 6, 1, 2, 1, 31, 1))  # ifTable, ifXTable: every switch has interfaces
+
+
 async def get_scalars(s: Session, target: hl.UdpTransportTarget, oids: Sequence[Oid]) -> list[tuple[Oid, str, Value]]:
     """The first request of a poll. Any failure here fails the poll."""
     var_binds = [hl.ObjectType(hl.ObjectIdentity(".".join(map(str, o)))) for o in oids]
@@ -183,6 +186,9 @@ async def poll(s: Session, scalars: Sequence[Oid], walks_for: WalkPlanner) -> st
     """GET the scalars, ask ``walks_for`` which subtrees to walk, walk them; snmprec text."""
     target = await _transport(s)
     rows = await get_scalars(s, target, scalars)
+    if not rows:  # every scalar answered noSuchObject/noSuchInstance: a view that hides the device
+        raise FetchError(f"SNMP agent at {s.where} answered, but none of sysUpTime, sysObjectID ... exists in its view "
+                         "(noSuchObject): check the community/user's view", "protocol")
     roots = walks_for(rows)
     gate = asyncio.Semaphore(MAX_CONCURRENT_WALKS)
 
@@ -200,5 +206,8 @@ async def poll(s: Session, scalars: Sequence[Oid], walks_for: WalkPlanner) -> st
             log.warning("SNMP %s: subtree %s skipped this poll: %s", s.where, ".".join(map(str, root)), res)
             continue
         rows.extend(res)
+    if not any(r[0][: len(IF_TABLES[0])] in IF_TABLES for r in rows):
+        raise FetchError(f"SNMP agent at {s.where} has no IF-MIB interface rows (its walks ended at once, endOfMibView): "
+                         "check the community/user's view", "protocol")
     return format_snmprec(rows)
 
