@@ -1,7 +1,7 @@
 """fabricmon scale benchmark: one command, a table on stdout, every figure in JSON.
 
-    python -m bench                  # 10k, 50k and 100k ports + SNMP comparison (8 switches)
-    python -m bench --quick          # 10k and 50k ports, 2 polls, SNMP on 4 switches
+    python -m bench                  # 10k, 50k and 100k ports + SNMP comparison (64 switches)
+    python -m bench --quick          # 10k and 50k ports, 2 polls, SNMP on 16 switches
     python -m bench --sizes 100000 --snmp-switches 0 --out /tmp/b.json
 
 Each fabric size runs in its own process (bench/size.py) so its peak RSS is its own. The
@@ -107,7 +107,7 @@ def verdicts(s: dict[str, float]) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="10k and 50k ports, 2 polls, SNMP on 4 switches")
+    ap.add_argument("--quick", action="store_true", help="10k and 50k ports, 2 polls, SNMP on 16 switches")
     ap.add_argument("--sizes", type=lambda v: [int(x) for x in v.split(",")], default=None, help="comma-separated port counts")
     ap.add_argument("--polls", type=int, default=None, help="polls per size (the first is warm-up)")
     ap.add_argument("--snmp-switches", type=int, default=None, help="switches in the SNMP comparison (0: skip)")
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     sizes = a.sizes or ([10_000, 50_000] if a.quick else [10_000, 50_000, 100_000])
     polls = a.polls or (2 if a.quick else 3)
-    snmp_n = a.snmp_switches if a.snmp_switches is not None else (4 if a.quick else 8)
+    snmp_n = a.snmp_switches if a.snmp_switches is not None else (16 if a.quick else 64)
     results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                                            "loadavg_start": os.getloadavg()}, "sizes": {}}
     for n in sizes:
@@ -142,15 +142,12 @@ def main(argv: list[str] | None = None) -> int:
         for v in results["targets"]:
             print(f"  {'met ' if v['met'] else 'GAP '} {v['target']:<28} {v['value']:>10.3f} {v['unit']:<5} (limit {v['limit']})")
     snmp = results.get("snmp")
-    if snmp and "fabricmon" in snmp and "snmp_exporter" in snmp and "wall_s" in snmp["snmp_exporter"]:
-        f, e = snmp["fabricmon"], snmp["snmp_exporter"]
-        print(f"\nSNMP, {snmp['switches']} switches x {snmp['ports']} ports x {snmp['priorities']} priorities "
-              f"({snmp['oids_per_switch']} OIDs each), {snmp['concurrency']} at a time, same snmpsim:")
-        print(f"  fabricmon fetch+parse  wall {f['wall_s']:.2f} s  CPU {f['cpu_s']:.2f} s  values {f['values']}")
-        print(f"  snmp_exporter          wall {e['wall_s']:.2f} s  CPU {e['cpu_s']:.2f} s  values {e['values']}")
-        print(f"  ratio fabricmon/exporter: wall {snmp['wall_ratio']:.2f}x  CPU {snmp['cpu_ratio']:.1f}x")
+    if snmp and "fabricmon" in snmp:
+        from bench import snmp_compare
+
+        print("\n" + snmp_compare.table(snmp))
     elif snmp:
-        print(f"\nSNMP comparison: {snmp.get('error') or snmp.get('snmp_exporter')}")
+        print(f"\nSNMP comparison: {snmp.get('error')}")
     Path(a.out).write_text(json.dumps(results, indent=1))
     print(f"\nJSON: {a.out}")
     return 0
