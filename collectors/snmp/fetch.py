@@ -31,7 +31,13 @@ log = logging.getLogger(__name__)
 # Columns walked at once per target: enough to hide round trips, few enough that a switch's
 # single-threaded agent is not flooded.
 MAX_CONCURRENT_WALKS = 8
+# Walks in flight across ALL targets of one event loop. They share the engine's one UDP
+# socket: 64 switches x 8 walks = 512 GETBULK answers arriving together overflow its default
+# receive buffer (~208 KB), and every dropped datagram costs a whole retry timeout (measured
+# in bench/snmp_compare.py). 32 answers of a few KB each fit.
+MAX_WALKS_IN_FLIGHT = 32
 _ENGINES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, hl.SnmpEngine] = weakref.WeakKeyDictionary()
+_IN_FLIGHT: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
 AUTH_PROTOCOLS = {
     "none": hl.usmNoAuthProtocol,
@@ -77,6 +83,15 @@ def engine() -> hl.SnmpEngine:
         eng = hl.SnmpEngine()
         _ENGINES[loop] = eng
     return eng
+
+
+def in_flight_gate() -> asyncio.Semaphore:
+    """The running loop's limit on walks in flight over its engine's socket."""
+    loop = asyncio.get_running_loop()
+    gate = _IN_FLIGHT.get(loop)
+    if gate is None:
+        gate = _IN_FLIGHT[loop] = asyncio.Semaphore(MAX_WALKS_IN_FLIGHT)
+    return gate
 
 
 @dataclass(slots=True)
@@ -192,8 +207,10 @@ async def poll(s: Session, scalars: Sequence[Oid], walks_for: WalkPlanner) -> st
     roots = walks_for(rows)
     gate = asyncio.Semaphore(MAX_CONCURRENT_WALKS)
 
+    shared = in_flight_gate()
+
     async def gated(root: Oid) -> list[Row]:
-        async with gate:
+        async with gate, shared:
             return await walk(s, target, root)
 
     results = await asyncio.gather(*(gated(r) for r in roots), return_exceptions=True)
