@@ -15,12 +15,12 @@ import json
 import ssl
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import aiohttp
 
-from collectors.base import FetchError, resolve_secret
+from collectors.base import Collector, FetchError, SourceOptions, resolve_secret
 
 DEFAULT_MAX_BODY = 256 * 1024 * 1024  # a full-fabric UFM ports list can be tens of MB
 
@@ -217,6 +217,31 @@ class ClientSlot:
         client, self._client, self._auth = self._client, None, None
         if client is not None:
             await client.close()
+
+
+class RestCollector(Collector):
+    """Base of the collectors that poll one HTTP(S) API (UFM, UFM Telemetry, NVUE).
+
+    Their options carry ``scheme``, ``port``, ``ca_file``, ``tls_insecure_skip_verify``,
+    ``max_body_bytes`` and the auth fields of :func:`auth_from_options`. One client per
+    target, made anew when the resolved auth changes (a rotated secret file).
+    """
+
+    token_scheme: ClassVar[str] = "Bearer"
+
+    def __init__(self, name: str, address: str, options: SourceOptions) -> None:
+        super().__init__(name, address, options)
+        self._slot = ClientSlot()
+
+    async def client(self) -> HttpClient:
+        o: Any = self.options
+        return await self._slot.client(
+            base_url(o.scheme, self.address, o.port), auth_from_options(o, self.token_scheme),
+            ca_file=o.ca_file, insecure=o.tls_insecure_skip_verify, max_body_bytes=o.max_body_bytes,
+        )
+
+    async def close(self) -> None:
+        await self._slot.close()
 
 
 async def run_all(calls: list[Coroutine[Any, Any, HttpResponse]]) -> list[HttpResponse]:

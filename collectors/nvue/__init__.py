@@ -8,8 +8,8 @@ from typing import Any, Literal
 from pydantic import field_validator, model_validator
 
 from agent.model import ParseResult, TargetSpec
-from collectors.base import Collector, SourceOptions
-from collectors.http_util import HttpAuth, HttpClient, auth_from_options, base_url
+from collectors.base import SourceOptions
+from collectors.http_util import RestCollector
 from collectors.nvue.fetch import fetch_poll
 from collectors.nvue.parse import DEFAULT_PATHS, parse_payload
 
@@ -70,7 +70,7 @@ class NvueOptions(SourceOptions):
 PER_INTERFACE = ("link_stats_path", "qos_counters_path", "roce_counters_path", "pfc_watchdog_path")
 
 
-class NvueCollector(Collector):
+class NvueCollector(RestCollector):
     source = "nvue"
     options_model = NvueOptions
     parse_options = (*PER_INTERFACE, "wjh_path", "roce_priority", "roce_tc", "cnp_tc")
@@ -78,8 +78,6 @@ class NvueCollector(Collector):
     def __init__(self, name: str, address: str, options: NvueOptions) -> None:  # type: ignore[override]
         super().__init__(name, address, options)
         self.options: NvueOptions = options
-        self._client: HttpClient | None = None
-        self._auth: HttpAuth | None = None
         self._pattern = re.compile(options.interface_regex)
 
     def spec(self) -> TargetSpec:
@@ -91,20 +89,9 @@ class NvueCollector(Collector):
                 spec.options[key] = ""
         return spec
 
-    async def _client_for(self, auth: HttpAuth) -> HttpClient:
-        if self._client is None or auth != self._auth:
-            await self.close()  # a rotated password gets a fresh session
-            o = self.options
-            self._client = HttpClient(
-                base_url(o.scheme, self.address, o.port), auth=auth, ca_file=o.ca_file,
-                insecure=o.tls_insecure_skip_verify, max_body_bytes=o.max_body_bytes,
-            )
-            self._auth = auth
-        return self._client
-
     async def fetch(self) -> dict[str, Any]:
         o = self.options
-        client = await self._client_for(auth_from_options(o))
+        client = await self.client()
         per_if = [t for t in (getattr(o, k) for k in PER_INTERFACE) if t]
         return await fetch_poll(
             client, interfaces=o.interfaces, interface_pattern=self._pattern, per_interface=per_if,
@@ -115,7 +102,3 @@ class NvueCollector(Collector):
     def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
         return parse_payload(payload, spec, state)
 
-    async def close(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()

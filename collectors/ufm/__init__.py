@@ -7,8 +7,8 @@ from typing import Any, Literal
 from pydantic import model_validator
 
 from agent.model import ParseResult, TargetSpec
-from collectors.base import Collector, SourceOptions
-from collectors.http_util import DEFAULT_MAX_BODY, ClientSlot, HttpAuth, auth_from_options, base_url
+from collectors.base import SourceOptions
+from collectors.http_util import DEFAULT_MAX_BODY, RestCollector
 from collectors.ufm.fetch import LINKS_PATH, PORTS_PATH, SYSTEMS_PATH, gather_calls, payload_of, prefix_for
 from collectors.ufm.parse import parse_payload
 
@@ -43,25 +43,15 @@ class UfmOptions(SourceOptions):
         return self
 
 
-class UfmCollector(Collector):
+class UfmCollector(RestCollector):
     source = "ufm"
     options_model = UfmOptions
     parse_options = ("pm_counters_path", "device_name")
-
-    def __init__(self, name: str, address: str, options: UfmOptions) -> None:  # type: ignore[override]
-        super().__init__(name, address, options)
-        self.options: UfmOptions = options
-        self._slot = ClientSlot()
-
-    def _current_auth(self) -> HttpAuth:
-        return auth_from_options(self.options, token_scheme="Basic")  # UFM /ufmRestV3: Basic, not Bearer
+    token_scheme = "Basic"  # UFM /ufmRestV3: "Authorization: Basic <token>", not Bearer
 
     async def fetch(self) -> dict[str, Any]:
-        o = self.options
-        client = await self._slot.client(
-            base_url(o.scheme, self.address, o.port), self._current_auth(),
-            ca_file=o.ca_file, insecure=o.tls_insecure_skip_verify, max_body_bytes=o.max_body_bytes,
-        )
+        o: UfmOptions = self.options  # type: ignore[assignment]
+        client = await self.client()
         prefix = prefix_for(o.auth)
         paths = [f"{prefix}/{p}" for p in (PORTS_PATH, LINKS_PATH, SYSTEMS_PATH)]
         optional = f"{prefix}/{o.pm_counters_path.lstrip('/')}" if o.pm_counters_path else None
@@ -71,5 +61,3 @@ class UfmCollector(Collector):
     def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
         return parse_payload(payload, spec)
 
-    async def close(self) -> None:
-        await self._slot.close()

@@ -7,8 +7,8 @@ from typing import Any, Literal
 from pydantic import model_validator
 
 from agent.model import ParseResult, TargetSpec
-from collectors.base import Collector, SourceOptions
-from collectors.http_util import DEFAULT_MAX_BODY, ClientSlot, HttpAuth, auth_from_options, base_url
+from collectors.base import SourceOptions
+from collectors.http_util import DEFAULT_MAX_BODY, RestCollector
 from collectors.ufm_telemetry.fetch import fetch_all, shard_paths
 from collectors.ufm_telemetry.parse import parse_payload
 
@@ -48,30 +48,17 @@ class UfmTelemetryOptions(SourceOptions):
         return self
 
 
-class UfmTelemetryCollector(Collector):
+class UfmTelemetryCollector(RestCollector):
     source = "ufm-telemetry"
     options_model = UfmTelemetryOptions
     parse_options = ("format", "node_names")
 
-    def __init__(self, name: str, address: str, options: UfmTelemetryOptions) -> None:  # type: ignore[override]
-        super().__init__(name, address, options)
-        self.options: UfmTelemetryOptions = options
-        self._slot = ClientSlot()
-
-    def _current_auth(self) -> HttpAuth:
-        return auth_from_options(self.options)
-
     async def fetch(self) -> dict[str, Any]:
-        o = self.options
-        client = await self._slot.client(
-            base_url(o.scheme, self.address, o.port), self._current_auth(),
-            ca_file=o.ca_file, insecure=o.tls_insecure_skip_verify, max_body_bytes=o.max_body_bytes,
-        )
+        o: UfmTelemetryOptions = self.options  # type: ignore[assignment]
+        client = await self.client()
         return await fetch_all(client, shard_paths(o.path, o.num_shards, o.shard, o.sharding_field))
 
     @classmethod
     def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
         return parse_payload(payload, spec)
 
-    async def close(self) -> None:
-        await self._slot.close()
