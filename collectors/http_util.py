@@ -15,7 +15,7 @@ import json
 import ssl
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -43,7 +43,30 @@ class HttpAuth:
         return {}
 
 
-def auth_from_options(o: Any, token_scheme: str = "Bearer") -> HttpAuth:
+class RestOptions(SourceOptions):
+    """Options every REST collector has: where and how to connect, and basic credentials.
+    Subclasses override defaults (port, scheme) and add their own fields."""
+
+    scheme: Literal["https", "http"] = "https"
+    port: int | None = None
+    ca_file: str | None = None
+    tls_insecure_skip_verify: bool = False
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    username: str | None = None
+    password: str | None = None
+    password_file: str | None = None
+    password_env: str | None = None
+
+
+class TokenRestOptions(RestOptions):
+    """REST options for APIs that also take a token (UFM, UFM Telemetry)."""
+
+    token: str | None = None
+    token_file: str | None = None
+    token_env: str | None = None
+
+
+def auth_from_options(o: RestOptions, token_scheme: str = "Bearer") -> HttpAuth:
     """The HttpAuth for a REST collector's options: ``auth`` (none, basic, token; basic when
     the options have no such field), ``username``, ``password[_file|_env]``,
     ``token[_file|_env]`` and an optional ``token_scheme``. Secrets are read at call time."""
@@ -229,12 +252,15 @@ class RestCollector(Collector):
 
     token_scheme: ClassVar[str] = "Bearer"
 
+    options_model: ClassVar[type[SourceOptions]] = RestOptions
+
     def __init__(self, name: str, address: str, options: SourceOptions) -> None:
         super().__init__(name, address, options)
         self._slot = ClientSlot()
 
     async def client(self) -> HttpClient:
-        o: Any = self.options
+        o = self.options
+        assert isinstance(o, RestOptions)
         return await self._slot.client(
             base_url(o.scheme, self.address, o.port), auth_from_options(o, self.token_scheme),
             ca_file=o.ca_file, insecure=o.tls_insecure_skip_verify, max_body_bytes=o.max_body_bytes,

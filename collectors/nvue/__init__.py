@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import field_validator, model_validator
 
 from agent.model import ParseResult, TargetSpec
-from collectors.base import SourceOptions
-from collectors.http_util import RestCollector
+from collectors.http_util import RestCollector, RestOptions
 from collectors.nvue.fetch import fetch_poll
 from collectors.nvue.parse import DEFAULT_PATHS, parse_payload
 
 
-class NvueOptions(SourceOptions):
-    username: str
-    password: str | None = None
-    password_file: str | None = None
-    password_env: str | None = None
-    scheme: Literal["https", "http"] = "https"
+class NvueOptions(RestOptions):
+    username: str  # required: NVUE takes basic auth only
     port: int = 8765
-    ca_file: str | None = None
-    tls_insecure_skip_verify: bool = False
     # Interfaces to poll; when unset, `GET interface` each poll, filtered by interface_regex.
     interfaces: list[str] | None = None
     interface_regex: str = r"^swp\d"

@@ -7,29 +7,16 @@ from typing import Any, Literal
 from pydantic import model_validator
 
 from agent.model import ParseResult, TargetSpec
-from collectors.base import SourceOptions
-from collectors.http_util import DEFAULT_MAX_BODY, RestCollector
+from collectors.http_util import RestCollector, TokenRestOptions
 from collectors.ufm.fetch import LINKS_PATH, PORTS_PATH, SYSTEMS_PATH, gather_calls, payload_of, prefix_for
 from collectors.ufm.parse import parse_payload
 
 
-class UfmOptions(SourceOptions):
+class UfmOptions(TokenRestOptions):
     auth: Literal["basic", "token"] = "basic"
-    username: str | None = None
-    password: str | None = None
-    password_file: str | None = None
-    password_env: str | None = None
-    token: str | None = None
-    token_file: str | None = None
-    token_env: str | None = None
-    scheme: Literal["https", "http"] = "https"
-    port: int | None = None
-    ca_file: str | None = None
-    tls_insecure_skip_verify: bool = False
     # GET path (after the prefix) of a counters call; its JSON shape is [U], see README.
     pm_counters_path: str | None = None
     device_name: Literal["node_description", "system_name"] = "node_description"
-    max_body_bytes: int = DEFAULT_MAX_BODY
 
     @model_validator(mode="after")
     def _credentials(self) -> UfmOptions:

@@ -7,14 +7,13 @@ from typing import Any, Literal
 from pydantic import model_validator
 
 from agent.model import ParseResult, TargetSpec
-from collectors.base import SourceOptions
-from collectors.http_util import DEFAULT_MAX_BODY, RestCollector
+from collectors.http_util import RestCollector, TokenRestOptions
 from collectors.ufm_telemetry.fetch import fetch_all, shard_paths
 from collectors.ufm_telemetry.parse import parse_payload
 
 
-class UfmTelemetryOptions(SourceOptions):
-    scheme: Literal["http", "https"] = "http"
+class UfmTelemetryOptions(TokenRestOptions):
+    scheme: Literal["https", "http"] = "http"
     port: int = 9001
     path: str = "/csv/cset/converted_enterprise"
     format: Literal["auto", "csv", "prometheus", "json"] = "auto"
@@ -23,17 +22,7 @@ class UfmTelemetryOptions(SourceOptions):
     sharding_field: str = "port_guid"
     node_names: dict[str, str] | None = None  # node GUID -> device label, when rows carry no description
     auth: Literal["none", "basic", "token"] = "none"
-    username: str | None = None
-    password: str | None = None
-    password_file: str | None = None
-    password_env: str | None = None
-    token: str | None = None
-    token_file: str | None = None
-    token_env: str | None = None
     token_scheme: str = "Bearer"
-    ca_file: str | None = None
-    tls_insecure_skip_verify: bool = False
-    max_body_bytes: int = DEFAULT_MAX_BODY
 
     @model_validator(mode="after")
     def _check(self) -> UfmTelemetryOptions:
