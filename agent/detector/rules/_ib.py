@@ -33,19 +33,23 @@ def tick_s(entry: PortEntry, p: dict[str, Any]) -> float | None:
     return p["xmit_wait_tick_bits"] / (speed * 8) if speed else None
 
 
+def _fractions(wait: float, data_bytes: float | None, dt: float, tick: float | None) -> tuple[float | None, float | None]:
+    """(f_wait, r_wait) from an XmitWait increase, the data sent meanwhile, and the elapsed time."""
+    f = min(wait * tick / dt, 1.0) if tick else None
+    r = None
+    if data_bytes is not None:
+        den = wait + data_bytes / 4
+        r = wait / den if den > 0 else 0.0
+    return f, r
+
+
 def wait_last(entry: PortEntry, p: dict[str, Any]) -> tuple[float | None, float | None]:
     """(f_wait, r_wait) of the last valid interval; None where it cannot be computed."""
     xw = entry.series.get(XMIT_WAIT)
     if xw is None or xw.delta is None or not xw.dt:
         return None, None
-    tick = tick_s(entry, p)
-    f = min(xw.delta * tick / xw.dt, 1.0) if tick else None
     tx = entry.series.get(TX_BYTES)
-    r = None
-    if tx is not None and tx.delta is not None:
-        den = xw.delta + tx.delta / 4
-        r = xw.delta / den if den > 0 else 0.0
-    return f, r
+    return _fractions(xw.delta, tx.delta if tx is not None else None, xw.dt, tick_s(entry, p))
 
 
 def wait_window(entry: PortEntry, p: dict[str, Any], seconds: float) -> tuple[float | None, float | None, float]:
@@ -54,12 +58,7 @@ def wait_window(entry: PortEntry, p: dict[str, Any], seconds: float) -> tuple[fl
     w = xw.window(seconds) if xw is not None else None
     if w is None or w[1] <= 0:
         return None, None, 0.0
-    tick = tick_s(entry, p)
-    f = min(w[0] * tick / w[1], 1.0) if tick else None
     tx = entry.series.get(TX_BYTES)
     tw = tx.window(seconds) if tx is not None else None
-    r = None
-    if tw is not None:
-        den = w[0] + tw[0] / 4
-        r = w[0] / den if den > 0 else 0.0
+    f, r = _fractions(w[0], tw[0] if tw is not None else None, w[1], tick_s(entry, p))
     return f, r, w[1]
