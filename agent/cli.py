@@ -194,10 +194,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 async def _replay_paced_cli(args, loaded, out: _FindingsOut, speed: float) -> int:
-    from agent.replay import build_pipeline, replay_paced
+    from agent.replay import build_pipeline, in_shard, replay_paced
 
     result = await replay_paced(args.file, lambda h: build_pipeline(h, args.file, loaded, out.write), speed=speed,
-                                progress=not args.quiet)
+                                progress=not args.quiet, keep=in_shard(loaded))
     for f in result.pipeline.detector.close_all():
         out.write(f)
     _summary(result)
@@ -206,7 +206,7 @@ async def _replay_paced_cli(args, loaded, out: _FindingsOut, speed: float) -> in
 
 async def _replay_serve(args, loaded, out: _FindingsOut, speed: float | None) -> int:
     from agent.exporter.server import Exporter, make_app, start_server
-    from agent.replay import build_pipeline, replay_paced
+    from agent.replay import build_pipeline, in_shard, replay_paced
 
     header = next(iter_lines(args.file))[1]
     pipeline = build_pipeline(header, args.file, loaded, out.write)
@@ -217,7 +217,7 @@ async def _replay_serve(args, loaded, out: _FindingsOut, speed: float | None) ->
     print(f"serving on {'https' if ssl_ctx else 'http'}://{args.serve}/metrics", file=sys.stderr, flush=True)
     try:
         result = await replay_paced(args.file, lambda h: pipeline, speed=speed, on_poll=exporter.request_render,
-                                    progress=not args.quiet, pipeline=pipeline)
+                                    progress=not args.quiet, pipeline=pipeline, keep=in_shard(loaded))
         exporter.render_now()
         for f in pipeline.detector.close_all():
             out.write(f)
@@ -255,6 +255,38 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 2
     print(report)
     return 0 if ok else 1
+
+
+# ---------------------------------------------------------------------- correlate
+def cmd_correlate(args: argparse.Namespace) -> int:
+    from agent.correlate import Correlator
+
+    c = Correlator(args.prometheus, window=args.window, interval=args.interval)
+    if args.once:
+        findings = asyncio.run(c.run_once())
+        if not c.up:
+            print(f"error: {c.last_error}", file=sys.stderr)
+            return 2
+        for f in findings:
+            print(json.dumps(f.to_json(), sort_keys=True))
+        print(f"{len(findings)} cross-shard finding(s)", file=sys.stderr)
+        return 0
+    return asyncio.run(_correlate_serve(c, args.listen))
+
+
+async def _correlate_serve(c, listen: str) -> int:
+    from agent.correlate import make_app
+    from agent.exporter.server import start_server
+
+    runner = await start_server(make_app(c), listen)
+    print(f"correlating {c.url} every {c.interval:g} s; serving on http://{listen}/metrics", file=sys.stderr, flush=True)
+    task = asyncio.create_task(c.loop())
+    try:
+        await _wait_for_signal()
+    finally:
+        task.cancel()
+        await runner.cleanup()
+    return 0
 
 
 # ---------------------------------------------------------------------- parser
@@ -301,6 +333,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--min-recall", type=float, default=0.95)
     ev.add_argument("--min-origin-top1", type=float, default=0.90)
     ev.set_defaults(func=cmd_eval)
+
+    co = sub.add_parser("correlate", help="join sharded agents through Prometheus: PFC storms and deadlocks that span shards")
+    co.add_argument("--prometheus", required=True, metavar="URL", help="Prometheus (or Thanos Query, VictoriaMetrics) base URL")
+    co.add_argument("--window", default="1m", help="a port counts when its agent saw it paused over this whole window (default 1m)")
+    co.add_argument("--once", action="store_true", help="correlate once, print findings as JSON lines, exit")
+    co.add_argument("--interval", type=float, default=30.0, help="seconds between correlations when serving (default 30)")
+    co.add_argument("--web.listen-address", dest="listen", default="127.0.0.1:10118", help="serve /metrics and /api/findings here")
+    co.set_defaults(func=cmd_correlate)
     return ap
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.config import LoadedConfig
+from agent.config import LoadedConfig, shard_of
 from agent.detector import rules as rules_mod
 from agent.model import Finding, Poll, TargetSpec
 from agent.pipeline import Pipeline
@@ -47,11 +47,21 @@ def specs_from_header(header: dict[str, Any], path: str | Path) -> list[TargetSp
     return specs
 
 
+def in_shard(config: LoadedConfig | None) -> Callable[[str], bool]:
+    """Whether a target's polls belong to this replay: with a config that has ``shard:``,
+    only its hash share, so N sharded replays of one recording see what N agents would."""
+    if config is None or config.config.shard.count <= 1:
+        return lambda name: True
+    shard = config.config.shard
+    return lambda name: shard_of(name, shard.count) == shard.index
+
+
 def build_pipeline(header: dict[str, Any], path: str | Path, config: LoadedConfig | None = None,
                    on_finding_end: Callable[[Finding], None] | None = None) -> Pipeline:
     cfg = config.config if config else None
+    mine = in_shard(config)
     return Pipeline(
-        specs_from_header(header, path),
+        [s for s in specs_from_header(header, path) if mine(s.name)],
         rules_mod.build(cfg.rules if cfg else None),
         history=cfg.global_.history if cfg else 8,
         stale_after=cfg.global_.stale_after if cfg else 600.0,
@@ -116,7 +126,10 @@ def replay_recording(path: str | Path, config: LoadedConfig | None = None, *,
     pipeline = build_pipeline(reader.header, path, config, on_finding_end)
     prog = _Progress(progress)
     times: dict[str, list[float]] = {}
+    mine = in_shard(config)
     for poll in reader.polls():
+        if not mine(poll.target):
+            continue
         pipeline.ingest(poll)
         times.setdefault(poll.target, []).append(poll.t)
         prog.tick(poll, pipeline)
@@ -132,10 +145,11 @@ def _finish(reader: _Reader, pipeline: Pipeline, count: int, times: dict[str, li
 
 async def replay_paced(path: str | Path, pipeline_factory: Callable[[dict[str, Any]], Pipeline], *,
                        speed: float | None, on_poll: Callable[[], None] | None = None, progress: bool = False,
-                       time_offset: float = 0.0, pipeline: Pipeline | None = None) -> ReplayResult:
+                       time_offset: float = 0.0, pipeline: Pipeline | None = None,
+                       keep: Callable[[str], bool] | None = None) -> ReplayResult:
     """Replay on the event loop: paced by ``speed`` (None = as fast as possible, yielding to
     the loop between polls so a server keeps answering). ``time_offset`` shifts every poll
-    time (the demo moves its recording to the present)."""
+    time (the demo moves its recording to the present). ``keep`` selects targets (a shard's)."""
     reader = _Reader(path)
     if pipeline is None:
         pipeline = pipeline_factory(reader.header)
@@ -144,6 +158,8 @@ async def replay_paced(path: str | Path, pipeline_factory: Callable[[dict[str, A
     wall0 = time.monotonic()
     t0: float | None = None
     for poll in reader.polls():
+        if keep is not None and not keep(poll.target):
+            continue  # another shard's target
         poll.t += time_offset
         if t0 is None:
             t0 = poll.t

@@ -25,6 +25,13 @@ counter across wraps, resets and saturation, and never a false reset of its own.
 Memory is proportional to the number of series: one slotted object each, with a history
 of at most ``history`` (time, total) pairs. Series not updated for ``stale_after``
 seconds are dropped by :meth:`CounterStore.expire`.
+
+**Changes.** While it updates, the store notes which ports had a counter increase (every
+counter except the traffic counters in :data:`DENSE`, which move on every port of a busy
+fabric) and which ports had a state gauge change (:data:`TRACKED_GAUGES`), and hands them
+out with :meth:`CounterStore.take_changes`. The detector's rules start from these sets
+instead of visiting every port: on a 100,000-port fabric an error counter moves on a
+handful of ports per poll, and a rule that looked at all of them would cost seconds.
 """
 
 from __future__ import annotations
@@ -47,6 +54,44 @@ CLOCK = "clock"  # the clock did not advance: interval invalid
 PortKey = tuple[str, str]
 SeriesKey = tuple[str, tuple[Any, ...]]
 _KEYS: dict[SeriesKey, SeriesKey] = {}
+
+# Traffic counters: they move on every port that carries traffic, so "it moved" says
+# nothing and noting it for 100,000 ports per poll would cost more than it saves.
+DENSE = frozenset({"rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "queue_tx_packets", "queue_tx_bytes"})
+# State gauges whose changes the rules act on (a link going down, a speed drop, a watchdog
+# entering storm state). Occupancy and temperature change on every poll and are read directly.
+TRACKED_GAUGES = frozenset({"link_up", "link_speed_bytes", "link_width_lanes", "pfc_watchdog_stormed"})
+
+
+@dataclass(slots=True)
+class Changes:
+    """What changed since the last :meth:`CounterStore.take_changes`.
+
+    ``moved``: counter name -> port -> a series of that counter on the port that increased
+    (its accumulated total went up: a valid delta, or a rise to a saturating cap); for a
+    counter with sub-labels (priorities, queues), the last one that did.
+    ``gauges``: gauge name -> port -> the gauge's previous value (None when it is new).
+    """
+
+    moved: dict[str, dict[PortKey, Series]] = field(default_factory=dict)
+    gauges: dict[str, dict[PortKey, float | None]] = field(default_factory=dict)
+
+    def ports(self, names: Iterable[str]) -> set[PortKey]:
+        """Ports where any of the counters ``names`` moved."""
+        out: set[PortKey] = set()
+        for name in names:
+            got = self.moved.get(name)
+            if got:
+                out.update(got)
+        return out
+
+    def gauge_ports(self, names: Iterable[str]) -> set[PortKey]:
+        out: set[PortKey] = set()
+        for name in names:
+            got = self.gauges.get(name)
+            if got:
+                out.update(got)
+        return out
 
 
 class Series:
@@ -140,6 +185,12 @@ class CounterStore:
         self.device_seen: dict[str, float] = {}
         self._device_clock: dict[str, tuple[float, float]] = {}  # device -> (device clock, poll t)
         self.layout = 0  # bumped when a port is added or dropped: renderers cache the sorted port list
+        self._changes = Changes()
+
+    def take_changes(self) -> Changes:
+        """The counters that moved and the state gauges that changed since the last call."""
+        out, self._changes = self._changes, Changes()
+        return out
 
     # ----------------------------------------------------------------- updates
     def update(
@@ -161,6 +212,7 @@ class CounterStore:
         touched: set[PortKey] = set()
         pk: PortKey | None = None
         entry: PortEntry | None = None
+        moved = self._changes.moved
         for s in samples:
             if pk is None or s.device != pk[0] or s.port != pk[1]:  # parsers emit a port's samples together
                 pk = (s.device, s.port)
@@ -172,10 +224,27 @@ class CounterStore:
                 key = _KEYS.setdefault(key, key)  # one key tuple per (counter, sub), shared by all ports
                 entry.series[key] = Series(s, poll_t, dev_t)
             else:
+                before = series.total
                 self._advance(series, s, poll_t, dev_t, s.device in clock_reset)
+                if series.total != before and s.counter not in DENSE:
+                    got = moved.get(s.counter)
+                    if got is None:
+                        got = moved[s.counter] = {}
+                    got[pk] = series
+        changed = self._changes.gauges
         for g in gauges:
-            entry = self._touch((g.device, g.port), target, poll_t, touched)
-            entry.gauges[(g.name, g.sub)] = GaugeValue(float(g.value), poll_t)
+            pk = (g.device, g.port)
+            entry = self._touch(pk, target, poll_t, touched)
+            key = (g.name, g.sub)
+            value = float(g.value)
+            old = entry.gauges.get(key)
+            if old is None:
+                entry.gauges[key] = GaugeValue(value, poll_t)
+                prev: float | None = None
+            else:
+                prev, old.value, old.t = old.value, value, poll_t
+            if g.name in TRACKED_GAUGES and prev != value:
+                changed.setdefault(g.name, {}).setdefault(pk, prev)
         for device, _ in touched:
             self.device_seen[device] = poll_t
             if target:

@@ -243,7 +243,8 @@ def test_daemon_lifecycle(tmp_path):
         config.write_text("targets: [\n")
         daemon.proc.send_signal(signal.SIGHUP)
         _wait("reload failure", lambda: daemon.metric("fabricmon_config_last_reload_successful") == 0)
-        assert notify.count("RELOADING=1") >= 1
+        # The datagram is read by another thread: wait for it rather than race it.
+        _wait("RELOADING=1", lambda: notify.count("RELOADING=1") >= 1)
         daemon.wait_polls("ib-a")
 
         # ---- SIGHUP with a good config that adds a target

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from agent.model import Finding
-from agent.store import CounterStore, PortKey
+from agent.store import Changes, CounterStore, PortKey
 from agent.topology import Topology
 
 SEVERITY_RANK = {"warning": 1, "critical": 2}
@@ -47,11 +47,42 @@ class Observation:
 
 @dataclass(slots=True)
 class DetectContext:
+    """One detection pass: the store, the topology, and what changed since the last pass.
+
+    ``changes`` (taken from the store when not given) says which counters moved and which
+    state gauges changed on which ports: rules start from those sets and from the ports
+    they already watch, so a quiet port costs nothing. ``cache`` holds values computed once
+    per pass and shared by several rules (the InfiniBand XmitWait fractions, the PFC graph).
+    """
+
     store: CounterStore
     topology: Topology
     t: float  # recording/poll time of this pass
     updated: set[PortKey]  # ports that received data since the previous pass
     updated_devices: set[str]
+    changes: Changes | None = None
+    cache: dict[Any, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.changes is None:
+            self.changes = self.store.take_changes()
+
+    def moved(self, *names: str) -> set[PortKey]:
+        """Updated ports where any of the counters ``names`` increased in the last interval."""
+        return self.changes.ports(names)  # type: ignore[union-attr]
+
+    def gauge_changed(self, name: str) -> dict[PortKey, float | None]:
+        """Port -> previous value, for ports whose state gauge ``name`` changed (None: new)."""
+        return self.changes.gauges.get(name, {})  # type: ignore[union-attr]
+
+    def watched(self, *sets: Iterable[PortKey]) -> set[PortKey]:
+        """The union of ``sets`` restricted to ports updated in this pass (for ports a rule
+        keeps watching: open windows, active states)."""
+        upd = self.updated
+        out: set[PortKey] = set()
+        for s in sets:
+            out.update(pk for pk in s if pk in upd)
+        return out
 
 
 @dataclass(slots=True)

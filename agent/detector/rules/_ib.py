@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.detector.rules._common import TX_BYTES, speed_bytes
-from agent.store import PortEntry
+from agent.detector import DetectContext
+from agent.detector.rules._common import LINK_SPEED, TX_BYTES, speed_bytes
+from agent.store import PortEntry, PortKey
 
 XMIT_WAIT = ("xmit_wait", ())
 
@@ -50,6 +51,41 @@ def wait_last(entry: PortEntry, p: dict[str, Any]) -> tuple[float | None, float 
         return None, None
     tx = entry.series.get(TX_BYTES)
     return _fractions(xw.delta, tx.delta if tx is not None else None, xw.dt, tick_s(entry, p))
+
+
+def last_wait_fractions(ctx: DetectContext, p: dict[str, Any]) -> dict[PortKey, float | None]:
+    """f_wait of the last interval for every port whose XmitWait moved in this pass.
+
+    Computed once per pass and shared by ``congestion`` and ``credit_deadlock`` (XmitWait
+    moves on most ports of a busy fabric, so this is the one per-port loop they need).
+    None where the tick is unknown (no link speed and no configured tick: use r_wait via
+    :func:`wait_last`) or the interval is invalid. Ports whose XmitWait did not move have
+    f_wait 0 and are not listed.
+    """
+    key = ("last_wait_fractions", p["xmit_wait_tick_s"], p["xmit_wait_tick_bits"])
+    out = ctx.cache.get(key)
+    if out is not None:
+        return out
+    out = ctx.cache[key] = {}
+    ports = ctx.store.ports
+    fixed = float(p["xmit_wait_tick_s"]) if p["xmit_wait_tick_s"] else None
+    bits = float(p["xmit_wait_tick_bits"])
+    for pk, xw in ctx.changes.moved.get(XMIT_WAIT[0], {}).items():  # type: ignore[union-attr]
+        d, dt = xw.delta, xw.dt
+        if d is None or not dt:
+            out[pk] = None
+            continue
+        tick = fixed
+        if tick is None:
+            entry = ports.get(pk)
+            g = entry.gauges.get(LINK_SPEED) if entry is not None else None
+            if g is None or g.value <= 0:
+                out[pk] = None
+                continue
+            tick = bits / (g.value * 8)
+        f = d * tick / dt
+        out[pk] = f if f < 1.0 else 1.0
+    return out
 
 
 def wait_window(entry: PortEntry, p: dict[str, Any], seconds: float) -> tuple[float | None, float | None, float]:

@@ -26,8 +26,8 @@ of the same switch cannot drain, so ``e -> e2`` for every paused port ``e2`` on
 ``peer(e)``'s device (``e2 != peer(e)``: no hairpin) with a backlog (occupancy, drops or a
 watchdog event). This over-approximates which egress blocks which ingress (per-ingress
 buffer counters would refine it). A port is also inferred paused when its peer reports
-sending pause. Only ports with pause activity enter the graph, so a quiet fabric costs
-nothing beyond the scan of updated ports.
+sending pause. Only ports with pause activity enter the graph, and only ports whose PFC
+counters moved (or that are still active) are looked at, so a quiet fabric costs nothing.
 
 **Origin**: a sink of the graph, i.e. a paused port whose pauser is itself not blocked
 downstream. The pauser is reported as the origin when it has telemetry of its own (a
@@ -247,8 +247,19 @@ class PfcTracker:
         self.relevant = SeriesCache(lambda name, sub: name in names)
         self.states: dict[PortKey, dict[int, PfcState]] = {}
         self.nic: dict[PortKey, str] = {}  # port -> "error" | "warning" in its last interval
+        # Ports with PFC activity still in view (a state, a watchdog event within the history,
+        # a non-zero ratio to bring to 0): visited on every update until they are quiet.
+        self.watch: set[PortKey] = set()
         self.pause_ratio = RatioGauge(
             "fabricmon_port_pause_ratio", "Share of the last interval the port's transmitter was paused by PFC, per priority.",
+            ("device", "port", "priority"),
+        )
+        # The classification itself, whatever counters the vendor has (pause time, or frames
+        # only): what `fabricmon correlate` joins across shards.
+        self.pfc_state = RatioGauge(
+            "fabricmon_port_pfc_state",
+            "PFC state of a port and priority in the last interval: 1 paused by its peer, 2 stuck (storm level: paused "
+            "with no transmit progress, or a watchdog event).",
             ("device", "port", "priority"),
         )
         # The pass last scanned. Kept by reference, not by id(): a freed context's id is
@@ -264,8 +275,15 @@ class PfcTracker:
         store = ctx.store
         ports = store.ports
         index = self.index
-        for pk in ctx.updated:
+        watch = self.watch
+        ratios = self.pause_ratio.values
+        states = self.pfc_state.values
+        candidates = ctx.moved(*PFC_NAMES, "pfc_rx_pause_transitions", NIC_ERR[0], NIC_WARN[0])
+        candidates.update(ctx.gauge_changed("pfc_watchdog_stormed"))
+        candidates |= ctx.watched(watch)
+        for pk in candidates:
             entry = ports.get(pk)
+            watch.discard(pk)
             if entry is None or not self.relevant.get(pk, entry):
                 continue  # no PFC or NIC pause-storm counters (an InfiniBand port)
             ser = entry.series
@@ -278,17 +296,25 @@ class PfcTracker:
             else:
                 self.nic.pop(pk, None)
             subs = index.subs(pk, entry)
+            if pk in self.nic:
+                watch.add(pk)
             if not subs:
                 continue
             self.states.pop(pk, None)
             kept: dict[int, PfcState] = {}
             for prio in subs:
                 sub = (prio,)
+                rkey = (pk[0], pk[1], str(prio))
                 if not _active(entry, sub):
-                    self.pause_ratio.set((pk[0], pk[1], str(prio)), 0.0)
+                    self.pause_ratio.set(rkey, 0.0)
+                    self.pfc_state.set(rkey, 0.0)
+                    if rkey in ratios or rkey in states:
+                        watch.add(pk)  # exported as 0 now, removed on the next update
                     continue
+                watch.add(pk)
                 st = compute_state(pk, entry, prio, self.p, self.qmap)
-                self.pause_ratio.set((pk[0], pk[1], str(prio)), st.rx_frac)
+                self.pause_ratio.set(rkey, st.rx_frac)
+                self.pfc_state.set(rkey, 2.0 if st.stormed else 1.0 if st.paused else 0.0)
                 if st.paused or st.sends or st.wd_recent:
                     kept[prio] = st
             if kept:
@@ -297,6 +323,8 @@ class PfcTracker:
             del self.states[pk]
         for pk in [pk for pk in self.nic if pk not in ports]:
             del self.nic[pk]
+        if len(watch) > len(ports):
+            watch.intersection_update(ports)
         if len(ports) < len(index._cache):
             index.forget_missing(ports)
         self.relevant.forget_missing(ports)

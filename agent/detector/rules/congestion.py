@@ -34,8 +34,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from agent.detector import DetectContext, Observation, Rule, RuleMetric
-from agent.detector.rules._common import RatioGauge, SeriesCache, SubIndex, frac, int_map, link_ok, tx_progress, window_frac
-from agent.detector.rules._ib import IB_DEFAULTS, XMIT_WAIT, wait_last, wait_window
+from agent.detector.rules._common import RatioGauge, SubIndex, frac, int_map, link_ok, tx_progress, window_frac
+from agent.detector.rules._ib import IB_DEFAULTS, last_wait_fractions, wait_last, wait_window
 from agent.detector.rules._pfc import PFC_DEFAULTS, claimed_ports
 from agent.store import PortEntry, PortKey
 
@@ -70,9 +70,6 @@ class CongestionRule(Rule):
         self.queue_prio = {q: p for p, q in self.qmap.items()}
         self.ecn_index = SubIndex(["ecn_marked_packets"])
         self.pause_index = SubIndex(["pfc_rx_pause_seconds", "pfc_tx_pause_seconds"])
-        self.relevant = SeriesCache(
-            lambda name, sub: name in ("ecn_marked_packets", "pfc_rx_pause_seconds", "pfc_tx_pause_seconds", "xmit_wait")
-        )
         self.ecn_ratio = RatioGauge(
             "fabricmon_queue_ecn_mark_ratio", "Share of the packets sent by an egress queue in the last interval that were ECN-marked.",
             ("device", "port", "queue"),
@@ -80,37 +77,39 @@ class CongestionRule(Rule):
 
     def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
         ports = ctx.store.ports
+        p = self.params
+        # Candidates: ports whose ECN marks or pause time moved, ports with an ECN ratio to
+        # bring back to 0, and InfiniBand ports whose last-interval f_wait reaches the
+        # warning level (or is unknown: the ratio decides then).
+        ecn = ctx.moved("ecn_marked_packets")
+        if self.ecn_ratio.values:
+            ecn |= ctx.watched({(d, port) for d, port, _ in self.ecn_ratio.values})
+        pause = ctx.moved("pfc_rx_pause_seconds", "pfc_tx_pause_seconds")
+        warn = p["wait_warning_fraction"]
+        ib = {pk: f for pk, f in last_wait_fractions(ctx, p).items() if f is None or f >= warn}
         claimed: set | None = None  # (port, priority) in a storm tree or deadlock, computed on demand
-        for pk in ctx.updated:
+        for pk in ecn | pause | ib.keys():
             entry = ports.get(pk)
             if entry is None:
                 continue
-            rel = self.relevant.get(pk, entry)
-            if not rel:
-                continue
-            if not any(se.delta for se in rel):  # every signal needs activity in the last interval
-                if self.ecn_ratio.values:
-                    for q in self.ecn_index.subs(pk, entry):
-                        self.ecn_ratio.set((pk[0], pk[1], str(q)), 0.0)
-                continue
             found: list[Observation] = []
-            queues = self.ecn_index.subs(pk, entry)
-            if queues:
-                found.extend(self._ecn(pk, entry, queues))
-            prios = self.pause_index.subs(pk, entry)
-            if prios:
-                if claimed is None:
-                    claimed = claimed_ports(ctx, {**PFC_DEFAULTS, **{k: self.params[k] for k in PFC_DEFAULTS if k in self.params}})
-                found.extend(self._pause(ctx, pk, entry, prios, claimed))
-            xw = entry.series.get(XMIT_WAIT)
-            if xw is not None and xw.delta:
-                found.extend(self._ib(pk, entry))
+            if pk in ecn:
+                queues = self.ecn_index.subs(pk, entry)
+                if queues:
+                    found.extend(self._ecn(pk, entry, queues))
+            if pk in pause:
+                prios = self.pause_index.subs(pk, entry)
+                if prios:
+                    if claimed is None:
+                        claimed = claimed_ports(ctx, {**PFC_DEFAULTS, **{k: p[k] for k in PFC_DEFAULTS if k in p}})
+                    found.extend(self._pause(ctx, pk, entry, prios, claimed))
+            if pk in ib:
+                found.extend(self._ib(pk, entry, ib[pk]))
             if found and link_ok(entry):
                 yield from found
         if len(ports) < len(self.ecn_index._cache):
             self.ecn_index.forget_missing(ports)
             self.pause_index.forget_missing(ports)
-        self.relevant.forget_missing(ports)
 
     def _level(self, value: float, warn: float, crit: float) -> str | None:
         return "critical" if value >= crit else "warning" if value >= warn else None
@@ -175,9 +174,9 @@ class CongestionRule(Rule):
                     )
                     break
 
-    def _ib(self, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:
+    def _ib(self, pk: PortKey, entry: PortEntry, f_last: float | None) -> Iterable[Observation]:
         p = self.params
-        f_last, r_last = wait_last(entry, p)
+        r_last = None if f_last is not None else wait_last(entry, p)[1]
         if f_last is not None:
             if f_last < p["wait_warning_fraction"]:
                 return  # not congested now (a finished episode must not linger through the window)

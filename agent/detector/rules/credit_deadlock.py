@@ -30,7 +30,7 @@ from typing import Any
 from agent.detector import DetectContext, Observation, Rule, RuleMetric
 from agent.detector.graph import tarjan_scc
 from agent.detector.rules._common import RatioGauge, link_ok, tx_progress
-from agent.detector.rules._ib import IB_DEFAULTS, XMIT_WAIT, wait_last
+from agent.detector.rules._ib import IB_DEFAULTS, XMIT_WAIT, last_wait_fractions, wait_last
 from agent.store import PortKey
 
 
@@ -56,18 +56,15 @@ class CreditDeadlockRule(Rule):
             ("device", "port"),
         )
 
-    def _stall(self, pk: PortKey, entry: Any) -> dict[str, Any] | None:
+    def _stall(self, entry: Any, f: float | None) -> dict[str, Any] | None:
+        """Evidence when the port is stalled (``f``: its f_wait, None when the tick is unknown)."""
         p = self.params
-        f, r = wait_last(entry, p)
-        self.wait_ratio.set(pk, f)
-        if f is None and r is None:
-            return None
-        if f is not None:
-            if f < p["stall_wait_fraction"]:
+        _, r = wait_last(entry, p)
+        if f is None:
+            if r is None:
                 return None
-        else:
             xw = entry.series[XMIT_WAIT]
-            if r < p["stall_wait_ratio"] or (xw.rate or 0.0) < p["min_wait_ticks_per_s"]:  # type: ignore[operator]
+            if r < p["stall_wait_ratio"] or (xw.rate or 0.0) < p["min_wait_ticks_per_s"]:
                 return None
         if tx_progress(entry, None, p["progress_line_fraction"]) is not False or not link_ok(entry):
             return None
@@ -80,25 +77,30 @@ class CreditDeadlockRule(Rule):
 
     def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
         ports = ctx.store.ports
-        stalled = self.stalled
-        for pk in ctx.updated:
+        updated = ctx.updated
+        fracs = last_wait_fractions(ctx, self.params)
+        # Exported ratio: f_wait where XmitWait moved; 0 on updated ports where it did not.
+        ratio = self.wait_ratio
+        values = ratio.values
+        values.update((pk, f) for pk, f in fracs.items() if f)
+        for pk in [pk for pk in values.keys() - fracs.keys() if pk in updated]:
             entry = ports.get(pk)
-            if entry is None:
-                continue
-            xw = entry.series.get(XMIT_WAIT)
+            xw = entry.series.get(XMIT_WAIT) if entry is not None else None
+            ratio.set(pk, 0.0 if xw is not None and xw.delta == 0 else None)
             if xw is None:
+                del values[pk]
+        # Stalled ports: kept for ports not updated in this pass, recomputed for the others.
+        # A port whose XmitWait did not move is not stalled; most that moved are far below.
+        threshold = self.params["stall_wait_fraction"]
+        stalled = {pk: ev for pk, ev in self.stalled.items() if pk not in updated and pk in ports}
+        for pk, f in fracs.items():
+            if f is not None and f < threshold:
                 continue
-            if not xw.delta:  # no waiting (or an invalid interval): not stalled
-                self.wait_ratio.set(pk, 0.0 if xw.delta == 0 else None)
-                stalled.pop(pk, None)
-                continue
-            ev = self._stall(pk, entry)
-            if ev is None:
-                stalled.pop(pk, None)
-            else:
+            entry = ports.get(pk)
+            ev = self._stall(entry, f) if entry is not None else None
+            if ev is not None:
                 stalled[pk] = ev
-        for pk in [pk for pk in stalled if pk not in ports]:
-            del stalled[pk]
+        self.stalled = stalled
         if not stalled:
             return
         topo = ctx.topology

@@ -59,20 +59,31 @@ class LinkDegradedRule(Rule):
     def __init__(self, params: dict[str, Any] | None = None) -> None:
         super().__init__(params)
         self.windows: dict[PortKey, tuple[_Window, _Window]] = {}
+        self.downgraded: set[PortKey] = set()
 
     def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
         ports = ctx.store.ports
-        for pk in ctx.updated:
+        # BER: ports with new symbol errors, and those with an open window (whose seconds
+        # keep accumulating until it completes).
+        for pk in ctx.moved(SYMBOL[0]) | ctx.watched(self.windows):
             entry = ports.get(pk)
-            if entry is None:
-                continue
-            if SYMBOL in entry.series:
+            if entry is not None and SYMBOL in entry.series:
                 yield from self._ber(pk, entry)
-            if self.params["expected_width_lanes"] or self.params["expected_speed_bytes"]:
-                yield from self._downgrade(pk, entry)
+        if self.params["expected_width_lanes"] or self.params["expected_speed_bytes"]:
+            changed = {pk for name in ("link_up", "link_speed_bytes", "link_width_lanes") for pk in ctx.gauge_changed(name)}
+            for pk in changed | ctx.watched(self.downgraded):
+                entry = ports.get(pk)
+                found = list(self._downgrade(pk, entry)) if entry is not None else []
+                if found:
+                    self.downgraded.add(pk)
+                    yield from found
+                else:
+                    self.downgraded.discard(pk)
         if len(self.windows) > 0 and len(self.windows) > len(ports) // 2:
             for pk in [pk for pk in self.windows if pk not in ports]:
                 del self.windows[pk]
+        if len(self.downgraded) > len(ports):
+            self.downgraded.intersection_update(ports)
 
     def _ber(self, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:
         se = entry.series[SYMBOL]

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agent.detector import DetectContext, Observation, Rule
-from agent.store import PortKey
 
 EVENTS = (("link_downed", ()), ("link_error_recovery", ()))
 
@@ -26,35 +25,29 @@ class LinkFlapRule(Rule):
     clear_polls = 3
     defaults = {"critical_flaps": 3, "window_s": 600.0}
 
-    def __init__(self, params: dict | None = None) -> None:
-        super().__init__(params)
-        self._up: dict[PortKey, float] = {}  # last link_up per port, for sources without counters
-
     def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
         store = ctx.store
-        for pk in ctx.updated:
+        # Counted events where a counter moved; for sources without the counters (SNMP),
+        # the link_up gauge falling from up to down.
+        went_down = {pk for pk, prev in ctx.gauge_changed("link_up").items() if prev is not None and prev > 0}
+        for pk in ctx.moved(*(name for name, _ in EVENTS)) | went_down:
             entry = store.ports.get(pk)
             if entry is None:
                 continue
             now = ev = 0.0
             win = 0.0
-            counted = False
             evidence: dict[str, float] = {}
             found = [(key, se) for key in EVENTS if (se := entry.series.get(key)) is not None]
             if found:
-                counted = True
-                if any(se.delta for _, se in found):  # windows only when something happened (cheap on quiet ports)
-                    for key, se in found:
-                        w = se.window(self.params["window_s"])
-                        win += w[0] if w else (se.delta or 0.0)
-                        if se.delta:
-                            now += se.delta
-                            evidence[f"{key[0]}_delta"] = se.delta
-            g = None if counted else entry.gauges.get(("link_up", ()))
-            if g is not None:
-                prev = self._up.get(pk)
-                self._up[pk] = g.value
-                if not counted and prev is not None and prev > 0 >= g.value:
+                for key, se in found:
+                    w = se.window(self.params["window_s"])
+                    win += w[0] if w else (se.delta or 0.0)
+                    if se.delta:
+                        now += se.delta
+                        evidence[f"{key[0]}_delta"] = se.delta
+            else:
+                g = entry.gauges.get(("link_up", ()))
+                if g is not None and g.value <= 0:
                     now = win = ev = 1.0
                     evidence["link_up"] = 0
             if not now:

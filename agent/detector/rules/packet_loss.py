@@ -79,6 +79,8 @@ class PacketLossRule(Rule):
         self.transport = [(c, ()) for c in p["transport_counters"]]
         queues = {q for _, q in self.lossless}
         plain = {"rx_discards_phy", "tx_discards", "excessive_buffer_overrun_errors", *p["transport_counters"]}
+        self.names = ("queue_drops", "queue_no_buffer_drops", "wjh_drops", *sorted(plain))
+        self.watch: set[PortKey] = set()  # ports with a relevant increase still within the kept history
         self.relevant = SeriesCache(
             lambda name, sub: (name in ("queue_drops", "queue_no_buffer_drops") and sub and sub[0] in queues)
             or (name == "wjh_drops" and self._wjh_lossless(sub)) or (not sub and name in plain)
@@ -93,13 +95,20 @@ class PacketLossRule(Rule):
 
     def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
         ports = ctx.store.ports
-        for pk in ctx.updated:
+        watch = self.watch
+        # Ports where a loss counter moved now, and those where one moved within the kept
+        # history (the transport rule counts increases over several polls).
+        for pk in ctx.moved(*self.names) | ctx.watched(watch):
             entry = ports.get(pk)
             if entry is None or not moved(self.relevant.get(pk, entry)):
+                watch.discard(pk)
                 continue
+            watch.add(pk)
             found = [*self._lossless(pk, entry), *self._ib(pk, entry), *self._transport(pk, entry)]
             if found and link_ok(entry):
                 yield from found
+        if len(watch) > len(ports):
+            watch.intersection_update(ports)
         self.relevant.forget_missing(ports)
 
     def _wjh(self, entry: PortEntry) -> tuple[dict[str, float], set[str]]:

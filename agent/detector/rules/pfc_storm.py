@@ -22,7 +22,9 @@ each stormed port is reported alone with role None. Ports in a PFC deadlock cycl
 blocked only behind one, are left to ``pfc_deadlock``.
 
 Exports ``fabricmon_port_pause_ratio{device,port,priority}``: the rx pause fraction of the
-last interval (0..1).
+last interval (0..1), and ``fabricmon_port_pfc_state{device,port,priority}``: 1 paused by
+its peer, 2 stuck (storm level), for ports with PFC activity (what ``fabricmon correlate``
+joins across shards; it works for vendors that count pause frames only, too).
 """
 
 from __future__ import annotations
@@ -126,4 +128,4 @@ class PfcStormRule(Rule):
     def metrics(self) -> Iterable[RuleMetric]:
         if self._tracker is None:
             return ()
-        return (self._tracker.pause_ratio.metric(),)
+        return (self._tracker.pause_ratio.metric(), self._tracker.pfc_state.metric())
