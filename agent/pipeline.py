@@ -16,6 +16,7 @@ from typing import Any
 
 import collectors
 from agent.detector import DetectContext, Detector, Rule
+from agent.gcpause import gc_paused
 from agent.model import Finding, Link, Poll, TargetSpec
 from agent.recording import RecordingWriter
 from agent.store import CounterStore, PortKey
@@ -153,6 +154,10 @@ class Pipeline:
             self._fail(status, "parse", f"the {spec.source} collector cannot be loaded: {type(exc).__name__}: {exc}")
             return
         state = self.parse_state.setdefault(poll.target, {})
+        with gc_paused():  # no cycles built here: see agent/gcpause.py
+            self._parse_and_store(cls, poll, spec, status, state)
+
+    def _parse_and_store(self, cls: Any, poll: Poll, spec: TargetSpec, status: TargetStatus, state: dict[str, Any]) -> None:
         try:
             result = cls.parse(poll.payload or {}, spec, state)
         except collectors.ParseError as exc:

@@ -26,6 +26,7 @@ from agent.detector import rules as rules_mod
 from agent.exporter.exposition import render
 from agent.exporter.metrics import ExpositionPolicy
 from agent.exporter.server import Exporter, make_app, start_server
+from agent.gcpause import gc_paused
 from agent.model import TargetSpec
 from agent.pipeline import Pipeline
 from bench.fabric import Fabric
@@ -127,10 +128,11 @@ def agent_path(fab: Fabric, polls: int, clients: int, rounds: int) -> dict[str, 
         payload: dict[str, Any] = {"perfquery": fab.perfquery_texts(k)}
         if k == 0:
             payload["ibnetdiscover"] = fab.ibnetdiscover
-        with Clock() as c_parse:
+        # The collector paused as in Pipeline._parse_into_store (agent/gcpause.py).
+        with gc_paused(), Clock() as c_parse:
             r = parse_perfquery_payload(payload, state)
         del payload
-        with Clock() as c_store:
+        with gc_paused(), Clock() as c_store:
             p.store.set_devices(r.devices, target="ib")
             p.store.set_port_info(r.ports, t)
             touched = p.store.update(r.samples, t, r.clocks, r.gauges, target="ib")

@@ -172,3 +172,37 @@ def test_memory_is_proportional_to_series():
         s.update([Sample(D, str(p), "tx_bytes", t * 10) for p in range(20)], float(t))
     assert s.series_count() == 20
     assert all(len(se.history) <= 3 for _, _, se in s.iter_series())
+
+
+def test_changes_list_exactly_the_counters_that_moved_and_the_gauges_that_changed():
+    """The detector starts from these sets, so they must be exact: a counter whose total
+    went up (valid delta or a rise to a saturating cap), never a reset, a first reading
+    or a traffic counter; a state gauge whose value changed, with its previous value."""
+    s = CounterStore()
+    ports = [(f"sw{i}", str(p)) for i in range(3) for p in range(4)]
+
+    def poll(t: float, step: dict[tuple[str, str], int], up: dict[tuple[str, str], float]) -> None:
+        samples = []
+        for d, p in ports:
+            n = step.get((d, p), 0)
+            samples += [Sample(d, p, "tx_bytes", int(t) * 1000), Sample(d, p, "symbol_errors", n, bits=16, saturating=True),
+                        Sample(d, p, "pfc_rx_pause_frames", n, sub=(3,))]
+        s.update(samples, t, gauges=[Gauge(d, p, "link_up", up.get((d, p), 1.0)) for d, p in ports]
+                 + [Gauge(d, p, "temperature_celsius", t) for d, p in ports])
+
+    poll(10.0, {}, {})
+    first = s.take_changes()
+    assert first.moved == {}  # first readings have no interval
+    assert set(first.gauges) == {"link_up"} and all(v is None for v in first.gauges["link_up"].values())
+    poll(20.0, {("sw0", "1"): 5, ("sw2", "3"): 65535}, {("sw1", "2"): 0.0})
+    ch = s.take_changes()
+    assert ch.ports(["symbol_errors"]) == {("sw0", "1"), ("sw2", "3")}  # incl. the rise to the 16-bit cap
+    assert ch.ports(["pfc_rx_pause_frames"]) == {("sw0", "1"), ("sw2", "3")}
+    assert ch.moved["symbol_errors"][("sw0", "1")] is s.get("sw0", "1", "symbol_errors")
+    assert "tx_bytes" not in ch.moved  # traffic moves everywhere: not tracked
+    assert ch.gauges == {"link_up": {("sw1", "2"): 1.0}}  # temperature is not a state gauge
+    poll(30.0, {("sw2", "3"): 65535}, {})  # stuck at the cap: no increase; sw0 cleared: a reset
+    ch = s.take_changes()
+    assert ch.ports(["symbol_errors", "pfc_rx_pause_frames"]) == set()
+    assert ch.gauges == {"link_up": {("sw1", "2"): 0.0}}
+    assert s.take_changes().moved == {}  # taken: empty until the next update
