@@ -180,3 +180,29 @@ def test_correlate_through_a_real_prometheus(tmp_path):
     assert {(f["kind"], f["device"], f["port"], f["role"]) for f in found} == {
         (t["kind"], t["device"], t["port"], t["role"]) for t in truth}
     assert all(f["evidence"]["shards"] == sorted(f"127.0.0.1:{p}" for p in ports) for f in found)
+
+
+def test_served_state_keeps_the_last_good_result_when_prometheus_fails(tmp_path):
+    """The service exports its findings and its own health; a failed query is counted,
+    marks it down, and leaves the last good findings visible with their age."""
+    import asyncio
+
+    from agent.correlate import Correlator
+
+    path, _ = cut("pfc_deadlock", CASES["pfc_deadlock"], tmp_path / "dl.jsonl")
+    states, info = [], []
+    for index in (0, 1):
+        s, i, _ = exported(path, index)
+        states += s
+        info += i
+    c = Correlator(f"http://127.0.0.1:{free_port()}")
+    c.findings, c.up, c.last_success = correlate(states, info, t=0.0), True, 1234.0
+    assert asyncio.run(c.run_once()) == c.findings and len(c.findings) == 4
+    assert c.up is False and c.errors == 1 and c.runs == 1 and "127.0.0.1" in (c.last_error or "")
+    body = c.exposition().decode()
+    families = {f.name: f for f in text_string_to_metric_families(body)}
+    assert families["fabricmon_correlation_up"].samples[0].value == 0
+    assert families["fabricmon_correlation_last_success_timestamp_seconds"].samples[0].value == 1234.0
+    active = families["fabricmon_cross_shard_finding_active"].samples
+    assert {(s.labels["kind"], s.labels["device"], s.labels["port"], s.labels["role"]) for s in active} == {
+        (f.kind, f.device, f.port, f.role) for f in c.findings}
