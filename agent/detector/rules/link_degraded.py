@@ -70,7 +70,7 @@ class LinkDegradedRule(Rule):
             if entry is not None and SYMBOL in entry.series:
                 yield from self._ber(pk, entry)
         if self.params["expected_width_lanes"] or self.params["expected_speed_bytes"]:
-            changed = {pk for name in ("link_up", "link_speed_bytes", "link_width_lanes") for pk in ctx.gauge_changed(name)}
+            changed = ctx.changes.gauge_ports(("link_up", "link_speed_bytes", "link_width_lanes"))  # type: ignore[union-attr]
             for pk in changed | ctx.watched(self.downgraded):
                 entry = ports.get(pk)
                 found = list(self._downgrade(pk, entry)) if entry is not None else []
