@@ -1,3 +1,9 @@
-"""fabricmon agent: scheduler, counter store, detector, exporter, CLI."""
+"""fabricmon agent: scheduler, counter store, detector, exporter, CLI.
 
-__version__ = "0.1.0"
+Installed as ``fabricmon.agent``. The version is the one in ``pyproject.toml``, read from the
+installed distribution's metadata, so it is written in one place only.
+"""
+
+from importlib.metadata import version
+
+__version__ = version("fabricmon")

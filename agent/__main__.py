@@ -1,5 +1,5 @@
 import sys
 
-from agent.cli import main
+from fabricmon.agent.cli import main
 
 sys.exit(main())

@@ -1,4 +1,4 @@
-"""``fabricmon`` command line: run, record, replay, check-config, eval."""
+"""``fabricmon`` command line: run, demo, record, replay, check-config, eval, correlate."""
 
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ from importlib import resources
 from pathlib import Path
 from typing import IO
 
-from agent import __version__
-from agent.config import DEFAULT_LISTEN, ConfigError, load
-from agent.model import Finding
-from agent.recording import RecordingError, iter_lines
+from fabricmon.agent import __version__
+from fabricmon.agent.config import DEFAULT_LISTEN, ConfigError, load
+from fabricmon.agent.recording import RecordingError, iter_lines
+from fabricmon.core.model import Finding
 
 log = logging.getLogger("fabricmon")
 
 
 def demo_recording() -> Path:
-    return Path(str(resources.files("agent") / "demo" / "demo.jsonl.gz"))
+    return Path(str(resources.files("fabricmon.agent") / "demo" / "demo.jsonl.gz"))
 
 
 def _setup_logging(level: str) -> None:
@@ -61,7 +61,7 @@ def _web_security(args: argparse.Namespace, loaded):
     path = getattr(args, "web_config_file", None) or (loaded.config.web.config_file if loaded else None)
     if not path:
         return None, []
-    from agent.exporter import webconfig
+    from fabricmon.agent.exporter import webconfig
 
     try:
         return webconfig.load(path)
@@ -72,9 +72,12 @@ def _web_security(args: argparse.Namespace, loaded):
 
 def cmd_run(args: argparse.Namespace) -> int:
     if args.config is None:
-        return asyncio.run(_run_demo(args.listen or DEFAULT_LISTEN, args.demo_speed))
+        # Never fall back to the demo: a unit that lost its --config.file would serve made-up findings.
+        print("fabricmon run needs --config.file FILE (see packaging/fabricmon.example.yml); "
+              "for the built-in demo, run: fabricmon demo", file=sys.stderr)
+        return 2
     loaded = _load_config(args.config)
-    from agent.runtime import Agent
+    from fabricmon.agent.runtime import Agent
 
     ssl_ctx, middlewares = _web_security(args, loaded)
     asyncio.run(Agent(loaded, listen=args.listen, ssl_context=ssl_ctx, middlewares=middlewares).run())
@@ -83,8 +86,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_record(args: argparse.Namespace) -> int:
     loaded = _load_config(args.config)
-    from agent.config import parse_duration
-    from agent.runtime import Agent
+    from fabricmon.agent.config import parse_duration
+    from fabricmon.agent.runtime import Agent
 
     duration = parse_duration(args.duration) if args.duration else None
     print(f"recording every poll to {args.out}" + (f" for {duration:g} s" if duration else " until interrupted"), file=sys.stderr)
@@ -108,9 +111,13 @@ def _first_poll_time(path: Path) -> float:
     raise RecordingError(f"{path}: no poll lines")
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    return asyncio.run(_run_demo(args.listen, args.speed))
+
+
 async def _run_demo(listen: str, speed: float) -> int:
-    from agent.exporter.server import Exporter, make_app, start_server
-    from agent.replay import build_pipeline, replay_paced
+    from fabricmon.agent.exporter.server import Exporter, make_app, start_server
+    from fabricmon.agent.replay import build_pipeline, replay_paced
 
     path = demo_recording()
     if not path.exists():
@@ -118,7 +125,7 @@ async def _run_demo(listen: str, speed: float) -> int:
         return 1
     header = next(iter_lines(path))[1]
     pipeline = build_pipeline(header, path)
-    exporter = Exporter(pipeline)
+    exporter = Exporter(pipeline, demo=True)
     exporter.render_now()
     runner = await start_server(make_app(exporter), listen)
     host = listen.rsplit(":", 1)[0] or "localhost"
@@ -179,7 +186,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             return asyncio.run(_replay_serve(args, loaded, out, speed))
         if speed:
             return asyncio.run(_replay_paced_cli(args, loaded, out, speed))
-        from agent.replay import replay_recording
+        from fabricmon.agent.replay import replay_recording
 
         result = replay_recording(args.file, loaded, on_finding_end=out.write, progress=not args.quiet)
         for f in result.pipeline.detector.close_all():
@@ -194,7 +201,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 async def _replay_paced_cli(args, loaded, out: _FindingsOut, speed: float) -> int:
-    from agent.replay import build_pipeline, in_shard, replay_paced
+    from fabricmon.agent.replay import build_pipeline, in_shard, replay_paced
 
     result = await replay_paced(args.file, lambda h: build_pipeline(h, args.file, loaded, out.write), speed=speed,
                                 progress=not args.quiet, keep=in_shard(loaded))
@@ -205,8 +212,8 @@ async def _replay_paced_cli(args, loaded, out: _FindingsOut, speed: float) -> in
 
 
 async def _replay_serve(args, loaded, out: _FindingsOut, speed: float | None) -> int:
-    from agent.exporter.server import Exporter, make_app, start_server
-    from agent.replay import build_pipeline, in_shard, replay_paced
+    from fabricmon.agent.exporter.server import Exporter, make_app, start_server
+    from fabricmon.agent.replay import build_pipeline, in_shard, replay_paced
 
     header = next(iter_lines(args.file))[1]
     pipeline = build_pipeline(header, args.file, loaded, out.write)
@@ -240,12 +247,12 @@ def _summary(result) -> None:
 # ---------------------------------------------------------------------- eval
 def cmd_eval(args: argparse.Namespace) -> int:
     try:
-        from agent.evaluate import run_eval
+        from fabricmon.agent.evaluate import run_eval
     except ImportError as exc:
         print(f"eval is not available in this installation: {exc}", file=sys.stderr)
         return 2
     if args.log_level != "debug":  # the corpus replays outages on purpose: keep the report readable
-        logging.getLogger("agent.pipeline").setLevel(logging.ERROR)
+        logging.getLogger("fabricmon.agent.pipeline").setLevel(logging.ERROR)
     loaded = _load_config(args.config)
     floors = {"precision": args.min_precision, "recall": args.min_recall, "origin_top1": args.min_origin_top1}
     try:
@@ -259,7 +266,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------- correlate
 def cmd_correlate(args: argparse.Namespace) -> int:
-    from agent.correlate import Correlator
+    from fabricmon.agent.correlate import Correlator
 
     c = Correlator(args.prometheus, window=args.window, interval=args.interval)
     if args.once:
@@ -275,8 +282,8 @@ def cmd_correlate(args: argparse.Namespace) -> int:
 
 
 async def _correlate_serve(c, listen: str) -> int:
-    from agent.correlate import make_app
-    from agent.exporter.server import start_server
+    from fabricmon.agent.correlate import make_app
+    from fabricmon.agent.exporter.server import start_server
 
     runner = await start_server(make_app(c), listen)
     print(f"correlating {c.url} every {c.interval:g} s; serving on http://{listen}/metrics", file=sys.stderr, flush=True)
@@ -296,15 +303,19 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--log.level", dest="log_level", default="info", choices=["debug", "info", "warning", "error"])
     sub = ap.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run the agent (with no --config: the built-in demo)")
-    run.add_argument("--config", help="configuration file (YAML); omit to run the demo")
+    run = sub.add_parser("run", help="run the agent on the configured targets")
+    run.add_argument("--config.file", dest="config", help="configuration file (YAML); required")
     run.add_argument("--web.listen-address", dest="listen", help=f"address to serve on (default {DEFAULT_LISTEN})")
     run.add_argument("--web.config.file", dest="web_config_file", help="exporter-toolkit web config: TLS and basic auth")
-    run.add_argument("--demo-speed", type=float, default=4.0, help="demo replay speed (default 4x)")
     run.set_defaults(func=cmd_run)
 
+    demo = sub.add_parser("demo", help="serve the built-in demo: a bundled recording of a made-up fabric, looping")
+    demo.add_argument("--web.listen-address", dest="listen", default=DEFAULT_LISTEN, help=f"address to serve on (default {DEFAULT_LISTEN})")
+    demo.add_argument("--speed", type=float, default=4.0, help="replay speed (default 4x)")
+    demo.set_defaults(func=cmd_demo)
+
     rec = sub.add_parser("record", help="poll the configured targets and append every poll to a recording")
-    rec.add_argument("--config", required=True)
+    rec.add_argument("--config.file", dest="config", required=True)
     rec.add_argument("--out", required=True, help="recording file (.jsonl, or .jsonl.gz for gzip); appended to")
     rec.add_argument("--duration", help="stop after this long (e.g. 10m); default: until interrupted")
     rec.add_argument("--web.listen-address", dest="listen", default="", help="also serve /metrics while recording")
@@ -317,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     pace.add_argument("--fast", action="store_true", help="no sleeping: as fast as possible (default without --serve)")
     rep.add_argument("--serve", metavar="ADDR", help="serve /metrics etc. on ADDR during and after the replay")
     rep.add_argument("--findings-out", metavar="PATH", help="write findings as JSON lines to PATH ('-' for stdout)")
-    rep.add_argument("--config", help="config for rule thresholds and static links")
+    rep.add_argument("--config.file", dest="config", help="config for rule thresholds and static links")
     rep.add_argument("--web.config.file", dest="web_config_file", help="exporter-toolkit web config for --serve")
     rep.add_argument("--quiet", action="store_true", help="no progress display on stderr")
     rep.set_defaults(func=cmd_replay)
@@ -328,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="score the detector on recordings with truth lines")
     ev.add_argument("paths", nargs="+", help="recordings or folders of recordings")
-    ev.add_argument("--config")
+    ev.add_argument("--config.file", dest="config")
     ev.add_argument("--min-precision", type=float, default=0.95)
     ev.add_argument("--min-recall", type=float, default=0.95)
     ev.add_argument("--min-origin-top1", type=float, default=0.90)

@@ -17,8 +17,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-import collectors
-from agent.model import Link
+from fabricmon import collectors
+from fabricmon.core.model import Link
 
 DEFAULT_LISTEN = "127.0.0.1:10117"
 DEFAULT_PORT = 10117
@@ -292,7 +292,7 @@ def load_text(text: str, path: str = "<config>") -> LoadedConfig:
         except ValidationError as exc:
             problems.extend(_problems(exc, path, lines, ("targets", i)))
     # Rules: names and parameters are checked by building them.
-    from agent.detector import rules as rules_mod
+    from fabricmon.agent.detector import rules as rules_mod
 
     try:
         rules_mod.build(config.rules)

@@ -39,9 +39,9 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from agent.detector.graph import tarjan_scc
-from agent.exporter.exposition import Family, labels, render
-from agent.model import Finding
+from fabricmon.agent.detector.graph import tarjan_scc
+from fabricmon.agent.exporter.exposition import Family, labels, render
+from fabricmon.core.model import Finding
 
 log = logging.getLogger(__name__)
 

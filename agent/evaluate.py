@@ -3,7 +3,7 @@
 Matching rule: a finding matches a truth line when kind, device, port, priority (null matches
 null only) and role are equal and their time spans overlap, each widened by ``tolerance``
 polls. For a storm *origin* the two ends of the cable count as the same place: a truth line
-may name the NIC in ``peer_device``/``peer_port`` (see agent/scenarios/catalog.py), and a
+may name the NIC in ``peer_device``/``peer_port`` (see tools/scenarios/catalog.py), and a
 finding may name its peer the same way.
 
 Per kind: precision (matched findings / findings), recall (matched truth / truth), detection
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.model import KINDS, Finding
+from fabricmon.core.model import KINDS, Finding
 
 INF = float("inf")
 
@@ -245,8 +245,8 @@ def recording_paths(paths: Iterable[str | Path]) -> list[Path]:
 
 def run_eval(paths: Iterable[str | Path], floors: Mapping[str, Any] | None = None, config: Any = None,
              tolerance_polls: float = 2.0) -> tuple[str, bool]:
-    """Replay each recording (agent.replay.replay_recording) and score it; (report text, ok)."""
-    from agent.replay import replay_recording  # the replay pipeline is only needed here
+    """Replay each recording (fabricmon.agent.replay.replay_recording) and score it; (report text, ok)."""
+    from fabricmon.agent.replay import replay_recording  # the replay pipeline is only needed here
 
     findings: dict[str, list[Any]] = {}
     truth: dict[str, list[Any]] = {}

@@ -14,14 +14,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import collectors
-from agent.detector import DetectContext, Detector, Rule
-from agent.gcpause import gc_paused
-from agent.model import Finding, Link, Poll, TargetSpec
-from agent.recording import RecordingWriter
-from agent.store import CounterStore, PortKey
-from agent.topology import Topology
-from agent.vocabulary import COUNTERS, GAUGES
+from fabricmon import collectors
+from fabricmon.agent.detector import DetectContext, Detector, Rule
+from fabricmon.agent.gcpause import gc_paused
+from fabricmon.agent.recording import RecordingWriter
+from fabricmon.agent.store import CounterStore, PortKey
+from fabricmon.core.model import Finding, Link, Poll, TargetSpec
+from fabricmon.core.topology import Topology
+from fabricmon.core.vocabulary import COUNTERS, GAUGES
 
 log = logging.getLogger(__name__)
 
@@ -207,8 +207,8 @@ class Pipeline:
             del self.ended[: len(self.ended) - 500]
 
     def findings(self) -> list[Finding]:
-        """Active findings, most severe first."""
-        return sorted(self.detector.active, key=lambda f: (f.severity != "critical", f.kind, f.device, f.port or "", f.priority or -1))
+        """Active findings in ``Finding.sort_key`` order (start time, kind, device, port, priority)."""
+        return sorted(self.detector.active, key=lambda f: f.sort_key)
 
 
 _NUMERIC_LABELS = frozenset({"priority", "queue"})

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from agent.model import Poll, TargetSpec
+from fabricmon.core.model import Poll, TargetSpec
 
 FORMAT = "fabricmon-recording"
 VERSION = 1

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.config import LoadedConfig, shard_of
-from agent.detector import rules as rules_mod
-from agent.model import Finding, Poll, TargetSpec
-from agent.pipeline import Pipeline
-from agent.recording import RecordingError, iter_lines, poll_from_line
+from fabricmon.agent.config import LoadedConfig, shard_of
+from fabricmon.agent.detector import rules as rules_mod
+from fabricmon.agent.pipeline import Pipeline
+from fabricmon.agent.recording import RecordingError, iter_lines, poll_from_line
+from fabricmon.core.model import Finding, Poll, TargetSpec
 
 log = logging.getLogger(__name__)
 

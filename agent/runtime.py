@@ -15,16 +15,16 @@ import signal
 import time
 from typing import Any
 
-import collectors
-from agent import state, systemd
-from agent.config import ConfigError, LoadedConfig, TargetConfig, load, shard_options
-from agent.detector import rules as rules_mod
-from agent.exporter.metrics import ExpositionPolicy
-from agent.exporter.server import Exporter, make_app, start_server
-from agent.model import TargetSpec
-from agent.pipeline import Pipeline
-from agent.recording import RecordingWriter
-from agent.scheduler import ScheduledTarget, Scheduler
+from fabricmon import collectors
+from fabricmon.agent import state, systemd
+from fabricmon.agent.config import ConfigError, LoadedConfig, TargetConfig, load, shard_options
+from fabricmon.agent.detector import rules as rules_mod
+from fabricmon.agent.exporter.metrics import ExpositionPolicy
+from fabricmon.agent.exporter.server import Exporter, make_app, start_server
+from fabricmon.agent.pipeline import Pipeline
+from fabricmon.agent.recording import RecordingWriter
+from fabricmon.agent.scheduler import ScheduledTarget, Scheduler
+from fabricmon.core.model import TargetSpec
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agent.model import Poll
-from collectors import Collector, FetchError
+from fabricmon.collectors import Collector, FetchError
+from fabricmon.core.model import Poll
 
 log = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.detector import Detector
-from agent.model import Finding, Sample
-from agent.store import FIRST, CounterStore, PortEntry, Series
+from fabricmon.agent.detector import Detector
+from fabricmon.agent.store import FIRST, CounterStore, PortEntry, Series
+from fabricmon.core.model import Finding, Sample
 
 log = logging.getLogger(__name__)
 

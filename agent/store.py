@@ -41,7 +41,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.model import DeviceInfo, Gauge, PortInfo, Sample
+from fabricmon.core.model import DeviceInfo, Gauge, PortInfo, Sample
 
 # Why the last interval has (or has no) delta.
 OK = "ok"

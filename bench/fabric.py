@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from collectors.perfquery.parse import COUNTERS as PQ_COUNTERS
-from collectors.perfquery.parse import parse_ibnetdiscover
+from fabricmon.collectors.perfquery.parse import COUNTERS as PQ_COUNTERS
+from fabricmon.collectors.perfquery.parse import parse_ibnetdiscover
 
 SELENE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "public" / "ib" / "Mellanox__ufm_sdk_3.0" / "topo__selene.compute.txt"
 LID_STEP = 6000  # Selene's highest LID is 5994

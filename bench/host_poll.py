@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.model import TargetSpec  # noqa: E402
-from collectors.host import HostCollector, HostOptions  # noqa: E402
+from fabricmon.collectors.host import HostCollector, HostOptions  # noqa: E402
+from fabricmon.core.model import TargetSpec  # noqa: E402
 
 IB_COUNTERS = ("symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors", "port_rcv_remote_physical_errors",
                "port_rcv_switch_relay_errors", "port_xmit_discards", "port_xmit_constraint_errors", "port_rcv_constraint_errors",

@@ -43,6 +43,23 @@ def run_size(ports: int, polls: int) -> dict[str, Any]:
     return out
 
 
+def run_snmp(switches: int) -> dict[str, Any]:
+    """The SNMP comparison, or why it could not run: a missing tool skips this stage only."""
+    from tests.snmpsim_util import SNMPSIM
+
+    if SNMPSIM is None:
+        why = "snmpsim-command-responder is not installed (pip install -e '.[test]')"
+        print(f"[bench] SNMP comparison skipped: {why}", file=sys.stderr, flush=True)
+        return {"skipped": why}
+    print(f"[bench] SNMP: fabricmon vs prometheus-snmp-exporter on {switches} switches ...", file=sys.stderr, flush=True)
+    from bench import snmp_compare
+
+    try:
+        return snmp_compare.run(switches)
+    except Exception as exc:  # a broken simulator or exporter: report, keep the sizes already measured
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def summary(r: dict[str, Any]) -> dict[str, float]:
     a, pc = r["agent"], r["prometheus_client"]
     s = a["steady_poll_cpu_s"]
@@ -118,17 +135,18 @@ def main(argv: list[str] | None = None) -> int:
     snmp_n = a.snmp_switches if a.snmp_switches is not None else (16 if a.quick else 64)
     results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                                            "loadavg_start": os.getloadavg()}, "sizes": {}}
+    out_path = Path(a.out)
+
+    def save() -> None:  # after every stage: a later stage that fails never loses what was measured
+        out_path.write_text(json.dumps(results, indent=1))
+
     for n in sizes:
         print(f"[bench] {n:,} ports ...", file=sys.stderr, flush=True)
         results["sizes"][str(n)] = run_size(n, polls)
+        save()
     if snmp_n > 0:
-        print(f"[bench] SNMP: fabricmon vs prometheus-snmp-exporter on {snmp_n} switches ...", file=sys.stderr, flush=True)
-        from bench import snmp_compare
-
-        try:
-            results["snmp"] = snmp_compare.run(snmp_n)
-        except Exception as exc:  # the comparison needs snmpsim and the exporter: report, do not crash
-            results["snmp"] = {"error": f"{type(exc).__name__}: {exc}"}
+        results["snmp"] = run_snmp(snmp_n)
+        save()
     results["machine"]["loadavg_end"] = os.getloadavg()
     ok = [r for r in results["sizes"].values() if "error" not in r]
     sums = [summary(r) for r in ok]
@@ -147,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print("\n" + snmp_compare.table(snmp))
     elif snmp:
-        print(f"\nSNMP comparison: {snmp.get('error')}")
-    Path(a.out).write_text(json.dumps(results, indent=1))
+        print(f"\nSNMP comparison: {snmp.get('skipped') or snmp.get('error')}")
+    save()
     print(f"\nJSON: {a.out}")
     return 0
 

@@ -22,16 +22,16 @@ import threading
 import time
 from typing import Any
 
-from agent.detector import rules as rules_mod
-from agent.exporter.exposition import render
-from agent.exporter.metrics import ExpositionPolicy
-from agent.exporter.server import Exporter, make_app, start_server
-from agent.gcpause import gc_paused
-from agent.model import TargetSpec
-from agent.pipeline import Pipeline
 from bench.fabric import Fabric
-from collectors.perfquery.parse import parse_payload as parse_perfquery_payload
-from collectors.ufm_telemetry.parse import parse_payload as parse_ufm_payload
+from fabricmon.agent.detector import rules as rules_mod
+from fabricmon.agent.exporter.exposition import render
+from fabricmon.agent.exporter.metrics import ExpositionPolicy
+from fabricmon.agent.exporter.server import Exporter, make_app, start_server
+from fabricmon.agent.gcpause import gc_paused
+from fabricmon.agent.pipeline import Pipeline
+from fabricmon.collectors.perfquery.parse import parse_payload as parse_perfquery_payload
+from fabricmon.collectors.ufm_telemetry.parse import parse_payload as parse_ufm_payload
+from fabricmon.core.model import TargetSpec
 
 T0 = 1_700_000_000.0
 INTERVAL = 10.0
@@ -186,7 +186,7 @@ def agent_path(fab: Fabric, polls: int, clients: int, rounds: int) -> dict[str, 
 
 
 def exporter_families(exporter: Exporter) -> list:
-    from agent.exporter import metrics
+    from fabricmon.agent.exporter import metrics
 
     return metrics.all_families(exporter.pipeline)
 
@@ -196,7 +196,7 @@ def prometheus_client_ratio(p: Pipeline, our_render_cpu: float) -> dict[str, Any
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-    from agent.vocabulary import COUNTERS, GAUGES, metric_name
+    from fabricmon.core.vocabulary import COUNTERS, GAUGES, metric_name
 
     store = p.store
 
@@ -232,7 +232,7 @@ def prometheus_client_ratio(p: Pipeline, our_render_cpu: float) -> dict[str, Any
     with Clock() as c:
         body = generate_latest(reg)
     # our side, same series only (fabric families): render them again
-    from agent.exporter import metrics
+    from fabricmon.agent.exporter import metrics
 
     with Clock() as c2:
         text, _ = render(metrics.fabric_families(p))

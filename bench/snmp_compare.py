@@ -75,8 +75,8 @@ def snmprec(sw: int) -> str:
 
 def fabricmon_walks() -> list[str]:
     """The subtrees fabricmon's SNMP collector walks on these switches (its own planner)."""
-    from collectors.snmp import SnmpCollector, SnmpOptions
-    from collectors.snmp import parse as snmp_parse
+    from fabricmon.collectors.snmp import SnmpCollector, SnmpOptions
+    from fabricmon.collectors.snmp import parse as snmp_parse
 
     probe = SnmpCollector("plan", "127.0.0.1", SnmpOptions(community="plan"))
     rows = [(snmp_parse.SYS_OBJECT_ID, "6", SYS_OID), (snmp_parse.SYS_DESCR, "4", b"Arista Networks EOS")]
@@ -85,7 +85,7 @@ def fabricmon_walks() -> list[str]:
 
 def snmp_yml(communities: list[str]) -> str:
     """snmp_exporter 0.21 config: one module per community (auth lives in the module in 0.21)."""
-    from collectors.snmp import parse as snmp_parse
+    from fabricmon.collectors.snmp import parse as snmp_parse
 
     if_name = oid_text((*IFX, 1))
     metrics = [("sysUpTime", oid_text(snmp_parse.SYS_UPTIME), "gauge", 0)]
@@ -160,8 +160,8 @@ class Fabricmon:
     """The 64 collectors, built once, polled on one long-lived event loop (like the agent)."""
 
     def __init__(self, targets: list[tuple[str, int]]) -> None:
-        from collectors.snmp import SnmpCollector, SnmpOptions
-        from collectors.snmp import fetch as snmp_fetch
+        from fabricmon.collectors.snmp import SnmpCollector, SnmpOptions
+        from fabricmon.collectors.snmp import fetch as snmp_fetch
 
         self.skipped = _Skipped()
         snmp_fetch.log.addHandler(self.skipped)
@@ -172,8 +172,8 @@ class Fabricmon:
                      for c, port in targets]
 
     async def _poll(self, cols: list[Any]) -> tuple[int, int, float]:
-        from agent.model import TargetSpec
-        from collectors.snmp import SnmpCollector
+        from fabricmon.collectors.snmp import SnmpCollector
+        from fabricmon.core.model import TargetSpec
 
         payloads = await asyncio.gather(*(c.fetch() for c in cols), return_exceptions=True)
         t0 = time.process_time()
@@ -202,7 +202,7 @@ class Fabricmon:
             for c in self.cols:
                 await c.close()
 
-        from collectors.snmp import fetch as snmp_fetch
+        from fabricmon.collectors.snmp import fetch as snmp_fetch
 
         self.runner.run(close_all())
         self.runner.close()

@@ -1,5 +1,5 @@
 """Soak: many SNMP switches on snmpsim and a large UFM Telemetry endpoint, polled together by
-the real :class:`agent.runtime.Agent` for minutes, watching for leaks and lateness.
+the real :class:`fabricmon.agent.runtime.Agent` for minutes, watching for leaks and lateness.
 
     python -m bench.soak [--minutes 10] [--targets 500] [--ports 100000]
                          [--snmp-interval 30] [--ufm-interval 60] [--sample-every 10]
@@ -171,7 +171,7 @@ def lateness(polls: list[tuple[str, float, float, bool]], intervals: dict[str, f
 
 
 async def soak(loaded: Any, a: argparse.Namespace, listen_port: int) -> dict[str, Any]:
-    from agent.runtime import Agent
+    from fabricmon.agent.runtime import Agent
 
     poll_log: list[tuple[str, float, float, bool]] = []
 
@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS / "soak.json")
     a = ap.parse_args(argv)
 
-    from agent.config import load
+    from fabricmon.agent.config import load
     from tests.conftest import free_port
     from tests.snmpsim_util import SNMPSIM, SnmpSim
 

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import importlib
 
-from collectors.base import Collector, FetchError, ParseError, SourceOptions
+from fabricmon.collectors.base import Collector, FetchError, ParseError, SourceOptions
 
 # source name -> "module:Class"
 SOURCES: dict[str, str] = {
-    "perfquery": "collectors.perfquery:PerfqueryCollector",
-    "snmp": "collectors.snmp:SnmpCollector",
-    "ufm": "collectors.ufm:UfmCollector",
-    "ufm-telemetry": "collectors.ufm_telemetry:UfmTelemetryCollector",
-    "nvue": "collectors.nvue:NvueCollector",
-    "host": "collectors.host:HostCollector",
+    "perfquery": "fabricmon.collectors.perfquery:PerfqueryCollector",
+    "snmp": "fabricmon.collectors.snmp:SnmpCollector",
+    "ufm": "fabricmon.collectors.ufm:UfmCollector",
+    "ufm-telemetry": "fabricmon.collectors.ufm_telemetry:UfmTelemetryCollector",
+    "nvue": "fabricmon.collectors.nvue:NvueCollector",
+    "host": "fabricmon.collectors.host:HostCollector",
 }
 
 _loaded: dict[str, type[Collector]] = {}

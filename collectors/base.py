@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from agent.model import ParseResult, TargetSpec
+from fabricmon.core.model import ParseResult, TargetSpec
 
 
 class ParseError(ValueError):
@@ -32,9 +32,9 @@ class FetchError(Exception):
 
 def resolve_secret(what: str, inline: str | None, file: str | None, env: str | None) -> str | None:
     """The plain value of secret option ``what`` (inline, ``<what>_file`` or ``<what>_env``),
-    through :func:`agent.secrets.resolve`; a problem is this poll's ``auth`` error, naming
+    through :func:`fabricmon.core.secrets.resolve`; a problem is this poll's ``auth`` error, naming
     the option and never the value."""
-    from agent.secrets import SecretError, resolve
+    from fabricmon.core.secrets import SecretError, resolve
 
     try:
         secret = resolve({what: inline, f"{what}_file": file, f"{what}_env": env}, what)

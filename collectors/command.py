@@ -14,7 +14,7 @@ import os
 import signal
 from dataclasses import dataclass
 
-from collectors.base import FetchError
+from fabricmon.collectors.base import FetchError
 
 
 @dataclass(slots=True)

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from collectors.base import Collector, FetchError, SourceOptions, resolve_secret
+from fabricmon.collectors.base import Collector, FetchError, SourceOptions, resolve_secret
 
 DEFAULT_MAX_BODY = 256 * 1024 * 1024  # a full-fabric UFM ports list can be tens of MB
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
-import collectors
-from agent.model import ParseResult, TargetSpec
+from fabricmon import collectors
+from fabricmon.core.model import ParseResult, TargetSpec
 
 ROOT = Path(__file__).resolve().parent
 

@@ -24,7 +24,9 @@ from pathlib import Path
 
 from pysnmp.proto import api
 
-SNMPSIM = shutil.which("snmpsim-command-responder")
+from tests.conftest import tool
+
+SNMPSIM = tool("snmpsim-command-responder")
 SYS_UPTIME = "1.3.6.1.2.1.1.3.0"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from collectors import testcase
+from fabricmon.collectors import testcase
 
 CASES = testcase.cases()
 

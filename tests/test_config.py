@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.cli import main
-from agent.config import ConfigError, load, load_text, parse_duration
+from fabricmon.agent.cli import main
+from fabricmon.agent.config import ConfigError, load, load_text, parse_duration
 
 
 def problems(text: str) -> list[str]:

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.config import load_text, shard_of
-from agent.correlate import CorrelationError, Vector, correlate, parse_vector
-from agent.exporter import metrics
-from agent.exporter.exposition import render
-from agent.replay import replay_recording
+from fabricmon.agent.config import load_text, shard_of
+from fabricmon.agent.correlate import CorrelationError, Vector, correlate, parse_vector
+from fabricmon.agent.exporter import metrics
+from fabricmon.agent.exporter.exposition import render
+from fabricmon.agent.replay import replay_recording
 from tests.conftest import ROOT, free_port
 from tests.prometheus_util import PrometheusServer, have_prometheus
 
@@ -35,7 +35,7 @@ def cut(name: str, until: float, out: Path) -> tuple[Path, list[dict]]:
     """The recording up to ``until`` (header, polls, truth), and its truth lines."""
     src = SCEN / f"{name}.jsonl.gz"
     if not src.exists():
-        pytest.skip(f"scenario recording {src} missing (python -m agent.scenarios --out tests/scenarios)")
+        pytest.skip(f"scenario recording {src} missing (python -m tools.scenarios --out tests/scenarios)")
     with gzip.open(src, "rt") as f:
         lines = [json.loads(line) for line in f]
     with out.open("w") as f:
@@ -136,7 +136,7 @@ def test_bad_answers_name_the_server_and_the_problem(payload, why):
 
 def test_unreachable_prometheus_is_a_clear_error():
     port = free_port()
-    out = subprocess.run([sys.executable, "-m", "agent", "correlate", "--prometheus", f"http://127.0.0.1:{port}", "--once"],
+    out = subprocess.run([sys.executable, "-m", "fabricmon.agent", "correlate", "--prometheus", f"http://127.0.0.1:{port}", "--once"],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert f"127.0.0.1:{port}" in out.stderr and "error" in out.stderr
@@ -157,7 +157,7 @@ def test_correlate_through_a_real_prometheus(tmp_path):
                 cfg = tmp_path / f"shard{index}.yml"
                 cfg.write_text(shard_config(index))
                 procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "agent", "replay", "--fast", "--quiet", "--config", str(cfg),
+                    [sys.executable, "-m", "fabricmon.agent", "replay", "--fast", "--quiet", "--config.file", str(cfg),
                      "--serve", f"127.0.0.1:{port}", str(path)],
                     cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
             deadline = time.monotonic() + 60
@@ -168,7 +168,7 @@ def test_correlate_through_a_real_prometheus(tmp_path):
                 time.sleep(0.5)
             assert len(series) == 2, "Prometheus never saw both shards' PFC states"
             time.sleep(4)  # a few scrapes of the settled state: the window below is then covered
-            out = subprocess.run([sys.executable, "-m", "agent", "correlate", "--prometheus", prom.url, "--once", "--window", "3s"],
+            out = subprocess.run([sys.executable, "-m", "fabricmon.agent", "correlate", "--prometheus", prom.url, "--once", "--window", "3s"],
                                  cwd=ROOT, capture_output=True, text=True, timeout=60)
         finally:
             for p in procs:
@@ -187,7 +187,7 @@ def test_served_state_keeps_the_last_good_result_when_prometheus_fails(tmp_path)
     marks it down, and leaves the last good findings visible with their age."""
     import asyncio
 
-    from agent.correlate import Correlator
+    from fabricmon.agent.correlate import Correlator
 
     path, _ = cut("pfc_deadlock", CASES["pfc_deadlock"], tmp_path / "dl.jsonl")
     states, info = [], []

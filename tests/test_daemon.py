@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from agent import state
+from fabricmon.agent import state
 from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,7 +164,7 @@ class Daemon:
     def __init__(self, tmp: Path, config: Path, env: dict[str, str], port: int) -> None:
         self.port = port
         self.log = open(tmp / f"daemon-{time.monotonic_ns()}.log", "w+")  # noqa: SIM115
-        self.proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--config", str(config)],
+        self.proc = subprocess.Popen([sys.executable, "-m", "fabricmon.agent", "run", "--config.file", str(config)],
                                      cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
 
     def get(self, path: str) -> str:

@@ -74,16 +74,16 @@ def test_metric_name_extraction() -> None:
 @pytest.fixture(scope="module")
 def exportable() -> set[str]:
     """Names the agent exports: vocabulary, every family of a pipeline after a replay, rule gauges."""
-    from agent.detector import rules as rules_mod
-    from agent.exporter.metrics import all_families
-    from agent.pipeline import Pipeline
-    from agent.vocabulary import COUNTERS, GAUGES, metric_name
+    from fabricmon.agent.detector import rules as rules_mod
+    from fabricmon.agent.exporter.metrics import all_families
+    from fabricmon.agent.pipeline import Pipeline
+    from fabricmon.core.vocabulary import COUNTERS, GAUGES, metric_name
 
     names = {metric_name(d) for d in [*COUNTERS.values(), *GAUGES.values()]}
     p = Pipeline([], rules_mod.build())
     rec = SCENARIOS / "nic_pause_storm_arista.jsonl.gz"
     if rec.exists():  # rule gauges appear once a rule has seen data
-        from agent.replay import replay_recording
+        from fabricmon.agent.replay import replay_recording
 
         p = replay_recording(str(rec), None).pipeline
     names |= {f.name for f in all_families(p)}

@@ -174,7 +174,7 @@ def live():
         for s, port in ports.items():
             logs[s] = tmp / f"{s}.log"
             procs[s] = subprocess.Popen(
-                [sys.executable, "-m", "agent", "replay", "--serve", f"127.0.0.1:{port}", "--speed", str(SPEED), str(scenario_file(s))],
+                [sys.executable, "-m", "fabricmon.agent", "replay", "--serve", f"127.0.0.1:{port}", "--speed", str(SPEED), str(scenario_file(s))],
                 stdout=subprocess.DEVNULL, stderr=open(logs[s], "wb"), cwd=ROOT, start_new_session=True)  # noqa: SIM115
         deadline = time.monotonic() + 150
         pending = set(procs)
@@ -265,7 +265,7 @@ def _alerts_by_scenario(prom, instances, start, end) -> dict[str, set[tuple[str,
 
 @pytest.mark.parametrize("scenario", ALERT_SCENARIOS)
 def test_fault_alerts_go_pending_or_firing(live, scenario: str) -> None:
-    from agent.detector.rules import RULES
+    from fabricmon.agent.detector.rules import RULES
 
     prom, instances, start, end, missing = live
     if scenario in missing:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from agent.detector import DetectContext, Detector, Observation, Rule
-from agent.store import CounterStore
-from agent.topology import Topology
+from fabricmon.agent.detector import DetectContext, Detector, Observation, Rule
+from fabricmon.agent.store import CounterStore
+from fabricmon.core.topology import Topology
 
 
 class Always(Rule):

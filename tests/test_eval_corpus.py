@@ -14,7 +14,7 @@ from tests.conftest import ROOT
 
 
 def test_fabricmon_eval_passes_on_the_corpus():
-    r = subprocess.run([sys.executable, "-m", "agent", "--log.level", "error", "eval", str(ROOT / "tests" / "scenarios")],
+    r = subprocess.run([sys.executable, "-m", "fabricmon.agent", "--log.level", "error", "eval", str(ROOT / "tests" / "scenarios")],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     print(r.stdout)
     assert r.returncode == 0, f"fabricmon eval failed:\n{r.stdout}\n{r.stderr[-3000:]}"

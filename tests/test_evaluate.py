@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.evaluate import DEFAULT_FLOORS, evaluate, format_report, run_eval
-from agent.model import Finding
+from fabricmon.agent.evaluate import DEFAULT_FLOORS, evaluate, format_report, run_eval
+from fabricmon.core.model import Finding
 
 T = 1000.0
 
@@ -117,10 +117,10 @@ def test_dict_findings_and_report_text() -> None:
     assert lines[-1].startswith("FAIL: packet_loss: recall 0.00")
 
 
-HAVE_REPLAY = importlib.util.find_spec("agent.replay") is not None
+HAVE_REPLAY = importlib.util.find_spec("fabricmon.agent.replay") is not None
 
 
-@pytest.mark.skipif(not HAVE_REPLAY, reason="agent.replay (replay_recording) is not in the tree yet")
+@pytest.mark.skipif(not HAVE_REPLAY, reason="fabricmon.agent.replay (replay_recording) is not in the tree yet")
 def test_run_eval_end_to_end_on_the_corpus() -> None:
     corpus = Path(__file__).resolve().parent / "scenarios"
     text, ok = run_eval([corpus / "nic_pause_storm_onyx.jsonl.gz", corpus / "benign_heavy_load.jsonl.gz"], floors={})

@@ -8,13 +8,13 @@ import json
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-import collectors
-from agent.detector.rules import build
-from agent.exporter.exposition import Family, render
-from agent.exporter.server import Exporter, make_app
-from agent.model import DeviceInfo, Gauge, ParseResult, Poll, PortInfo, Sample, TargetSpec
-from agent.pipeline import Pipeline
-from collectors import Collector, ParseError
+from fabricmon import collectors
+from fabricmon.agent.detector.rules import build
+from fabricmon.agent.exporter.exposition import Family, render
+from fabricmon.agent.exporter.server import Exporter, make_app
+from fabricmon.agent.pipeline import Pipeline
+from fabricmon.collectors import Collector, ParseError
+from fabricmon.core.model import DeviceInfo, Gauge, ParseResult, Poll, PortInfo, Sample, TargetSpec
 
 
 class TinyCollector(Collector):

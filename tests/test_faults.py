@@ -24,8 +24,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from agent.config import load
-from agent.runtime import Agent
+from fabricmon.agent.config import load
+from fabricmon.agent.runtime import Agent
 from tests.conftest import ROOT, free_port
 from tests.http_standins import BasicAuthRule, FaultServer, Reply, StandIn
 from tests.snmpsim_util import SNMPSIM, SnmpSim

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.recording import FORMAT, VERSION, RecordingError, iter_lines, read_header, read_polls
-from agent.replay import specs_from_header
+from fabricmon.agent.recording import FORMAT, VERSION, RecordingError, iter_lines, read_header, read_polls
+from fabricmon.agent.replay import specs_from_header
 
 HEADER = {"type": "header", "format": FORMAT, "version": VERSION, "targets": [{"name": "leaf01", "source": "snmp"}]}
 

@@ -30,7 +30,7 @@ VOLATILE = ("fabricmon_exposition_render_seconds", "fabricmon_build_info", "fabr
 def scrape_replay(recording: Path, extra: list[str] | None = None, accept: str | None = None, hash_seed: str = "0") -> str:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent", "--log.level", "warning", "replay", "--fast", "--quiet",
+        [sys.executable, "-m", "fabricmon.agent", "--log.level", "warning", "replay", "--fast", "--quiet",
          "--serve", f"127.0.0.1:{port}", *(extra or []), str(recording)],
         cwd=ROOT, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": hash_seed},
     )
@@ -68,7 +68,7 @@ def stable(body: str) -> str:
 @pytest.fixture(scope="module")
 def body() -> str:
     if not RECORDING.exists():
-        pytest.skip(f"{RECORDING} missing: generate it with python -m agent.scenarios --demo {RECORDING}")
+        pytest.skip(f"{RECORDING} missing: generate it with python -m tools.scenarios --demo {RECORDING}")
     return scrape_replay(RECORDING)
 
 

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-import collectors
-from agent.model import ParseResult, TargetSpec
-from collectors.base import FetchError, ParseError
-from collectors.host import HostCollector, HostOptions
-from collectors.host.parse import parse_ethtool, parse_payload, parse_rate
+from fabricmon import collectors
+from fabricmon.collectors.base import FetchError, ParseError
+from fabricmon.collectors.host import HostCollector, HostOptions
+from fabricmon.collectors.host.parse import parse_ethtool, parse_payload, parse_rate
+from fabricmon.core.model import ParseResult, TargetSpec
 from tests.conftest import public_fixture
 
 DATA = Path(__file__).resolve().parent / "data" / "host"
@@ -177,7 +177,7 @@ async def test_unreadable_file_is_left_out_and_logged_once(tmp_path, caplog):
     bad.unlink()
     bad.mkdir()  # reading a directory fails (EISDIR) even as root, like EACCES/EINVAL would
     c = collector(sysfs, ethtool=False)
-    with caplog.at_level(logging.WARNING, logger="collectors.host.fetch"):
+    with caplog.at_level(logging.WARNING, logger="fabricmon.collectors.host.fetch"):
         payload, res = await poll(c)
         await c.fetch()
     assert "infiniband/mlx5_0/ports/1/counters/symbol_error" not in payload["files"]

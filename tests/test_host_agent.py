@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from agent.detector.rules import build
-from agent.exporter.server import Exporter
-from agent.model import Poll
-from agent.pipeline import Pipeline
-from collectors.host import HostCollector, HostOptions
+from fabricmon.agent.detector.rules import build
+from fabricmon.agent.exporter.server import Exporter
+from fabricmon.agent.pipeline import Pipeline
+from fabricmon.collectors.host import HostCollector, HostOptions
+from fabricmon.core.model import Poll
 from tests.test_host import add_roce_device, fake_ethtool
 
 

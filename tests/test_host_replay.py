@@ -1,6 +1,6 @@
 """Host NIC collector in replay: the detector finds NIC-side events in the scenario corpus.
 
-Two recordings (agent/scenarios/catalog.py): ``nic_pause_storm_arista`` (gpu03 is a host
+Two recordings (tools/scenarios/catalog.py): ``nic_pause_storm_arista`` (gpu03 is a host
 target; its NIC storms, counting ``tx_pause_storm_error_events``) and ``roce_oos_burst_host``
 (silent drops make gpu02's NIC count out-of-sequence packets, NAKs and ack timeouts). The
 replay is stepped poll by poll, so the severity at the first poll of each event is checked,
@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agent.model import Finding
-from agent.pipeline import Pipeline
-from agent.recording import iter_lines, poll_from_line
-from agent.replay import build_pipeline
+from fabricmon.agent.pipeline import Pipeline
+from fabricmon.agent.recording import iter_lines, poll_from_line
+from fabricmon.agent.replay import build_pipeline
+from fabricmon.core.model import Finding
 
 CORPUS = Path(__file__).resolve().parent / "scenarios"
 

@@ -7,8 +7,8 @@ from functools import cache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.base import ParseError
-from collectors.perfquery.parse import parse_ibnetdiscover
+from fabricmon.collectors.base import ParseError
+from fabricmon.collectors.perfquery.parse import parse_ibnetdiscover
 from tests.conftest import public_fixture
 
 SELENE = "ib/Mellanox__ufm_sdk_3.0/topo__selene.compute.txt"

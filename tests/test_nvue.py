@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-import collectors
-from agent.model import ParseResult, TargetSpec
-from collectors.base import FetchError, ParseError
-from collectors.nvue import NvueCollector, NvueOptions
-from collectors.nvue.parse import classify, parse_payload, to_count
+from fabricmon import collectors
+from fabricmon.collectors.base import FetchError, ParseError
+from fabricmon.collectors.nvue import NvueCollector, NvueOptions
+from fabricmon.collectors.nvue.parse import classify, parse_payload, to_count
+from fabricmon.core.model import ParseResult, TargetSpec
 from tests.conftest import public_fixture
 from tests.http_standins import BasicAuthRule, Reply, StandIn, self_signed_cert
 

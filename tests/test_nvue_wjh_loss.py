@@ -3,8 +3,8 @@ lossless class (or an unknown one) is a lossless violation, a drop on a lossy cl
 
 from __future__ import annotations
 
-from agent.model import TargetSpec
-from collectors.nvue.parse import parse_payload
+from fabricmon.collectors.nvue.parse import parse_payload
+from fabricmon.core.model import TargetSpec
 from tests.test_rules_sim import two_leaf_fabric
 
 PORT = ("leaf2", "Ethernet1")

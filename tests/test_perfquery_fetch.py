@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.model import TargetSpec
-from collectors.base import FetchError
-from collectors.perfquery import PerfqueryCollector, PerfqueryOptions
+from fabricmon.collectors.base import FetchError
+from fabricmon.collectors.perfquery import PerfqueryCollector, PerfqueryOptions
+from fabricmon.core.model import TargetSpec
 from tests.conftest import public_fixture
 
 FAKEBIN = Path(__file__).resolve().parent / "fakebin"

@@ -9,11 +9,11 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import collectors
-from agent.model import TargetSpec
-from agent.vocabulary import COUNTERS as VOCAB
-from collectors.base import ParseError
-from collectors.perfquery.parse import COUNTERS, parse_payload, parse_perfquery, port_samples
+from fabricmon import collectors
+from fabricmon.collectors.base import ParseError
+from fabricmon.collectors.perfquery.parse import COUNTERS, parse_payload, parse_perfquery, port_samples
+from fabricmon.core.model import TargetSpec
+from fabricmon.core.vocabulary import COUNTERS as VOCAB
 from tests.conftest import public_fixture
 
 TREY = "ib/treydock__infiniband_exporter/collectors__fixtures__perfquery__"

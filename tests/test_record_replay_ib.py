@@ -10,11 +10,11 @@ import os
 
 import pytest
 
-from agent.config import load
-from agent.exporter.server import Exporter
-from agent.recording import read_polls
-from agent.replay import replay_recording
-from agent.runtime import Agent
+from fabricmon.agent.config import load
+from fabricmon.agent.exporter.server import Exporter
+from fabricmon.agent.recording import read_polls
+from fabricmon.agent.replay import replay_recording
+from fabricmon.agent.runtime import Agent
 from tests.conftest import ROOT, free_port, public_fixture
 from tests.http_standins import Reply, StandIn, TokenAuthRule, self_signed_cert
 from tests.test_golden_e2e import stable

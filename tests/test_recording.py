@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from agent.model import Poll, TargetSpec
-from agent.recording import RecordingError, RecordingWriter, read_header, read_polls
+from fabricmon.agent.recording import RecordingError, RecordingWriter, read_header, read_polls
+from fabricmon.core.model import Poll, TargetSpec
 
 SPECS = [TargetSpec("leaf01", "snmp", {"profile": "arista"}), TargetSpec("ib", "perfquery")]
 

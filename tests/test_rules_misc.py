@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.detector.rules import RULES, build
+from fabricmon.agent.detector.rules import RULES, build
 from tests.test_rules_sim import G100, G400, Fab, two_leaf_fabric
 
 P = 3

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.detector import DetectContext, Detector, Rule
-from agent.detector.rules import build
-from agent.model import Finding, Gauge, Link, Sample
-from agent.store import CounterStore
-from agent.topology import Topology
+from fabricmon.agent.detector import DetectContext, Detector, Rule
+from fabricmon.agent.detector.rules import build
+from fabricmon.agent.store import CounterStore
+from fabricmon.core.model import Finding, Gauge, Link, Sample
+from fabricmon.core.topology import Topology
 
 G100 = 12.5e9  # 100 Gb/s in bytes/s
 G400 = 50e9

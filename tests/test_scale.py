@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from agent.config import ConfigError, load_text
-from agent.exporter import metrics
-from agent.exporter.exposition import render
-from agent.exporter.metrics import ExpositionPolicy
-from agent.model import Gauge, Sample
-from agent.pipeline import Pipeline
+from fabricmon.agent.config import ConfigError, load_text
+from fabricmon.agent.exporter import metrics
+from fabricmon.agent.exporter.exposition import render
+from fabricmon.agent.exporter.metrics import ExpositionPolicy
+from fabricmon.agent.pipeline import Pipeline
+from fabricmon.core.model import Gauge, Sample
 
 
 def feed(p: Pipeline, t: float, k: int, target: str, device: str, ports: int = 2) -> None:
@@ -114,7 +114,7 @@ def test_exposition_config():
 
 
 def test_port_info_follows_topology_changes():
-    from agent.model import Link
+    from fabricmon.core.model import Link
 
     p = pipeline(None)
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-import collectors
-from agent.model import KINDS, ROLES, TargetSpec
-from agent.scenarios import DEFAULT_SEED, SCENARIOS, encode, run
-from agent.scenarios.catalog import demo
+from fabricmon import collectors
+from fabricmon.core.model import KINDS, ROLES, TargetSpec
+from tools.scenarios import DEFAULT_SEED, SCENARIOS, encode, run
+from tools.scenarios.catalog import demo
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "scenarios"

@@ -6,9 +6,9 @@ import asyncio
 import itertools
 import time
 
-from agent.model import ParseResult
-from agent.scheduler import ScheduledTarget, Scheduler
-from collectors import Collector, FetchError, SourceOptions
+from fabricmon.agent.scheduler import ScheduledTarget, Scheduler
+from fabricmon.collectors import Collector, FetchError, SourceOptions
+from fabricmon.core.model import ParseResult
 
 
 class FakeCollector(Collector):

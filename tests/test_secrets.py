@@ -1,4 +1,4 @@
-"""agent.secrets: <name>, <name>_file, <name>_env; errors and logs never show the value."""
+"""fabricmon.core.secrets: <name>, <name>_file, <name>_env; errors and logs never show the value."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import logging
 import pytest
 from pydantic import BaseModel
 
-from agent import secrets
-from agent.secrets import RedactFilter, Secret, SecretError, resolve
+from fabricmon.core import secrets
+from fabricmon.core.secrets import RedactFilter, Secret, SecretError, resolve
 
 VALUE = "Tr0ub4dor&3 "  # a trailing space that belongs to the secret
 
@@ -56,7 +56,7 @@ def test_world_readable_file_warns_once(tmp_path, caplog):
     f = tmp_path / "community"
     f.write_text("public-ish\n")
     f.chmod(0o644)
-    with caplog.at_level(logging.WARNING, logger="agent.secrets"):
+    with caplog.at_level(logging.WARNING, logger="fabricmon.core.secrets"):
         for _ in range(3):
             resolve({"community_file": str(f)}, "community")
     warnings = [r for r in caplog.records if "readable by group or others" in r.getMessage()]

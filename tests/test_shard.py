@@ -9,12 +9,12 @@ import zlib
 
 import pytest
 
-from agent.config import ConfigError, load_text, shard_of
-from agent.detector import rules as rules_mod
-from agent.exporter import metrics
-from agent.exporter.metrics import ExpositionPolicy
-from agent.model import Poll, TargetSpec
-from agent.pipeline import Pipeline
+from fabricmon.agent.config import ConfigError, load_text, shard_of
+from fabricmon.agent.detector import rules as rules_mod
+from fabricmon.agent.exporter import metrics
+from fabricmon.agent.exporter.metrics import ExpositionPolicy
+from fabricmon.agent.pipeline import Pipeline
+from fabricmon.core.model import Poll, TargetSpec
 from tests.conftest import ROOT
 
 NAMES = [f"leaf{i:03d}" for i in range(120)] + ["spine-a", "spine-b", "ufm", "sw 1", "Ünïcode"]
@@ -24,7 +24,7 @@ FIELDS = ("PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts", "PortXmi
 def test_shard_of_is_pinned_and_process_independent():
     # sha256-based, so the same in every process whatever PYTHONHASHSEED says.
     here = [shard_of(n, 7) for n in NAMES]
-    code = "from agent.config import shard_of; import sys; print([shard_of(n, 7) for n in sys.argv[1:]])"
+    code = "from fabricmon.agent.config import shard_of; import sys; print([shard_of(n, 7) for n in sys.argv[1:]])"
     for seed in ("1", "12345"):
         out = subprocess.run([sys.executable, "-c", code, *NAMES], cwd=ROOT, capture_output=True, text=True,
                              env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout
@@ -55,7 +55,7 @@ def test_bad_shard_names_the_line():
 
 
 def test_self_sharding_source_is_polled_by_every_agent_with_its_own_shard():
-    from agent.runtime import _make_collector
+    from fabricmon.agent.runtime import _make_collector
 
     text = ("shard: {index: 1, count: 3}\ntargets:\n"
             "  - {name: ufm, source: ufm-telemetry, address: 127.0.0.1}\n"
@@ -67,7 +67,7 @@ def test_self_sharding_source_is_polled_by_every_agent_with_its_own_shard():
     opts = _make_collector(loaded, ufm).options
     assert (opts.num_shards, opts.shard) == (3, 1)
     assert loaded.options["ufm"].num_shards == 1  # the validated config itself is untouched
-    from collectors.ufm_telemetry.fetch import shard_paths
+    from fabricmon.collectors.ufm_telemetry.fetch import shard_paths
 
     assert shard_paths(opts.path, opts.num_shards, opts.shard, opts.sharding_field) == [
         "/csv/cset/converted_enterprise?num_shards=3&shard=1&sharding_field=port_guid"]

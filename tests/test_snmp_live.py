@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.model import TargetSpec
-from collectors.base import FetchError
-from collectors.snmp import SnmpCollector, SnmpOptions
-from collectors.snmp.snmprec import parse_snmprec
+from fabricmon.collectors.base import FetchError
+from fabricmon.collectors.snmp import SnmpCollector, SnmpOptions
+from fabricmon.collectors.snmp.snmprec import parse_snmprec
+from fabricmon.core.model import TargetSpec
 from tests.conftest import PUBLIC, free_udp_port
 from tests.snmpsim_util import SnmpSim
 

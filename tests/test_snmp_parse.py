@@ -10,13 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.model import Link, TargetSpec
-from collectors import get
-from collectors.base import ParseError
-from collectors.snmp import SnmpCollector, SnmpOptions
-from collectors.snmp import profiles as prof
-from collectors.snmp.parse import parse_payload
-from collectors.snmp.snmprec import format_snmprec, parse_snmprec
+from fabricmon.collectors import get
+from fabricmon.collectors.base import ParseError
+from fabricmon.collectors.snmp import SnmpCollector, SnmpOptions
+from fabricmon.collectors.snmp import profiles as prof
+from fabricmon.collectors.snmp.parse import parse_payload
+from fabricmon.collectors.snmp.snmprec import format_snmprec, parse_snmprec
+from fabricmon.core.model import Link, TargetSpec
 from tests.conftest import public_fixture
 
 DATA = Path(__file__).parent / "data" / "snmp"

@@ -1,4 +1,4 @@
-"""agent.state: persisted series and findings; restarts give correct deltas, continued totals, kept start times."""
+"""fabricmon.agent.state: persisted series and findings; restarts give correct deltas, continued totals, kept start times."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from agent import state
-from agent.detector import DetectContext, Detector
-from agent.detector.rules.link_flap import LinkFlapRule
-from agent.model import Sample
-from agent.store import CLOCK, OK, RESET, WRAP, CounterStore
-from agent.topology import Topology
+from fabricmon.agent import state
+from fabricmon.agent.detector import DetectContext, Detector
+from fabricmon.agent.detector.rules.link_flap import LinkFlapRule
+from fabricmon.agent.store import CLOCK, OK, RESET, WRAP, CounterStore
+from fabricmon.core.model import Sample
+from fabricmon.core.topology import Topology
 
 T0 = time.time() - 100.0  # recent: inside stale_after
 
@@ -109,7 +109,7 @@ def test_bad_state_files_are_logged_and_ignored(tmp_path, caplog, content):
     path = state.state_path(tmp_path)
     path.write_bytes(gzip.compress(content) if content[:1] == b"{" else content)
     store, det = _store(), _detector()
-    with caplog.at_level(logging.WARNING, logger="agent.state"):
+    with caplog.at_level(logging.WARNING, logger="fabricmon.agent.state"):
         assert state.load_into(path, store, det) is False
     assert f"ignoring saved state: {path}:" in caplog.text
     assert not store.ports and not det.active

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.model import Gauge, Sample
-from agent.store import CLOCK, FIRST, OK, RESET, SATURATED, WRAP, CounterStore
+from fabricmon.agent.store import CLOCK, FIRST, OK, RESET, SATURATED, WRAP, CounterStore
+from fabricmon.core.model import Gauge, Sample
 
 D, P = "sw1", "1"
 

@@ -26,7 +26,7 @@ def test_unit_essentials(unit):
     directives = dict(re.findall(r"^(\w+)=(.*)$", text, re.M))
     assert directives["Type"] == "notify" and directives["NotifyAccess"] == "main"
     assert directives["WatchdogSec"] and directives["ExecReload"] == "/bin/kill -HUP $MAINPID"
-    assert directives["ExecStart"].startswith("/opt/fabricmon/bin/fabricmon run --config /etc/fabricmon/")
+    assert directives["ExecStart"].startswith("/opt/fabricmon/bin/fabricmon run --config.file /etc/fabricmon/")
     assert directives["DeviceAllow"] == "char-infiniband_mad rw" and directives["DevicePolicy"] == "closed"
     assert directives["SupplementaryGroups"] == "rdma" and directives["CapabilityBoundingSet"] == ""
     assert not re.search(r"^PrivateDevices=(yes|true|1)", text, re.M)  # it would hide /dev/infiniband
@@ -60,14 +60,14 @@ def test_verify(unit, tmp_path):
 
 
 def test_example_config_passes_check_config(capsys):
-    from agent.cli import main
+    from fabricmon.agent.cli import main
 
     assert main(["check-config", str(ROOT / "packaging" / "fabricmon.example.yml")]) == 0, capsys.readouterr().err
 
 
 def test_example_web_config_is_valid():
     """The example web config validates (its certificate paths are placeholders, so only the schema is checked)."""
-    from agent.exporter import webconfig
+    from fabricmon.agent.exporter import webconfig
 
     path = ROOT / "packaging" / "fabricmon-web.example.yml"
     cfg = webconfig.parse(path.read_text(), str(path))

@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agent.model import TargetSpec
-from collectors import get
-from collectors.base import FetchError, ParseError
-from collectors.ufm import UfmCollector, UfmOptions
-from collectors.ufm.names import lookup, norm_guid, to_int
-from collectors.ufm.parse import lane_gbps, link_up, node_description, parse_payload, width_lanes
+from fabricmon.collectors import get
+from fabricmon.collectors.base import FetchError, ParseError
+from fabricmon.collectors.ufm import UfmCollector, UfmOptions
+from fabricmon.collectors.ufm.names import lookup, norm_guid, to_int
+from fabricmon.collectors.ufm.parse import lane_gbps, link_up, node_description, parse_payload, width_lanes
+from fabricmon.core.model import TargetSpec
 from tests.conftest import free_port
 from tests.http_standins import BasicAuthRule, Reply, StandIn, TokenAuthRule, self_signed_cert
 

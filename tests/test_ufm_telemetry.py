@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agent.model import TargetSpec
-from collectors import get
-from collectors.base import FetchError, ParseError
-from collectors.ufm_telemetry import UfmTelemetryCollector, UfmTelemetryOptions
-from collectors.ufm_telemetry.fetch import shard_paths
-from collectors.ufm_telemetry.parse import detect_format, to_seconds
+from fabricmon.collectors import get
+from fabricmon.collectors.base import FetchError, ParseError
+from fabricmon.collectors.ufm_telemetry import UfmTelemetryCollector, UfmTelemetryOptions
+from fabricmon.collectors.ufm_telemetry.fetch import shard_paths
+from fabricmon.collectors.ufm_telemetry.parse import detect_format, to_seconds
+from fabricmon.core.model import TargetSpec
 from tests.conftest import public_fixture
 from tests.http_standins import BasicAuthRule, Reply, StandIn, self_signed_cert
 

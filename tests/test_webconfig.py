@@ -15,10 +15,10 @@ import aiohttp
 import bcrypt
 import pytest
 
-from agent.exporter import webconfig
-from agent.exporter.server import Exporter, make_app, start_server
-from agent.exporter.webconfig import WebConfigError
-from agent.pipeline import Pipeline
+from fabricmon.agent.exporter import webconfig
+from fabricmon.agent.exporter.server import Exporter, make_app, start_server
+from fabricmon.agent.exporter.webconfig import WebConfigError
+from fabricmon.agent.pipeline import Pipeline
 from tests.conftest import free_port
 
 PASSWORD = "s3cret-pw"

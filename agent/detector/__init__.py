@@ -20,9 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from agent.model import Finding
-from agent.store import Changes, CounterStore, PortKey
-from agent.topology import Topology
+from fabricmon.agent.store import Changes, CounterStore, PortKey
+from fabricmon.core.model import Finding
+from fabricmon.core.topology import Topology
 
 SEVERITY_RANK = {"warning": 1, "critical": 2}
 
@@ -202,12 +202,13 @@ class Detector:
                 del self._tracks[key]
 
     def take_finished(self) -> list[Finding]:
-        out, self.finished = self.finished, []
+        """Findings that ended since the last call, in ``Finding.sort_key`` order."""
+        out, self.finished = sorted(self.finished, key=lambda f: f.sort_key), []
         return out
 
     def close_all(self) -> list[Finding]:
-        """At the end of a recording: every active finding, still open (end None)."""
-        return [tr.finding for tr in self._tracks.values() if tr.finding is not None]
+        """At the end of a recording: every active finding, still open (end None), in ``Finding.sort_key`` order."""
+        return sorted((tr.finding for tr in self._tracks.values() if tr.finding is not None), key=lambda f: f.sort_key)
 
     def restore(self, findings: Iterable[Finding]) -> None:
         """Re-seed active findings (persisted state) so a restart keeps their start time."""

@@ -1,7 +1,7 @@
 """Metric families built from the pipeline: fabric counters, state, topology, findings, self.
 
 Counters come out of the store as the totals it accumulated (monotonic across wraps,
-saturation and resets), in base units, under the names of :mod:`agent.vocabulary`.
+saturation and resets), in base units, under the names of :mod:`fabricmon.core.vocabulary`.
 Identity labels are ``device`` and ``port`` (plus ``priority``/``queue``/... where the
 counter has them); names, GUIDs and peers live in ``fabricmon_port_info`` and
 ``fabricmon_device_info`` for ``group_left`` joins, so counter series stay lean.
@@ -14,13 +14,13 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent import __version__
-from agent.exporter.exposition import Family, escape_label, fmt_value, labels
-from agent.store import CounterStore, PortKey
-from agent.vocabulary import COUNTERS, GAUGES, NAMESPACE, metric_name
+from fabricmon.agent import __version__
+from fabricmon.agent.exporter.exposition import Family, escape_label, fmt_value, labels
+from fabricmon.agent.store import CounterStore, PortKey
+from fabricmon.core.vocabulary import COUNTERS, GAUGES, NAMESPACE, metric_name
 
 if TYPE_CHECKING:
-    from agent.pipeline import Pipeline
+    from fabricmon.agent.pipeline import Pipeline
 
 N = NAMESPACE
 
@@ -328,6 +328,13 @@ def self_families(p: Pipeline, reload_ok: bool, reload_t: float, last_render_s: 
     render = Family(f"{N}_exposition_render_seconds", "gauge", "Time the previous exposition render took (rendered once per change, never per scrape).")
     render.add("", last_render_s)
     return [build, *shard_family(p), up, dur, last, polls, errs, reload, reload_ts, series, render, *(extra or [])]
+
+
+def demo_family() -> Family:
+    """``fabricmon_demo 1``: this agent serves the bundled demo recording, not a real fabric."""
+    demo = Family(f"{N}_demo", "gauge", "1 when this process serves the built-in demo (fabricmon demo): its findings are made up.")
+    demo.add("", 1)
+    return demo
 
 
 def all_families(p: Pipeline, reload_ok: bool = True, reload_t: float = 0.0, last_render_s: float = 0.0,

@@ -16,10 +16,10 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from agent.exporter import metrics
-from agent.exporter.exposition import EMPTY, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, Exposition, Family, render
-from agent.gcpause import gc_paused
-from agent.pipeline import Pipeline
+from fabricmon.agent.exporter import metrics
+from fabricmon.agent.exporter.exposition import EMPTY, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, Exposition, Family, render
+from fabricmon.agent.gcpause import gc_paused
+from fabricmon.agent.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +27,9 @@ log = logging.getLogger(__name__)
 class Exporter:
     """Owns the current exposition; re-renders (coalesced) when the pipeline changed."""
 
-    def __init__(self, pipeline: Pipeline, extra_families: Callable[[], list[Family]] | None = None) -> None:
+    def __init__(self, pipeline: Pipeline, extra_families: Callable[[], list[Family]] | None = None, demo: bool = False) -> None:
         self.pipeline = pipeline
+        self.demo = demo  # `fabricmon demo`: a banner on / and fabricmon_demo 1, so made-up findings are never mistaken
         self.exposition: Exposition = EMPTY
         self.reload_ok = True
         self.reload_t = time.time()
@@ -41,8 +42,10 @@ class Exporter:
     def render_now(self) -> Exposition:
         t0 = time.perf_counter()
         with gc_paused():  # millions of short-lived objects, no cycles: see agent/gcpause.py
-            fams = metrics.all_families(self.pipeline, self.reload_ok, self.reload_t, self.exposition.render_seconds,
-                                        self.extra_families() if self.extra_families else None)
+            extra = self.extra_families() if self.extra_families else []
+            if self.demo:
+                extra = [metrics.demo_family(), *extra]
+            fams = metrics.all_families(self.pipeline, self.reload_ok, self.reload_t, self.exposition.render_seconds, extra)
             text, om = render(fams)
             del fams
         self.exposition = Exposition(text, om, self.pipeline.generation, time.time(), time.perf_counter() - t0)
@@ -118,7 +121,7 @@ def make_app(exporter: Exporter, middlewares: list | None = None) -> web.Applica
         return web.json_response(out)
 
     async def handle_landing(request: web.Request) -> web.Response:
-        return web.Response(text=landing_page(p), content_type="text/html")
+        return web.Response(text=landing_page(p, exporter.demo), content_type="text/html")
 
     async def handle_reload(request: web.Request) -> web.Response:
         if exporter.reload_hook is None:
@@ -143,7 +146,11 @@ def _age(now: float, t: float | None) -> str:
     return f"{s:.0f} s ago" if s < 120 else f"{s / 60:.0f} min ago" if s < 7200 else f"{s / 3600:.1f} h ago"
 
 
-def landing_page(p: Pipeline) -> str:
+DEMO_BANNER = ("<p class='demo'><b>DEMO</b>: these targets and findings are replayed from a bundled recording of a "
+               "made-up fabric (<code>fabricmon demo</code>), not from your network.</p>")
+
+
+def landing_page(p: Pipeline, demo: bool = False) -> str:
     e = html.escape
     now = p.now()
     rows = []
@@ -153,7 +160,7 @@ def landing_page(p: Pipeline) -> str:
         rows.append(f"<tr class='{state.lower()}'><td>{e(s.name)}</td><td>{e(s.source)}</td><td>{state}</td>"
                     f"<td>{_age(now, s.last_success_t)}</td><td>{e(s.last_error or '') if not s.up else ''}</td></tr>")
     frows = []
-    for f in p.findings():
+    for f in sorted(p.findings(), key=lambda f: f.severity != "critical"):  # most severe first
         frows.append(f"<tr class='{f.severity}'><td>{e(f.severity)}</td><td>{e(f.kind)}</td><td>{e(f.device)}</td>"
                      f"<td>{e(f.port or '')}</td><td>{'' if f.priority is None else f.priority}</td><td>{e(f.role or '')}</td>"
                      f"<td>{_age(now, f.start)}</td><td>{e(f.summary)}</td></tr>")
@@ -162,8 +169,8 @@ def landing_page(p: Pipeline) -> str:
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>fabricmon</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}}
-tr.down td,tr.critical td{{background:#fdd}}tr.warning td{{background:#ffd}}</style></head>
-<body><h1>fabricmon</h1>
+tr.down td,tr.critical td{{background:#fdd}}tr.warning td{{background:#ffd}}.demo{{background:#fe9;padding:.5em}}</style></head>
+<body><h1>fabricmon</h1>{DEMO_BANNER if demo else ""}
 <p><a href="/metrics">/metrics</a> · <a href="/api/findings">/api/findings</a> · <a href="/api/targets">/api/targets</a> · <a href="/ready">/ready</a></p>
 <h2>Active findings ({len(frows)})</h2>{findings}
 <h2>Targets ({len(rows)})</h2>

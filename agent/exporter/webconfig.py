@@ -48,7 +48,7 @@ import bcrypt
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from agent.config import ConfigError, Duration, _compose, _problems
+from fabricmon.agent.config import ConfigError, Duration, _compose, _problems
 
 log = logging.getLogger(__name__)
 

@@ -6,10 +6,10 @@ from typing import Any
 
 from pydantic import model_validator
 
-from agent.model import ParseResult, TargetSpec
-from collectors.base import Collector, SourceOptions
-from collectors.host.fetch import SysfsReader, fetch_host
-from collectors.host.parse import parse_payload
+from fabricmon.collectors.base import Collector, SourceOptions
+from fabricmon.collectors.host.fetch import SysfsReader, fetch_host
+from fabricmon.collectors.host.parse import parse_payload
+from fabricmon.core.model import ParseResult, TargetSpec
 
 
 class HostOptions(SourceOptions):

@@ -4,7 +4,7 @@ The sysfs walk runs in a worker thread: every ``counters/*`` read is a PMA MAD t
 firmware, which can take a millisecond, and must not stall the event loop. A file that
 cannot be read (permission, EINVAL from a port without a PMA, a device removed mid-walk) is
 left out of the payload and logged once per path; one bad file never fails the poll.
-``ethtool`` runs through :func:`collectors.command.run_command`: its own process
+``ethtool`` runs through :func:`fabricmon.collectors.command.run_command`: its own process
 group, killed on timeout or cancellation.
 """
 
@@ -16,8 +16,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from collectors.base import FetchError
-from collectors.command import run_command
+from fabricmon.collectors.base import FetchError
+from fabricmon.collectors.command import run_command
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.model import DeviceInfo, Gauge, ParseResult, PortInfo, Sample, TargetSpec
-from collectors.base import ParseError
+from fabricmon.collectors.base import ParseError
+from fabricmon.core.model import DeviceInfo, Gauge, ParseResult, PortInfo, Sample, TargetSpec
 
 NO_PMA = "N/A (no PMA)"
 US = 1e-6  # mlx5 pause durations are microseconds (fabric-reference 2.5)

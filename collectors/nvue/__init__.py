@@ -7,10 +7,10 @@ from typing import Any
 
 from pydantic import field_validator, model_validator
 
-from agent.model import ParseResult, TargetSpec
-from collectors.http_util import RestCollector, RestOptions
-from collectors.nvue.fetch import fetch_poll
-from collectors.nvue.parse import DEFAULT_PATHS, parse_payload
+from fabricmon.collectors.http_util import RestCollector, RestOptions
+from fabricmon.collectors.nvue.fetch import fetch_poll
+from fabricmon.collectors.nvue.parse import DEFAULT_PATHS, parse_payload
+from fabricmon.core.model import ParseResult, TargetSpec
 
 
 class NvueOptions(RestOptions):

@@ -1,4 +1,4 @@
-"""I/O for the NVUE collector: the REST calls of one poll, through collectors.http_util.
+"""I/O for the NVUE collector: the REST calls of one poll, through fabricmon.collectors.http_util.
 
 Per-interface calls may answer 404 (an interface that vanished, a feature this release or
 platform lacks): that response is recorded and the parser skips that interface with a
@@ -12,9 +12,9 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from collectors.base import FetchError
-from collectors.http_util import HttpClient, HttpResponse, run_all
-from collectors.nvue.parse import API_PREFIX, INTERFACES_PATH
+from fabricmon.collectors.base import FetchError
+from fabricmon.collectors.http_util import HttpClient, HttpResponse, run_all
+from fabricmon.collectors.nvue.parse import API_PREFIX, INTERFACES_PATH
 
 # 401/403 are still turned into FetchError("auth") by HttpClient before this range is consulted.
 _ACCEPT = range(200, 405)

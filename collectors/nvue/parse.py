@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.model import Gauge, ParseResult, Sample, TargetSpec
-from collectors.base import ParseError
+from fabricmon.collectors.base import ParseError
+from fabricmon.core.model import Gauge, ParseResult, Sample, TargetSpec
 
 API_PREFIX = "/nvue_v1/"
 US = 1e-6  # PFC pause durations are microseconds (gNMI docs; the CLI prints bare numbers) [I]

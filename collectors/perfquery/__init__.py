@@ -13,10 +13,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from agent.model import ParseResult, TargetSpec
-from collectors.base import Collector, FetchError, SourceOptions
-from collectors.perfquery.fetch import LOCAL_ADDRESSES, PerfqueryFetcher
-from collectors.perfquery.parse import parse_payload
+from fabricmon.collectors.base import Collector, FetchError, SourceOptions
+from fabricmon.collectors.perfquery.fetch import LOCAL_ADDRESSES, PerfqueryFetcher
+from fabricmon.collectors.perfquery.parse import parse_payload
+from fabricmon.core.model import ParseResult, TargetSpec
 
 
 class PerfqueryOptions(SourceOptions):

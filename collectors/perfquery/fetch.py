@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from collectors.base import FetchError
-from collectors.command import run_command
-from collectors.perfquery.parse import CAPMASK2_ADDL_EXT, Topology, parse_ibnetdiscover, parse_perfquery
+from fabricmon.collectors.base import FetchError
+from fabricmon.collectors.command import run_command
+from fabricmon.collectors.perfquery.parse import CAPMASK2_ADDL_EXT, Topology, parse_ibnetdiscover, parse_perfquery
 
 log = logging.getLogger(__name__)
 

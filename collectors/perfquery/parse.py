@@ -20,8 +20,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.model import DeviceInfo, Gauge, Link, ParseResult, PortInfo, Sample
-from collectors.base import ParseError
+from fabricmon.collectors.base import ParseError
+from fabricmon.core.model import DeviceInfo, Gauge, Link, ParseResult, PortInfo, Sample
 
 # --------------------------------------------------------------------------------------------
 # ibnetdiscover
@@ -275,7 +275,7 @@ ALL_PORTS = 255  # perfquery -a: an aggregate, not a port
 
 @dataclass(frozen=True, slots=True)
 class CounterDef:
-    counter: str  # agent.vocabulary name
+    counter: str  # fabricmon.core.vocabulary name
     width: int  # bits in the basic PortCounters attribute
     scale: float = 1.0
     ext_error: bool = True  # in -x output only valid when CapMask2 bit 1 is set

@@ -6,11 +6,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from agent.model import ParseResult, TargetSpec
-from collectors.base import Collector, SourceOptions, resolve_secret
-from collectors.snmp import fetch as snmp_fetch
-from collectors.snmp import parse as snmp_parse
-from collectors.snmp import profiles as snmp_profiles
+from fabricmon.collectors.base import Collector, SourceOptions, resolve_secret
+from fabricmon.collectors.snmp import fetch as snmp_fetch
+from fabricmon.collectors.snmp import parse as snmp_parse
+from fabricmon.collectors.snmp import profiles as snmp_profiles
+from fabricmon.core.model import ParseResult, TargetSpec
 
 
 class SnmpOptions(SourceOptions):

@@ -23,8 +23,8 @@ from pyasn1.type import univ
 from pysnmp.hlapi.v3arch import asyncio as hl
 from pysnmp.proto import rfc1902
 
-from collectors.base import FetchError
-from collectors.snmp.snmprec import Oid, Value, format_snmprec
+from fabricmon.collectors.base import FetchError
+from fabricmon.collectors.snmp.snmprec import Oid, Value, format_snmprec
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ import bisect
 from collections.abc import Iterator
 from typing import Any
 
-from agent.model import DeviceInfo, Gauge, Link, ParseResult, PortInfo, Sample, TargetSpec
-from agent.vocabulary import COUNTERS, GAUGES
-from collectors.base import ParseError
-from collectors.snmp import profiles as prof
-from collectors.snmp.snmprec import COUNTER64, INTEGER, NUMERIC_TAGS, Oid, Value, Varbinds, parse_snmprec
+from fabricmon.collectors.base import ParseError
+from fabricmon.collectors.snmp import profiles as prof
+from fabricmon.collectors.snmp.snmprec import COUNTER64, INTEGER, NUMERIC_TAGS, Oid, Value, Varbinds, parse_snmprec
+from fabricmon.core.model import DeviceInfo, Gauge, Link, ParseResult, PortInfo, Sample, TargetSpec
+from fabricmon.core.vocabulary import COUNTERS, GAUGES
 
 SYS_DESCR: Oid = (1, 3, 6, 1, 2, 1, 1, 1, 0)
 SYS_OBJECT_ID: Oid = (1, 3, 6, 1, 2, 1, 1, 2, 0)

@@ -50,8 +50,8 @@ from typing import Any
 
 import yaml
 
-from agent.vocabulary import COUNTERS, GAUGES
-from collectors.snmp.snmprec import Oid, parse_oid
+from fabricmon.collectors.snmp.snmprec import Oid, parse_oid
+from fabricmon.core.vocabulary import COUNTERS, GAUGES
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "profiles"
 BASE_PROFILE = "if-mib"  # applied to every target, before the vendor profile
@@ -194,7 +194,7 @@ def _column(number: Any, raw: Any, roles: set[str], where: str) -> Column:
     name = str(raw[kind])
     defn = COUNTERS.get(name) if kind == "counter" else GAUGES.get(name)
     if defn is None:
-        raise ProfileError(f"{where}: column {number}: {name!r} is not a {kind} of agent/vocabulary.py")
+        raise ProfileError(f"{where}: column {number}: {name!r} is not a {kind} of agent/core/vocabulary.py")
     fixed = {k: raw[k] for k in ("priority", "queue") if k in raw}
     if "priority" in fixed:
         fixed["priority"] = int(fixed["priority"])

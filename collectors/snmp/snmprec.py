@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from collectors.base import ParseError
+from fabricmon.collectors.base import ParseError
 
 Oid = tuple[int, ...]
 Value = int | bytes | str | None

@@ -6,10 +6,10 @@ from typing import Any, Literal
 
 from pydantic import model_validator
 
-from agent.model import ParseResult, TargetSpec
-from collectors.http_util import RestCollector, TokenRestOptions
-from collectors.ufm.fetch import LINKS_PATH, PORTS_PATH, SYSTEMS_PATH, gather_calls, payload_of, prefix_for
-from collectors.ufm.parse import parse_payload
+from fabricmon.collectors.http_util import RestCollector, TokenRestOptions
+from fabricmon.collectors.ufm.fetch import LINKS_PATH, PORTS_PATH, SYSTEMS_PATH, gather_calls, payload_of, prefix_for
+from fabricmon.collectors.ufm.parse import parse_payload
+from fabricmon.core.model import ParseResult, TargetSpec
 
 
 class UfmOptions(TokenRestOptions):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from collectors.http_util import HttpClient, HttpResponse, run_all
+from fabricmon.collectors.http_util import HttpClient, HttpResponse, run_all
 
 # ufm_sdk asks for one huge page to work around the links paging bug (fabric-reference 1.5).
 PORTS_PATH = "resources/ports"

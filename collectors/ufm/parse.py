@@ -23,9 +23,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from agent.model import DeviceInfo, Gauge, Link, ParseResult, PortInfo, Sample, TargetSpec
-from collectors.base import ParseError
-from collectors.ufm.names import lookup, norm_guid, to_int
+from fabricmon.collectors.base import ParseError
+from fabricmon.collectors.ufm.names import lookup, norm_guid, to_int
+from fabricmon.core.model import DeviceInfo, Gauge, Link, ParseResult, PortInfo, Sample, TargetSpec
 
 # Effective data rate per lane, Gb/s (fabric-reference 1.3).
 LANE_GBPS: dict[str, float] = {

@@ -6,10 +6,10 @@ from typing import Any, Literal
 
 from pydantic import model_validator
 
-from agent.model import ParseResult, TargetSpec
-from collectors.http_util import RestCollector, TokenRestOptions
-from collectors.ufm_telemetry.fetch import fetch_all, shard_paths
-from collectors.ufm_telemetry.parse import parse_payload
+from fabricmon.collectors.http_util import RestCollector, TokenRestOptions
+from fabricmon.collectors.ufm_telemetry.fetch import fetch_all, shard_paths
+from fabricmon.collectors.ufm_telemetry.parse import parse_payload
+from fabricmon.core.model import ParseResult, TargetSpec
 
 
 class UfmTelemetryOptions(TokenRestOptions):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from collectors.http_util import HttpClient, run_all
+from fabricmon.collectors.http_util import HttpClient, run_all
 
 
 def shard_paths(path: str, num_shards: int, shard: int | None, sharding_field: str) -> list[str]:

@@ -24,9 +24,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.model import ParseResult, PortInfo, Sample, TargetSpec
-from collectors.base import ParseError
-from collectors.ufm.names import lookup, norm_guid, to_int
+from fabricmon.collectors.base import ParseError
+from fabricmon.collectors.ufm.names import lookup, norm_guid, to_int
+from fabricmon.core.model import ParseResult, PortInfo, Sample, TargetSpec
 
 NODE_GUID_KEYS = ("node_guid", "Node_GUID")
 PORT_GUID_KEYS = ("port_guid",)

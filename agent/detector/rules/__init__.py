@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.detector import Rule
-from agent.detector.rules.congestion import CongestionRule
-from agent.detector.rules.credit_deadlock import CreditDeadlockRule
-from agent.detector.rules.link_degraded import LinkDegradedRule
-from agent.detector.rules.link_flap import LinkFlapRule
-from agent.detector.rules.packet_loss import PacketLossRule
-from agent.detector.rules.pfc_deadlock import PfcDeadlockRule
-from agent.detector.rules.pfc_storm import PfcStormRule
+from fabricmon.agent.detector import Rule
+from fabricmon.agent.detector.rules.congestion import CongestionRule
+from fabricmon.agent.detector.rules.credit_deadlock import CreditDeadlockRule
+from fabricmon.agent.detector.rules.link_degraded import LinkDegradedRule
+from fabricmon.agent.detector.rules.link_flap import LinkFlapRule
+from fabricmon.agent.detector.rules.packet_loss import PacketLossRule
+from fabricmon.agent.detector.rules.pfc_deadlock import PfcDeadlockRule
+from fabricmon.agent.detector.rules.pfc_storm import PfcStormRule
 
 RULES: dict[str, type[Rule]] = {
     cls.name: cls

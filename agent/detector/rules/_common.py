@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from agent.detector import RuleMetric
-from agent.store import PortEntry, PortKey, Series
+from fabricmon.agent.detector import RuleMetric
+from fabricmon.agent.store import PortEntry, PortKey, Series
 
 LINK_UP = ("link_up", ())
 LINK_SPEED = ("link_speed_bytes", ())

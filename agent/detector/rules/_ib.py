@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.detector import DetectContext
-from agent.detector.rules._common import LINK_SPEED, TX_BYTES, speed_bytes
-from agent.store import PortEntry, PortKey
+from fabricmon.agent.detector import DetectContext
+from fabricmon.agent.detector.rules._common import LINK_SPEED, TX_BYTES, speed_bytes
+from fabricmon.agent.store import PortEntry, PortKey
 
 XMIT_WAIT = ("xmit_wait", ())
 

@@ -47,10 +47,10 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.detector import DetectContext
-from agent.detector.graph import tarjan_scc
-from agent.detector.rules._common import RatioGauge, SeriesCache, SubIndex, frac, int_map, link_ok, speed_bytes, tx_progress
-from agent.store import CounterStore, PortEntry, PortKey
+from fabricmon.agent.detector import DetectContext
+from fabricmon.agent.detector.graph import tarjan_scc
+from fabricmon.agent.detector.rules._common import RatioGauge, SeriesCache, SubIndex, frac, int_map, link_ok, speed_bytes, tx_progress
+from fabricmon.agent.store import CounterStore, PortEntry, PortKey
 
 PFC_DEFAULTS: dict[str, Any] = {
     "storm_pause_fraction": 0.95,  # S2, fabric-reference 4.3 (SONiC Mellanox uses 0.99)

@@ -33,11 +33,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from agent.detector import DetectContext, Observation, Rule, RuleMetric
-from agent.detector.rules._common import RatioGauge, SubIndex, frac, int_map, link_ok, tx_progress, window_frac
-from agent.detector.rules._ib import IB_DEFAULTS, last_wait_fractions, wait_last, wait_window
-from agent.detector.rules._pfc import PFC_DEFAULTS, claimed_ports
-from agent.store import PortEntry, PortKey
+from fabricmon.agent.detector import DetectContext, Observation, Rule, RuleMetric
+from fabricmon.agent.detector.rules._common import RatioGauge, SubIndex, frac, int_map, link_ok, tx_progress, window_frac
+from fabricmon.agent.detector.rules._ib import IB_DEFAULTS, last_wait_fractions, wait_last, wait_window
+from fabricmon.agent.detector.rules._pfc import PFC_DEFAULTS, claimed_ports
+from fabricmon.agent.store import PortEntry, PortKey
 
 
 class CongestionRule(Rule):

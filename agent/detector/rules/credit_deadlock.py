@@ -27,11 +27,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from agent.detector import DetectContext, Observation, Rule, RuleMetric
-from agent.detector.graph import tarjan_scc
-from agent.detector.rules._common import RatioGauge, link_ok, tx_progress
-from agent.detector.rules._ib import IB_DEFAULTS, XMIT_WAIT, last_wait_fractions, wait_last
-from agent.store import PortKey
+from fabricmon.agent.detector import DetectContext, Observation, Rule, RuleMetric
+from fabricmon.agent.detector.graph import tarjan_scc
+from fabricmon.agent.detector.rules._common import RatioGauge, link_ok, tx_progress
+from fabricmon.agent.detector.rules._ib import IB_DEFAULTS, XMIT_WAIT, last_wait_fractions, wait_last
+from fabricmon.agent.store import PortKey
 
 
 class CreditDeadlockRule(Rule):

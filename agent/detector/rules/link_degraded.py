@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from agent.detector import DetectContext, Observation, Rule
-from agent.detector.rules._common import LINK_UP, speed_bytes
-from agent.store import PortEntry, PortKey
+from fabricmon.agent.detector import DetectContext, Observation, Rule
+from fabricmon.agent.detector.rules._common import LINK_UP, speed_bytes
+from fabricmon.agent.store import PortEntry, PortKey
 
 SYMBOL = ("symbol_errors", ())
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agent.detector import DetectContext, Observation, Rule
+from fabricmon.agent.detector import DetectContext, Observation, Rule
 
 EVENTS = (("link_downed", ()), ("link_error_recovery", ()))
 

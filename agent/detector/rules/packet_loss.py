@@ -34,9 +34,9 @@ from collections.abc import Iterable
 from itertools import pairwise
 from typing import Any
 
-from agent.detector import DetectContext, Observation, Rule
-from agent.detector.rules._common import SeriesCache, int_map, link_ok, moved
-from agent.store import PortEntry, PortKey, Series
+from fabricmon.agent.detector import DetectContext, Observation, Rule
+from fabricmon.agent.detector.rules._common import SeriesCache, int_map, link_ok, moved
+from fabricmon.agent.store import PortEntry, PortKey, Series
 
 
 def _intervals_with_increase(se: Series, polls: int) -> int:

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from agent.detector import DetectContext, Observation, Rule
-from agent.detector.rules._pfc import PFC_DEFAULTS, tracker_for
+from fabricmon.agent.detector import DetectContext, Observation, Rule
+from fabricmon.agent.detector.rules._pfc import PFC_DEFAULTS, tracker_for
 
 
 class PfcDeadlockRule(Rule):

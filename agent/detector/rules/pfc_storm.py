@@ -32,8 +32,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from agent.detector import DetectContext, Observation, Rule, RuleMetric
-from agent.detector.rules._pfc import PFC_DEFAULTS, PfcState, PfcTracker, Tree, tracker_for
+from fabricmon.agent.detector import DetectContext, Observation, Rule, RuleMetric
+from fabricmon.agent.detector.rules._pfc import PFC_DEFAULTS, PfcState, PfcTracker, Tree, tracker_for
 
 MAX_LISTED = 20
 

@@ -1,17 +1,17 @@
 """Scenario corpus generator: simulated fabrics written as recordings with ground truth.
 
-``python -m agent.scenarios --out tests/scenarios`` regenerates the corpus and
-``python -m agent.scenarios --demo agent/demo/demo.jsonl.gz`` the bundled demo recording.
+``python -m tools.scenarios --out tests/scenarios`` regenerates the corpus and
+``python -m tools.scenarios --demo agent/demo/demo.jsonl.gz`` the bundled demo recording.
 Both are deterministic: the same seed gives the same bytes. Truth conventions are in
-:mod:`agent.scenarios.catalog`.
+:mod:`tools.scenarios.catalog`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from agent.scenarios.catalog import SCENARIOS, demo
-from agent.scenarios.writer import Scenario, encode, run, write
+from tools.scenarios.catalog import SCENARIOS, demo
+from tools.scenarios.writer import Scenario, encode, run, write
 
 DEFAULT_SEED = 20251202
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.scenarios import render
-from agent.scenarios.sim import Fabric, StepPlan
+from tools.scenarios import render
+from tools.scenarios.sim import Fabric, StepPlan
 
 T0 = 1764691200.0  # 2025-12-02T16:00:00Z
 

@@ -5,7 +5,7 @@ Conventions for truth lines (docs: recording-format.md, finding vocabulary):
 - **PFC storm origin** is the *switch port facing the storming NIC* (its egress is the one the
   NIC keeps paused), priority 3, role ``origin``. When the NIC is itself a ``host`` target,
   the truth line also carries ``peer_device``/``peer_port`` naming the NIC, and
-  :mod:`agent.evaluate` accepts an origin finding on either end of that cable.
+  :mod:`fabricmon.agent.evaluate` accepts an origin finding on either end of that cable.
 - **Victims** are the switch egress ports the storm pauses transitively (hop by hop upstream
   along the flows that cross the stuck egress), role ``victim``.
 - **Deadlock / credit loop members** are the egress ports of the cycle, role ``member``.
@@ -21,9 +21,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from agent.scenarios.render import SYS_DESCR, SYS_OID
-from agent.scenarios.sim import Device, Fabric, PortRef, StepPlan, pkt_size, propagate_pause
-from agent.scenarios.writer import T0, Scenario, Target
+from tools.scenarios.render import SYS_DESCR, SYS_OID
+from tools.scenarios.sim import Device, Fabric, PortRef, StepPlan, pkt_size, propagate_pause
+from tools.scenarios.writer import T0, Scenario, Target
 
 HOST_GBPS = 200.0
 UPLINK_GBPS = 800.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agent.model import Link
+from fabricmon.core.model import Link
 
 PortRef = tuple[str, str]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import zlib
 
-from agent.scenarios.sim import NPRIO, Device, Fabric, Port
+from tools.scenarios.sim import NPRIO, Device, Fabric, Port
 
 C32 = 2**32
 C64 = 2**64

@@ -2,7 +2,7 @@
 
 These types are the contract every collector's ``parse`` produces. Nothing downstream of a
 parser knows which source a value came from: it sees device, port, an internal counter name
-from :mod:`agent.vocabulary`, and the raw value with the facts needed to turn it into a rate
+from :mod:`fabricmon.core.vocabulary`, and the raw value with the facts needed to turn it into a rate
 (bit width, whether it saturates instead of wrapping, and the scale to base units).
 """
 
@@ -171,6 +171,13 @@ class Finding:
     @property
     def key(self) -> tuple[str, str, str | None, int | None, str | None]:
         return (self.kind, self.device, self.port, self.priority, self.role)
+
+    @property
+    def sort_key(self) -> tuple[float, str, str, str, int, str, str, str]:
+        """Output order (findings files, /api/findings): start time, then kind, device, port,
+        priority, role, peer. Total, so output never depends on set or dict iteration order."""
+        return (self.start, self.kind, self.device, self.port or "", -1 if self.priority is None else self.priority,
+                self.role or "", self.peer_device or "", self.peer_port or "")
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

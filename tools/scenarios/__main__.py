@@ -1,4 +1,4 @@
-"""python -m agent.scenarios --out DIR | --demo FILE [--seed N] [--only NAME ...]"""
+"""python -m tools.scenarios --out DIR | --demo FILE [--seed N] [--only NAME ...]"""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from agent.scenarios import DEFAULT_SEED, generate_corpus, write_demo
+from tools.scenarios import DEFAULT_SEED, generate_corpus, write_demo
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m agent.scenarios", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m tools.scenarios", description=__doc__)
     ap.add_argument("--out", type=Path, help="write the scenario corpus into this directory")
     ap.add_argument("--demo", type=Path, help="write the demo recording to this file")
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)

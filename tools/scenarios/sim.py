@@ -1,6 +1,6 @@
 """A small discrete-time fabric simulator: per-port, per-priority state integrated step by step.
 
-The simulator knows nothing about output formats (see :mod:`agent.scenarios.render`). A
+The simulator knows nothing about output formats (see :mod:`tools.scenarios.render`). A
 scenario builds a :class:`Fabric`, then for each poll interval hands :meth:`Fabric.step` a
 :class:`StepPlan` saying what happened during it: offered load per egress and priority, how
 long each egress was paused by its peer (Ethernet PFC) or stalled for credits (InfiniBand),

@@ -1,0 +1,102 @@
+"""The package layout: one ``fabricmon`` namespace, and the import graph between its layers.
+
+- ``pip install .`` puts exactly one top-level package, ``fabricmon``, into site-packages.
+- ``fabricmon.core`` (model, vocabulary, secrets, topology) imports nothing else of fabricmon.
+- ``fabricmon.collectors`` imports only itself and ``fabricmon.core``: never the agent.
+- ``fabricmon.agent`` reaches collectors only through the registry (the ``fabricmon.collectors``
+  package itself), never a collector's own modules.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+SETUP = PYPROJECT["tool"]["setuptools"]
+
+
+def _module_name(path: Path) -> str:
+    """The installed name of a source file, from pyproject's package-dir mapping."""
+    rel = path.relative_to(ROOT)
+    best = max((src for src in SETUP["package-dir"].values() if rel.as_posix().startswith(src + "/")), key=len)
+    pkg = next(name for name, src in SETUP["package-dir"].items() if src == best)
+    parts = list(rel.relative_to(best).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([pkg, *parts])
+
+
+def _sources() -> dict[str, Path]:
+    return {_module_name(p): p for src in ("agent", "collectors") for p in sorted((ROOT / src).rglob("*.py"))}
+
+
+def _imports(path: Path) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)  # `from fabricmon import collectors`
+    return {m for m in out if m == "fabricmon" or m.startswith("fabricmon.")}
+
+
+def _layer(module: str) -> str:
+    return module.split(".")[1] if module.count(".") else module
+
+
+def test_the_package_list_covers_every_folder_with_an_init():
+    listed = set(SETUP["packages"])
+    found = {m for m, p in _sources().items() if p.name == "__init__.py"}
+    assert found == listed
+
+
+def test_no_module_is_reachable_under_two_names():
+    # agent/core is fabricmon.core: importing it as fabricmon.agent.core would load a second copy.
+    for mod, path in _sources().items():
+        for imp in _imports(path):
+            assert not imp.startswith("fabricmon.agent.core"), f"{mod} imports {imp}: use fabricmon.core"
+
+
+def test_import_graph_between_layers():
+    problems = []
+    for mod, path in _sources().items():
+        layer = _layer(mod)
+        for imp in sorted(_imports(path)):
+            target = _layer(imp)
+            if imp == "fabricmon" or target == layer or target == "core":
+                continue
+            if layer == "agent" and imp == "fabricmon.collectors":
+                continue  # the registry
+            if layer == "agent" and target == "collectors" and imp.count(".") == 2 and imp.rsplit(".", 1)[1][:1].isupper():
+                continue  # a name the registry package exports (Collector, FetchError)
+            problems.append(f"{mod} ({path.relative_to(ROOT)}) imports {imp}")
+    assert problems == []
+
+
+def test_the_core_imports_nothing_above_it():
+    for mod, path in _sources().items():
+        if _layer(mod) == "core":
+            assert {_layer(i) for i in _imports(path)} <= {"core"}, mod
+
+
+def test_the_wheel_installs_one_top_level_package(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+                   check=True, capture_output=True, timeout=300)
+    (wheel,) = tmp_path.glob("fabricmon-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
+    assert tops == {"fabricmon"}
+    assert "fabricmon/__init__.py" not in names  # a namespace package: another distribution may add to it
+    assert "fabricmon/agent/demo/demo.jsonl.gz" in names
+    assert not any(n.startswith(("fabricmon/agent/scenarios", "tools/")) for n in names)  # the simulator is not shipped
+    assert "fabricmon/core/model.py" in names and "fabricmon/collectors/snmp/profiles/if-mib.yaml" in names
