@@ -21,7 +21,6 @@ from fabricmon import collectors
 from fabricmon.core.model import Link
 
 DEFAULT_LISTEN = "127.0.0.1:10117"
-DEFAULT_PORT = 10117
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}

@@ -34,7 +34,6 @@ class TargetStatus:
     source: str
     polls: int = 0
     up: bool | None = None  # None until the first poll finished
-    last_poll_t: float | None = None
     last_success_t: float | None = None
     last_duration_s: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)  # reason -> count
@@ -124,7 +123,6 @@ class Pipeline:
         if status is None:
             status = self.targets[poll.target] = TargetStatus(name=poll.target, source=poll.source)
         status.polls += 1
-        status.last_poll_t = poll.t
         status.last_duration_s = poll.duration_s
         self.clock = max(self.clock, poll.t)
         if poll.ok:

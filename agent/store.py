@@ -133,10 +133,6 @@ class Series:
     def at_cap(self, value: int | float) -> bool:
         return self.saturating and value >= (1 << self.bits) - 1
 
-    @property
-    def valid(self) -> bool:
-        return self.delta is not None
-
     def window(self, seconds: float) -> tuple[float, float] | None:
         """(increase in base units, elapsed poll seconds) over roughly the last ``seconds``.
 
@@ -368,7 +364,3 @@ class CounterStore:
 
     def series_count(self) -> int:
         return sum(len(e.series) for e in self.ports.values())
-
-    def device_clock(self, device: str) -> float | None:
-        v = self._device_clock.get(device)
-        return v[0] if v else None

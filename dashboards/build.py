@@ -31,7 +31,6 @@ from grafana_foundation_sdk.models.dashboard import DataTransformerConfig, Varia
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 ROOT = Path(__file__).resolve().parent
-GRAFANA_DIR = ROOT / "grafana"
 ALERTS_FILE = ROOT / "prometheus" / "alerts.yml"
 GRAFANA_ALERTING_FILE = ROOT / "provisioning" / "alerting" / "fabricmon-alerts.yaml"
 DATASOURCE_UID = "fabricmon-prometheus"  # the uid provisioned in provisioning/datasources/

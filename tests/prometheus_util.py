@@ -3,7 +3,6 @@
 Usage::
 
     with PrometheusServer(scrape_configs=[...], rule_files=[...]) as prom:
-        prom.wait_for_targets(3)
         prom.query("up")
 
 Each instance gets a temp config and TSDB directory, a free loopback port, 1 s scrape and
@@ -141,17 +140,6 @@ class PrometheusServer:
 
     def query_range(self, expr: str, start: float, end: float, step: float = 1.0) -> list[dict[str, Any]]:
         return self.api("query_range", query=expr, start=f"{start:.3f}", end=f"{end:.3f}", step=step)["result"]
-
-    def targets_up(self) -> int:
-        return sum(1 for t in self.api("targets")["activeTargets"] if t.get("health") == "up")
-
-    def wait_for_targets(self, n: int, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.targets_up() >= n:
-                return
-            time.sleep(0.2)
-        raise PrometheusError(f"fewer than {n} scrape targets up after {timeout:.0f} s: {self.api('targets')['activeTargets']}")
 
     def rule_health(self) -> list[tuple[str, str, str]]:
         """(rule name, health, last error) of every loaded rule."""

@@ -16,8 +16,6 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import ROOT
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())

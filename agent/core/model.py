@@ -145,7 +145,6 @@ class Poll:
         return line
 
 
-SEVERITIES = ("warning", "critical")
 KINDS = ("pfc_storm", "pfc_deadlock", "credit_deadlock", "congestion", "packet_loss", "link_degraded")
 ROLES = ("origin", "victim", "member")
 

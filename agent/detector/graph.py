@@ -64,9 +64,3 @@ def tarjan_scc(nodes: Iterable[N], succ: Callable[[N], Iterable[N]]) -> list[lis
                         break
                 out.append(comp)
     return out
-
-
-def cycles(nodes: Iterable[N], succ: Callable[[N], Iterable[N]]) -> list[list[N]]:
-    """The SCCs with at least two nodes: the cyclic dependencies."""
-    return [c for c in tarjan_scc(nodes, succ) if len(c) >= 2]
-

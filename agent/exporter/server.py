@@ -36,7 +36,6 @@ class Exporter:
         self.extra_families = extra_families
         self._scheduled = False
         self._last_render_end = 0.0
-        self.started = time.time()
         self.reload_hook: Callable[[], Awaitable[bool]] | None = None
 
     def render_now(self) -> Exposition:

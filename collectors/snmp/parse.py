@@ -40,10 +40,6 @@ STRUCTURE_WALKS: tuple[Oid, ...] = (
 )
 
 
-def oid_str(oid: Oid) -> str:
-    return ".".join(map(str, oid))
-
-
 def text(value: Value) -> str:
     """An OCTET STRING as display text (DisplayString is ASCII/UTF-8; stray bytes kept visible)."""
     if isinstance(value, bytes):

@@ -189,9 +189,3 @@ class RatioGauge:
 def int_map(value: dict[Any, Any] | None) -> dict[int, int]:
     """A priority -> queue map from config (YAML keys may be strings)."""
     return {int(k): int(v) for k, v in (value or {}).items()}
-
-
-def is_fresh(device: str, updated_devices: set[str]) -> bool:
-    """Observations are emitted only for devices with new data in this pass, so a finding's
-    persistence counts that device's polls, not detection passes triggered by other targets."""
-    return device in updated_devices
