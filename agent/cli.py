@@ -9,14 +9,13 @@ import json
 import logging
 import signal
 import sys
-import time
 from importlib import resources
 from pathlib import Path
 from typing import IO
 
 from fabricmon.agent import __version__
 from fabricmon.agent.config import DEFAULT_LISTEN, ConfigError, load
-from fabricmon.agent.recording import RecordingError, iter_lines
+from fabricmon.agent.recording import Limits, RecordingError, iter_lines
 from fabricmon.core.model import Finding
 
 log = logging.getLogger("fabricmon")
@@ -27,8 +26,13 @@ def demo_recording() -> Path:
 
 
 def _setup_logging(level: str) -> None:
+    from fabricmon.core.secrets import RedactFilter
+
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # a secret or credential that escaped into a message prints as ***
+        if not any(isinstance(f, RedactFilter) for f in handler.filters):
+            handler.addFilter(RedactFilter())
 
 
 def _load_config(path: str | None):
@@ -44,6 +48,8 @@ def _load_config(path: str | None):
 
 # ---------------------------------------------------------------------- check-config
 def cmd_check_config(args: argparse.Namespace) -> int:
+    """Every problem of the file in one run; then (unless --syntax-only) what the daemon needs
+    at start: the web config, every secret, the commands sources run (warnings)."""
     try:
         loaded = load(args.file)
     except ConfigError as exc:
@@ -51,8 +57,18 @@ def cmd_check_config(args: argparse.Namespace) -> int:
             print(p, file=sys.stderr)
         print(f"{args.file}: {len(exc.problems)} problem(s)", file=sys.stderr)
         return 1
+    if not args.syntax_only:
+        from fabricmon.agent import preflight
+
+        found = preflight.check(loaded)
+        for line in (*found.errors, *found.warnings):
+            print(line, file=sys.stderr)
+        if found.errors:
+            print(f"{args.file}: {len(found.errors)} problem(s)", file=sys.stderr)
+            return 1
     n = len(loaded.config.enabled_targets())
-    print(f"{args.file}: OK ({n} enabled target(s), {len(loaded.config.links)} static link(s))")
+    what = "syntax OK" if args.syntax_only else "OK"
+    print(f"{args.file}: {what} ({n} enabled target(s), {len(loaded.config.links)} static link(s))")
     return 0
 
 
@@ -80,7 +96,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from fabricmon.agent.runtime import Agent
 
     ssl_ctx, middlewares = _web_security(args, loaded)
-    asyncio.run(Agent(loaded, listen=args.listen, ssl_context=ssl_ctx, middlewares=middlewares).run())
+    try:
+        asyncio.run(Agent(loaded, listen=args.listen, ssl_context=ssl_ctx, middlewares=middlewares,
+                          enable_lifecycle=args.enable_lifecycle).run())
+    except OSError as exc:  # e.g. the listen address is taken
+        print(f"error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), file=sys.stderr)
+        return 1
     return 0
 
 
@@ -89,9 +110,20 @@ def cmd_record(args: argparse.Namespace) -> int:
     from fabricmon.agent.config import parse_duration
     from fabricmon.agent.runtime import Agent
 
-    duration = parse_duration(args.duration) if args.duration else None
+    try:
+        duration = parse_duration(args.duration) if args.duration else None
+    except ValueError as exc:
+        print(f"error: --duration: {exc}", file=sys.stderr)
+        return 2
     print(f"recording every poll to {args.out}" + (f" for {duration:g} s" if duration else " until interrupted"), file=sys.stderr)
-    asyncio.run(Agent(loaded, listen=args.listen or "", record_path=args.out, duration=duration).run())
+    try:
+        asyncio.run(Agent(loaded, listen=args.listen or "", record_path=args.out, duration=duration).run())
+    except OSError as exc:
+        print(f"error: cannot record to {args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except RecordingError as exc:  # appending to a file that is not a recording
+        print(f"error: cannot append: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -104,22 +136,20 @@ async def _wait_for_signal() -> None:
     await stop.wait()
 
 
-def _first_poll_time(path: Path) -> float:
-    for _, line in iter_lines(path):
-        if line.get("type") == "poll":
-            return float(line["t"])
-    raise RecordingError(f"{path}: no poll lines")
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
-    return asyncio.run(_run_demo(args.listen, args.speed))
+    try:
+        return asyncio.run(_run_demo(args.listen, args.speed, demo_recording()))
+    except OSError as exc:
+        print(f"error: cannot serve on {args.listen}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
 
 
-async def _run_demo(listen: str, speed: float) -> int:
+async def _run_demo(listen: str, speed: float, path: Path, loops: int | None = None) -> int:
+    """Loop ``path`` with its poll times on the wall clock: each loop starts now and maps
+    recording time onto real time (divided by ``speed``), so nothing drifts across loops."""
     from fabricmon.agent.exporter.server import Exporter, make_app, start_server
     from fabricmon.agent.replay import build_pipeline, replay_paced
 
-    path = demo_recording()
     if not path.exists():
         print(f"the demo recording is missing from this installation ({path})", file=sys.stderr)
         return 1
@@ -132,34 +162,42 @@ async def _run_demo(listen: str, speed: float) -> int:
     port = listen.rsplit(":", 1)[1]
     url = f"http://{host}:{port}"
     print(f"""fabricmon {__version__} demo: replaying a bundled recording of a small mixed fabric
-({header.get('description', '')}) at {speed:g}x, looping.
+({header.get('description', '')}) at {speed:g}x, looping, on the wall clock.
 
   {url}/                the landing page: targets and active findings
   {url}/metrics         the Prometheus exposition (try: curl -s {url}/metrics | grep finding_active)
   {url}/api/findings    findings as JSON, with summary and evidence
 
-Findings appear as the faults in the recording unfold (within about a minute). Ctrl-C to stop.""", file=sys.stderr, flush=True)
-    offset = time.time() - _first_poll_time(path)
+Findings appear as the faults in the recording unfold (the first within about {90 / speed:g} s). Ctrl-C to stop.""",
+          file=sys.stderr, flush=True)
     stopper = asyncio.create_task(_wait_for_signal())
+    replay: asyncio.Task | None = None
     try:
-        while not stopper.done():
+        done_loops = 0
+        while not stopper.done() and (loops is None or done_loops < loops):
             replay = asyncio.create_task(replay_paced(path, lambda h: pipeline, speed=speed, on_poll=exporter.request_render,
-                                                      time_offset=offset, pipeline=pipeline))
+                                                      wall_clock=True, pipeline=pipeline))
             done, _ = await asyncio.wait({replay, stopper}, return_when=asyncio.FIRST_COMPLETED)
             if replay not in done:
-                replay.cancel()
                 break
             result = replay.result()
-            span = max(pipeline.clock - (offset + _first_poll_time(path)), 0.0)
-            offset += span + result.poll_interval
+            done_loops += 1
             log.info("demo: recording finished (%d polls); starting again", result.polls)
+            # One poll interval between loops, as between any two polls: the next loop's first
+            # poll is then one interval after this loop's last, on both clocks.
+            await asyncio.sleep(result.poll_interval / speed)
     finally:
+        for task in (replay, stopper):
+            if task is not None:
+                task.cancel()
         await runner.cleanup()
     return 0
 
 
 # ---------------------------------------------------------------------- replay
 class _FindingsOut:
+    """Where findings go as JSON lines; OSError when the path cannot be written."""
+
     def __init__(self, target: str | None) -> None:
         self.fh: IO[str] | None = None
         if target == "-":
@@ -177,46 +215,61 @@ class _FindingsOut:
             self.fh.close()
 
 
+REPLAY_EXIT_CODES = """exit codes:
+  0  replayed every line
+  1  replayed, with data errors skipped (malformed or over-long lines, a torn last line, a
+     truncated or corrupt gzip stream, polls of targets beyond --max-targets); the count
+     and the first of them are printed
+  2  could not replay (unreadable file, not a recording, unknown version, bad arguments,
+     an unwritable --findings-out)"""
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     loaded = _load_config(args.config)
-    out = _FindingsOut(args.findings_out)
+    limits = Limits(max_line_bytes=args.max_line_bytes, max_total_bytes=args.max_total_bytes, max_targets=args.max_targets)
     speed = None if args.fast else (args.speed if args.speed is not None else (1.0 if args.serve else None))
     try:
+        out = _FindingsOut(args.findings_out)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        print(f"error: cannot write findings to {args.findings_out!r}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+        return 2
+    try:
         if args.serve:
-            return asyncio.run(_replay_serve(args, loaded, out, speed))
+            return asyncio.run(_replay_serve(args, loaded, out, speed, limits))
         if speed:
-            return asyncio.run(_replay_paced_cli(args, loaded, out, speed))
+            return asyncio.run(_replay_paced_cli(args, loaded, out, speed, limits))
         from fabricmon.agent.replay import replay_recording
 
-        result = replay_recording(args.file, loaded, on_finding_end=out.write, progress=not args.quiet)
+        result = replay_recording(args.file, loaded, on_finding_end=out.write, progress=not args.quiet, limits=limits)
         for f in result.pipeline.detector.close_all():
             out.write(f)
-        _summary(result)
-        return 0
+        return _summary(result)
     except RecordingError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # writing findings failed (disk full), or --serve cannot listen
+        print(f"error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), file=sys.stderr)
         return 2
     finally:
         out.close()
 
 
-async def _replay_paced_cli(args, loaded, out: _FindingsOut, speed: float) -> int:
+async def _replay_paced_cli(args, loaded, out: _FindingsOut, speed: float, limits: Limits) -> int:
     from fabricmon.agent.replay import build_pipeline, in_shard, replay_paced
 
-    result = await replay_paced(args.file, lambda h: build_pipeline(h, args.file, loaded, out.write), speed=speed,
-                                progress=not args.quiet, keep=in_shard(loaded))
+    result = await replay_paced(args.file, lambda h: build_pipeline(h, args.file, loaded, out.write, limits), speed=speed,
+                                progress=not args.quiet, keep=in_shard(loaded), limits=limits)
     for f in result.pipeline.detector.close_all():
         out.write(f)
-    _summary(result)
-    return 0
+    return _summary(result)
 
 
-async def _replay_serve(args, loaded, out: _FindingsOut, speed: float | None) -> int:
+async def _replay_serve(args, loaded, out: _FindingsOut, speed: float | None, limits: Limits) -> int:
     from fabricmon.agent.exporter.server import Exporter, make_app, start_server
     from fabricmon.agent.replay import build_pipeline, in_shard, replay_paced
 
-    header = next(iter_lines(args.file))[1]
-    pipeline = build_pipeline(header, args.file, loaded, out.write)
+    header = next(iter_lines(args.file, limits=limits))[1]
+    pipeline = build_pipeline(header, args.file, loaded, out.write, limits)
     exporter = Exporter(pipeline)
     exporter.render_now()
     ssl_ctx, middlewares = _web_security(args, loaded)
@@ -224,24 +277,29 @@ async def _replay_serve(args, loaded, out: _FindingsOut, speed: float | None) ->
     print(f"serving on {'https' if ssl_ctx else 'http'}://{args.serve}/metrics", file=sys.stderr, flush=True)
     try:
         result = await replay_paced(args.file, lambda h: pipeline, speed=speed, on_poll=exporter.request_render,
-                                    progress=not args.quiet, pipeline=pipeline, keep=in_shard(loaded))
+                                    progress=not args.quiet, pipeline=pipeline, keep=in_shard(loaded), limits=limits)
         exporter.render_now()
         for f in pipeline.detector.close_all():
             out.write(f)
-        _summary(result)
+        code = _summary(result)
         print(f"replay finished; still serving on {args.serve} (Ctrl-C to stop)", file=sys.stderr, flush=True)
         await _wait_for_signal()
     finally:
         await runner.cleanup()
-    return 0
+    return code
 
 
-def _summary(result) -> None:
+def _summary(result) -> int:
+    """Print what was replayed and skipped; the exit code (0 all replayed, 1 data errors skipped)."""
     by_kind: dict[str, int] = {}
     for f in result.findings:
         by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(by_kind.items())) or "none"
     print(f"replayed {result.polls} polls of {len(result.pipeline.targets)} target(s); findings: {kinds}", file=sys.stderr, flush=True)
+    if not result.skipped:
+        return 0
+    print(f"{result.skipped} data error(s) skipped; the first: {result.skipped_examples[0]}", file=sys.stderr, flush=True)
+    return 1
 
 
 # ---------------------------------------------------------------------- eval
@@ -251,15 +309,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"eval is not available in this installation: {exc}", file=sys.stderr)
         return 2
+    pipeline_log = logging.getLogger("fabricmon.agent.pipeline")
+    level = pipeline_log.level
     if args.log_level != "debug":  # the corpus replays outages on purpose: keep the report readable
-        logging.getLogger("fabricmon.agent.pipeline").setLevel(logging.ERROR)
-    loaded = _load_config(args.config)
-    floors = {"precision": args.min_precision, "recall": args.min_recall, "origin_top1": args.min_origin_top1}
+        pipeline_log.setLevel(logging.ERROR)
     try:
+        loaded = _load_config(args.config)
+        floors = {"precision": args.min_precision, "recall": args.min_recall, "origin_top1": args.min_origin_top1}
         report, ok = run_eval(args.paths, floors=floors, config=loaded)
     except RecordingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except (OSError, ValueError) as exc:  # a path that cannot be listed (ValueError: a NUL byte in it)
+        print(f"error: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+        return 2
+    finally:  # main() can run in-process (tests, embedding): leave the logger as it was
+        pipeline_log.setLevel(level)
     print(report)
     return 0 if ok else 1
 
@@ -297,6 +362,26 @@ async def _correlate_serve(c, listen: str) -> int:
 
 
 # ---------------------------------------------------------------------- parser
+def _speed(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < v <= 1e6:  # math.inf and nan fail this too
+        raise argparse.ArgumentTypeError("must be above 0 and at most 1e6")
+    return v
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="fabricmon", description="Live telemetry agent for InfiniBand and RoCEv2 GPU-cluster fabrics.")
     ap.add_argument("--version", action="version", version=f"fabricmon {__version__}")
@@ -307,11 +392,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config.file", dest="config", help="configuration file (YAML); required")
     run.add_argument("--web.listen-address", dest="listen", help=f"address to serve on (default {DEFAULT_LISTEN})")
     run.add_argument("--web.config.file", dest="web_config_file", help="exporter-toolkit web config: TLS and basic auth")
+    run.add_argument("--web.enable-lifecycle", dest="enable_lifecycle", action="store_true",
+                     help="allow POST /-/reload (with X-Requested-With or a JSON Content-Type); off by default, as in Prometheus")
     run.set_defaults(func=cmd_run)
 
     demo = sub.add_parser("demo", help="serve the built-in demo: a bundled recording of a made-up fabric, looping")
     demo.add_argument("--web.listen-address", dest="listen", default=DEFAULT_LISTEN, help=f"address to serve on (default {DEFAULT_LISTEN})")
-    demo.add_argument("--speed", type=float, default=4.0, help="replay speed (default 4x)")
+    demo.add_argument("--speed", type=_speed, default=1.0,
+                      help="replay speed (default 1: real time). Poll times stay on the wall clock, so above 1 "
+                           "per-second rates read that many times their recorded values")
     demo.set_defaults(func=cmd_demo)
 
     rec = sub.add_parser("record", help="poll the configured targets and append every poll to a recording")
@@ -321,20 +410,30 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--web.listen-address", dest="listen", default="", help="also serve /metrics while recording")
     rec.set_defaults(func=cmd_record)
 
-    rep = sub.add_parser("replay", help="replay a recording through the same parse/store/detect/export path")
+    rep = sub.add_parser("replay", help="replay a recording through the same parse/store/detect/export path",
+                         epilog=REPLAY_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     rep.add_argument("file")
     pace = rep.add_mutually_exclusive_group()
-    pace.add_argument("--speed", type=float, help="replay N times faster than recorded (default 1 with --serve)")
+    pace.add_argument("--speed", type=_speed, help="replay N times faster than recorded (default 1 with --serve)")
     pace.add_argument("--fast", action="store_true", help="no sleeping: as fast as possible (default without --serve)")
     rep.add_argument("--serve", metavar="ADDR", help="serve /metrics etc. on ADDR during and after the replay")
     rep.add_argument("--findings-out", metavar="PATH", help="write findings as JSON lines to PATH ('-' for stdout)")
     rep.add_argument("--config.file", dest="config", help="config for rule thresholds and static links")
     rep.add_argument("--web.config.file", dest="web_config_file", help="exporter-toolkit web config for --serve")
     rep.add_argument("--quiet", action="store_true", help="no progress display on stderr")
+    d = Limits()
+    rep.add_argument("--max-line-bytes", type=_positive_int, default=d.max_line_bytes,
+                     help=f"skip lines longer than this (default {d.max_line_bytes >> 20} MiB)")
+    rep.add_argument("--max-total-bytes", type=_positive_int, default=d.max_total_bytes,
+                     help=f"stop after this many decompressed bytes (default {d.max_total_bytes >> 30} GiB)")
+    rep.add_argument("--max-targets", type=_positive_int, default=d.max_targets,
+                     help=f"refuse polls of targets beyond this many (default {d.max_targets})")
     rep.set_defaults(func=cmd_replay)
 
-    chk = sub.add_parser("check-config", help="validate a configuration file; exits non-zero on problems")
+    chk = sub.add_parser("check-config", help="validate a configuration file and what it needs at start; exits 1 on problems")
     chk.add_argument("file")
+    chk.add_argument("--syntax-only", action="store_true",
+                     help="check the file only: not the web config, secrets or commands (for builds without the secrets)")
     chk.set_defaults(func=cmd_check_config)
 
     ev = sub.add_parser("eval", help="score the detector on recordings with truth lines")

@@ -1,24 +1,32 @@
 """Configuration: YAML in the spirit of Prometheus' own, validated with pydantic.
 
-Every error names the file, the line and the key (``fabricmon.yml:3: targets[0].source:
-unknown source 'snmpp' ...``). Per-source options are validated by the collector's own
-options model, so a typo in a UFM option is reported with the line of that option.
-Secrets are never required inline: collectors accept ``<name>_file`` and ``<name>_env``.
+Every error names the file, line, column and key (``fabricmon.yml:3:13: targets[0].source:
+unknown source 'snmpp' ...``), and one run reports every error: each section and each target
+is validated on its own, so a bad ``global:`` never hides a typo under ``targets:``. Per-source
+options are validated by the collector's own options model. Secrets are never required
+inline: collectors accept ``<name>_file`` and ``<name>_env``.
+
+Parsing has a bounded cost whatever the file holds: at most ``MAX_CONFIG_BYTES``, aliases may
+add at most ``ALIAS_NODE_BUDGET`` nodes (a 1 KB "billion laughs" file would otherwise expand
+to gigabytes), recursive aliases, unknown tags, non-UTF-8 bytes and duplicate keys are
+``file:line:column`` errors.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fabricmon import collectors
 from fabricmon.core.model import Link
+from fabricmon.core.vocabulary import PriorityMap
 
 DEFAULT_LISTEN = "127.0.0.1:10117"
 
@@ -37,12 +45,31 @@ def parse_duration(v: Any) -> float:
         if not m:
             raise ValueError(f"invalid duration {v!r}: expected a number with a unit, like 10s, 5m or 250ms")
         seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if not math.isfinite(seconds):
+        raise ValueError("a duration must be a finite number of seconds")
     if seconds < 0:
         raise ValueError("a duration cannot be negative")
     return seconds
 
 
+def _bounded(lo: float, hi: float, why: str) -> BeforeValidator:
+    def check(v: Any) -> float:
+        seconds = parse_duration(v)
+        if not lo <= seconds <= hi:
+            raise ValueError(f"must be between {lo:g} s and {hi:g} s ({why})")
+        return seconds
+    return BeforeValidator(check)
+
+
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+DAY = 86400.0
+# 0.1 s to a day. 0 is a busy loop and divides by zero in the rate maths. Devices refresh their
+# counters no faster: SONiC's `counterpoll` (sonic-utilities) accepts 100-30000 ms and reads
+# port counters from the ASIC every 1000 ms by default (verified: `counterpoll show` output),
+# so a faster poll re-reads the same values. Beyond a day a poll is not monitoring.
+PollInterval = Annotated[float, _bounded(0.1, DAY, "0 is a busy loop; more than a day is not monitoring")]
+# A poll needs some time to reach a device at all; an hour-long poll is a hung one.
+PollTimeout = Annotated[float, _bounded(0.1, 3600.0, "a poll needs at least 0.1 s; one longer than an hour is hung")]
 
 
 class Strict(BaseModel):
@@ -50,14 +77,24 @@ class Strict(BaseModel):
 
 
 class GlobalConfig(Strict):
-    poll_interval: Duration = 10.0
-    poll_timeout: Duration = 8.0
-    jitter: float = Field(0.1, ge=0.0, le=1.0, description="fraction of the interval used to spread targets")
-    max_concurrency: int = Field(64, ge=1)
-    backoff_max: Duration = 300.0
-    stale_after: Duration = 600.0
-    history: int = Field(8, ge=2, le=1000)
+    poll_interval: PollInterval = 10.0
+    poll_timeout: PollTimeout = 8.0
+    jitter: float = Field(0.1, ge=0.0, le=1.0, allow_inf_nan=False, description="fraction of the interval used to spread targets")
+    # Each poll in flight may hold a socket or a subprocess (two fds or more): the cap stays well
+    # below the unit's file-descriptor limit, with a reserve for the web server.
+    max_concurrency: int = Field(64, ge=1, le=4096)
+    backoff_max: Annotated[float, _bounded(1.0, DAY, "a failing target is retried at least daily")] = 300.0
+    # A series must outlive at least one poll interval, or every reading expires before the next.
+    stale_after: Annotated[float, _bounded(1.0, 30 * DAY, "kept at most 30 days")] = 600.0
+    history: int = Field(8, ge=2, le=1000)  # points per series: 2 for a rate; 1000 x 8 bytes x series bounds memory
     state_dir: str | None = None
+
+    @model_validator(mode="after")
+    def _stale_after_interval(self) -> GlobalConfig:
+        if self.stale_after < self.poll_interval:
+            raise ValueError(f"stale_after ({self.stale_after:g} s) must be at least poll_interval ({self.poll_interval:g} s): "
+                             "otherwise every series expires before its next reading")
+        return self
 
 
 class WebConfig(Strict):
@@ -70,20 +107,43 @@ class RecordingConfig(Strict):
 
 
 class DetectorConfig(Strict):
-    min_interval: Duration = 0.0  # coalesce detection passes, on the poll clock
+    # coalesce detection passes, on the poll clock; past an hour findings would lag their faults
+    min_interval: Annotated[float, _bounded(0.0, 3600.0, "findings must not lag by more than an hour")] = 0.0
 
 
 class ShardConfig(Strict):
     """This agent's share of the targets: ``index`` of ``count`` agents (see docs/scaling.md)."""
 
     index: int = Field(0, ge=0)
-    count: int = Field(1, ge=1)
+    count: int = Field(1, ge=1, le=4096)  # more agents than that is a deployment mistake, not a fabric
 
     @model_validator(mode="after")
     def _in_range(self) -> ShardConfig:
         if self.index >= self.count:
             raise ValueError(f"shard index {self.index} must be below count {self.count}")
         return self
+
+
+Priority = Annotated[int, Field(ge=0, le=7)]  # IEEE 802.1Q priorities (PCP) 0-7
+FABRIC_KEYS = ("lossless_priorities", "priority_to_queue", "priority_to_pg")
+
+
+class FabricConfig(Strict):
+    """The fabric's QoS layout, set once and handed to every rule through the detector context.
+
+    ``lossless_priorities``: the PFC priorities (RoCE's conventional one is 3, DSCP 26).
+    ``priority_to_queue``: egress queue (traffic class) per priority; ``priority_to_pg``:
+    ingress priority group per priority. Unlisted priorities map to the same number, the
+    default of Spectrum/Onyx, Arista EOS and NX-OS RoCE QoS templates.
+    """
+
+    lossless_priorities: list[Priority] = Field(default_factory=lambda: [3])
+    priority_to_queue: dict[Priority, Annotated[int, Field(ge=0, le=15)]] = Field(default_factory=dict)
+    priority_to_pg: dict[Priority, Annotated[int, Field(ge=0, le=7)]] = Field(default_factory=dict)
+
+    def priority_map(self) -> PriorityMap:
+        return PriorityMap(tuple(sorted(set(self.lossless_priorities))), dict(self.priority_to_queue),
+                           dict(self.priority_to_pg))
 
 
 Level = Literal["full", "health"]
@@ -120,11 +180,25 @@ def shard_options(options: Any, shard: ShardConfig) -> Any:
     return options.model_copy(update={"num_shards": shard.count, "shard": shard.index})
 
 
+def _label_text(v: str) -> str:
+    """A name that becomes a label value: printable (no control characters, no lone surrogates,
+    which no UTF-8 body can carry) and at most 256 characters, the same bound payload names get
+    (collectors/sanitize.py)."""
+    if not v.isprintable():
+        raise ValueError("must be printable text: no control characters or invalid code points")
+    if len(v) > 256:
+        raise ValueError(f"is {len(v)} characters long; at most 256")
+    return v
+
+
+LabelText = Annotated[str, Field(min_length=1), AfterValidator(_label_text)]
+
+
 class StaticLink(Strict):
-    device: str
-    port: str
-    peer_device: str
-    peer_port: str
+    device: LabelText
+    port: LabelText
+    peer_device: LabelText
+    peer_port: LabelText
 
 
 class TargetConfig(BaseModel):
@@ -132,11 +206,11 @@ class TargetConfig(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    name: str = Field(min_length=1)
+    name: LabelText
     source: str
     address: str = ""
-    interval: Duration | None = None
-    timeout: Duration | None = None
+    interval: PollInterval | None = None
+    timeout: PollTimeout | None = None
     enabled: bool = True
     exposition: Level | None = None  # None: the global exposition level
 
@@ -146,10 +220,6 @@ class TargetConfig(BaseModel):
         if v not in collectors.SOURCES:
             raise ValueError(f"unknown source {v!r}; known sources: {', '.join(collectors.SOURCES)}")
         return v
-
-    @property
-    def source_options(self) -> dict[str, Any]:
-        return dict(self.model_extra or {})
 
 
 class Config(Strict):
@@ -163,16 +233,25 @@ class Config(Strict):
     targets: list[TargetConfig] = Field(default_factory=list)
     shard: ShardConfig = Field(default_factory=ShardConfig)
     exposition: ExpositionConfig = Field(default_factory=ExpositionConfig)
+    fabric: FabricConfig = Field(default_factory=FabricConfig)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     @model_validator(mode="after")
-    def _unique_names(self) -> Config:
-        seen: set[str] = set()
-        for t in self.targets:
-            if t.name in seen:
-                raise ValueError(f"duplicate target name {t.name!r}")
-            seen.add(t.name)
+    def _one_fabric_layout(self) -> Config:
+        """A rule-level copy of a ``fabric:`` key (the pre-``fabric:`` layout) must agree with
+        it: two different lossless priority sets would make rules disagree about one fabric."""
+        given = self.fabric.model_fields_set
+        for rule, params in self.rules.items():
+            for key in FABRIC_KEYS:
+                if key in (params or {}) and key in given:
+                    mine = getattr(self.fabric, key)
+                    theirs = params[key]
+                    same = sorted(mine) == sorted(theirs or []) if key == "lossless_priorities" else \
+                        {int(k): int(v) for k, v in (theirs or {}).items()} == mine
+                    if not same:
+                        raise ValueError(f"rules.{rule}.{key} ({theirs!r}) disagrees with fabric.{key} ({mine!r}); "
+                                         f"set it once under fabric:")
         return self
 
     def static_links(self) -> list[Link]:
@@ -192,8 +271,11 @@ class Config(Strict):
         return {t.name: t.exposition for t in self.targets if t.exposition}
 
 
+Positions = dict[tuple, tuple[int, int]]  # key path -> (line, column), both 1-based
+
+
 class ConfigError(Exception):
-    """One or more problems in a config file; ``problems`` are ``file:line: key: message``."""
+    """One or more problems in a config file; ``problems`` are ``file:line:column: key: message``."""
 
     def __init__(self, problems: list[str]) -> None:
         super().__init__("\n".join(problems))
@@ -205,44 +287,162 @@ class LoadedConfig:
     config: Config
     path: str
     options: dict[str, Any]  # target name -> validated collector options (SourceOptions)
+    positions: Positions = field(default_factory=dict)  # key path -> (line, column), for later checks
 
 
-# --------------------------------------------------------------------- YAML + line numbers
-def _compose(text: str, path: str) -> tuple[Any, dict[tuple, int]]:
-    """Load YAML and remember the line of every key and list item, by path."""
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else 0
+# Sources that reach a device over the network: without an address there is nothing to poll.
+NETWORK_SOURCES = frozenset({"snmp", "ufm", "ufm-telemetry", "nvue"})
+
+
+# --------------------------------------------------------------------- YAML with positions
+# A 10,000-target config at about 200 bytes a target is 2 MB: 4 MiB leaves room, and bounds
+# what a reload may cost.
+MAX_CONFIG_BYTES = 4 << 20
+# Aliases are allowed (shared option blocks are a fair use), but together they may add at most
+# this many nodes beyond those written in the file: a "billion laughs" file of nine nested
+# aliases (about 1 KB) stops here instead of expanding to 10^9 nodes.
+ALIAS_NODE_BUDGET = 100_000
+_MAP_TAG, _SEQ_TAG, _MERGE_TAG = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:merge"
+
+
+class _Problem(Exception):
+    def __init__(self, mark: Any, loc: tuple, message: str) -> None:
+        super().__init__(message)
+        self.mark, self.loc, self.message = mark, loc, message
+
+
+def _nearest_key(text: str, line: int) -> str:
+    """The key path around a line, from indentation: YAML that does not parse has no tree."""
+    stack: list[tuple[int, str]] = []
+    key_re = re.compile(r"^(\s*)(-\s+)?([^\s#:'\"\[\]{}-][^:#]*?|'[^']*'|\"[^\"]*\"):(\s|$)")
+    for raw in text.splitlines()[:line]:
+        m = key_re.match(raw)
+        if not m:
+            continue
+        indent = len(m.group(1)) + len(m.group(2) or "")
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, m.group(3).strip("'\"")))
+    return ".".join(k for _, k in stack) or "(top level)"
+
+
+def _yaml_error(exc: yaml.YAMLError, text: str, path: str) -> str:
+    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow (e.g. a NUL byte)
+        before = text[:exc.position]
+        line, col = before.count("\n") + 1, exc.position - before.rfind("\n")
+        char = chr(exc.character) if isinstance(exc.character, int) else exc.character
+        problem = f"character {char!r} is not allowed in YAML"
+    else:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError([f"{path}:{line}: invalid YAML: {problem}"]) from None
-    lines: dict[tuple, int] = {}
-    scalars = yaml.SafeLoader("")
+    return f"{path}:{line}:{col}: {_nearest_key(text, line)}: invalid YAML: {problem}"
 
-    def build(n: yaml.Node, loc: tuple) -> Any:
-        lines.setdefault(loc, n.start_mark.line + 1)
+
+def _count_nodes(root: yaml.Node) -> int:
+    """Nodes written in the file (each aliased node once; cycle-safe)."""
+    seen: set[int] = set()
+    todo = [root]
+    while todo:
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
         if isinstance(n, yaml.MappingNode):
-            out = {}
-            for k, v in n.value:
-                key = scalars.construct_object(k) if isinstance(k, yaml.ScalarNode) else str(k.value)
-                lines[(*loc, key)] = k.start_mark.line + 1
-                out[key] = build(v, (*loc, key))
-            return out
-        if isinstance(n, yaml.SequenceNode):
-            return [build(v, (*loc, i)) for i, v in enumerate(n.value)]
-        return scalars.construct_object(n, deep=True)
-
-    if node is None:
-        return {}, lines
-    return build(node, ()), lines
+            todo.extend(x for kv in n.value for x in kv)
+        elif isinstance(n, yaml.SequenceNode):
+            todo.extend(n.value)
+    return len(seen)
 
 
-def _line_for(lines: dict[tuple, int], loc: tuple) -> int:
+def _compose(text: str, path: str) -> tuple[Any, Positions]:
+    """Load YAML and remember the position of every key and list item, by path."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise ConfigError([_yaml_error(exc, text, path)]) from None
+    except RecursionError:  # the parser recurses once per nesting level
+        raise ConfigError([f"{path}:1:1: (top level): nesting too deep"]) from None
+    positions: Positions = {}
+    if root is None:
+        return {}, positions
+    scalars = yaml.SafeLoader("")
+    budget = [_count_nodes(root) + ALIAS_NODE_BUDGET]
+    building: set[int] = set()
+
+    def scalar(n: yaml.Node, loc: tuple) -> Any:
+        if "\x00" in n.value:  # YAML's "\0" escape: no path, host, variable or name holds a NUL
+            raise _Problem(n.start_mark, loc, "a NUL character (\\0) is not allowed in a value")
+        try:
+            return scalars.construct_object(n, deep=True)
+        except yaml.YAMLError as exc:  # an unknown tag such as !!python/object, or a bad !!timestamp
+            problem = str(getattr(exc, "problem", None) or exc)
+            if "could not determine a constructor" in problem:
+                problem = f"unknown tag {n.tag!r}"
+            raise _Problem(n.start_mark, loc, problem) from None
+
+    def build(n: yaml.Node, loc: tuple, mark: Any) -> Any:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise _Problem(mark, loc, f"aliases expand to more than {ALIAS_NODE_BUDGET} extra nodes; refused (a \"billion laughs\" file?)")
+        if id(n) in building:
+            raise _Problem(mark, loc, "recursive alias: a node that contains itself")
+        positions.setdefault(loc, (n.start_mark.line + 1, n.start_mark.column + 1))
+        if isinstance(n, yaml.ScalarNode):
+            return scalar(n, loc)
+        building.add(id(n))
+        try:
+            if isinstance(n, yaml.MappingNode):
+                if n.tag != _MAP_TAG:
+                    raise _Problem(n.start_mark, loc, f"unknown tag {n.tag!r} on a mapping")
+                return build_map(n, loc)
+            if n.tag != _SEQ_TAG:
+                raise _Problem(n.start_mark, loc, f"unknown tag {n.tag!r} on a list")
+            return [build(v, (*loc, i), v.start_mark) for i, v in enumerate(n.value)]
+        finally:
+            building.discard(id(n))
+
+    def build_map(n: yaml.MappingNode, loc: tuple) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        merged: dict[Any, Any] = {}
+        first: dict[Any, int] = {}
+        for k, v in n.value:
+            if isinstance(k, yaml.ScalarNode) and k.tag == _MERGE_TAG:  # "<<: *defaults": explicit keys win
+                sources = v.value if isinstance(v, yaml.SequenceNode) else [v]
+                for src in sources:
+                    value = build(src, loc, k.start_mark)
+                    if not isinstance(value, dict):
+                        raise _Problem(k.start_mark, loc, "a merge key (<<) needs a mapping or a list of mappings")
+                    merged = {**value, **merged}
+                continue
+            if not isinstance(k, yaml.ScalarNode):
+                raise _Problem(k.start_mark, loc, "a key must be a plain value, not a list or mapping")
+            key = scalar(k, loc)
+            try:
+                hash(key)
+            except TypeError:
+                raise _Problem(k.start_mark, loc, "a key must be a plain value") from None
+            if key in first:
+                raise _Problem(k.start_mark, (*loc, key), f"duplicate key {key!r} (first at line {first[key]})")
+            first[key] = k.start_mark.line + 1
+            positions[(*loc, key)] = (k.start_mark.line + 1, k.start_mark.column + 1)
+            out[key] = build(v, (*loc, key), k.start_mark)
+        return {**merged, **out}
+
+    try:
+        return build(root, (), root.start_mark), positions
+    except _Problem as p:
+        m = p.mark
+        raise ConfigError([f"{path}:{m.line + 1}:{m.column + 1}: {_loc_str(p.loc)}: {p.message}"]) from None
+    except RecursionError:  # nesting deeper than the interpreter's stack
+        raise ConfigError([f"{path}:1:1: (top level): nesting too deep"]) from None
+
+
+def _position(positions: Positions, loc: tuple) -> tuple[int, int]:
     for i in range(len(loc), -1, -1):
-        if loc[:i] in lines:
-            return lines[loc[:i]]
-    return 0
+        if loc[:i] in positions:
+            return positions[loc[:i]]
+    return (1, 1)
 
 
 def _loc_str(loc: tuple) -> str:
@@ -255,57 +455,132 @@ def _loc_str(loc: tuple) -> str:
     return out or "(top level)"
 
 
-def _problems(exc: ValidationError, path: str, lines: dict[tuple, int], prefix: tuple = ()) -> list[str]:
+def _at(path: str, positions: Positions, loc: tuple, message: str) -> str:
+    line, col = _position(positions, loc)
+    return f"{path}:{line}:{col}: {_loc_str(loc)}: {message}"
+
+
+def _problems(exc: ValidationError, path: str, lines: Positions, prefix: tuple = ()) -> list[str]:
     out = []
     for err in exc.errors():
         loc = tuple("global" if p == "global_" else p for p in (*prefix, *err["loc"]))
-        # pydantic may append the validator's function name for "after" validators; drop non-keys
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
-        out.append(f"{path}:{_line_for(lines, loc)}: {_loc_str(loc)}: {msg}")
+        out.append(_at(path, lines, loc, msg))
     return out
 
 
+# --------------------------------------------------------------------- validation
+_SECTIONS = {(f.alias or name): name for name, f in Config.model_fields.items()}
+_TARGET_FIELDS = set(TargetConfig.model_fields)
+
+
+def _validate_target(i: int, raw: Any, path: str, positions: Positions) -> tuple[str | None, Any, list[str]]:
+    """(name, collector options, problems) of one target: generic fields and source options
+    are checked independently, so a bad name does not hide a typo in an option."""
+    loc = ("targets", i)
+    if not isinstance(raw, dict):
+        return None, None, [_at(path, positions, loc, "a target must be a mapping with name: and source:")]
+    problems: list[str] = []
+    try:
+        TargetConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems.extend(_problems(exc, path, positions, loc))
+    source, options = raw.get("source"), None
+    if isinstance(source, str) and source in NETWORK_SOURCES and not str(raw.get("address") or "").strip():
+        problems.append(_at(path, positions, loc, f"a {source} target needs an address: (the device to poll)"))
+    if isinstance(source, str) and source in collectors.SOURCES:
+        try:
+            cls = collectors.get(source)
+        except collectors.UnknownSource:
+            problems.append(_at(path, positions, (*loc, "source"), f"source {source!r} is not available in this installation"))
+        else:
+            extra = {k: v for k, v in raw.items() if k not in _TARGET_FIELDS}
+            try:
+                options = cls.options_model.model_validate(extra)
+            except ValidationError as exc:
+                problems.extend(_problems(exc, path, positions, loc))
+    name = raw.get("name")
+    return (name if isinstance(name, str) else None), options, problems
+
+
 def load_text(text: str, path: str = "<config>") -> LoadedConfig:
-    data, lines = _compose(text, path)
+    data, positions = _compose(text, path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError([f"{path}:1: the config must be a mapping with keys like targets:, global:"])
+        raise ConfigError([f"{path}:1:1: (top level): the config must be a mapping with keys like targets:, global:"])
     problems: list[str] = []
-    try:
-        config = Config.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(_problems(exc, path, lines)) from None
+    for key, value in data.items():
+        if key not in _SECTIONS:
+            problems.append(_at(path, positions, (key,), "unknown key"))
+        elif key != "targets":
+            try:
+                Config.model_validate({key: value})
+            except ValidationError as exc:
+                problems.extend(_problems(exc, path, positions))
     options: dict[str, Any] = {}
-    for i, target in enumerate(config.targets):
-        try:
-            cls = collectors.get(target.source)
-        except collectors.UnknownSource:
-            problems.append(f"{path}:{_line_for(lines, ('targets', i, 'source'))}: targets[{i}].source: "
-                            f"source {target.source!r} is not available in this installation")
+    targets = data.get("targets") or []
+    if not isinstance(targets, list):
+        problems.append(_at(path, positions, ("targets",), "targets must be a list"))
+        targets = []
+    first_line: dict[str, int] = {}
+    for i, raw in enumerate(targets):
+        name, opts, target_problems = _validate_target(i, raw, path, positions)
+        problems.extend(target_problems)
+        if name is None:
             continue
-        try:
-            options[target.name] = cls.options_model.model_validate(target.source_options)
-        except ValidationError as exc:
-            problems.extend(_problems(exc, path, lines, ("targets", i)))
-    # Rules: names and parameters are checked by building them.
-    from fabricmon.agent.detector import rules as rules_mod
+        if name in first_line:
+            problems.append(_at(path, positions, ("targets", i, "name"),
+                                f"duplicate target name {name!r} (first at line {first_line[name]})"))
+        else:
+            first_line[name] = _position(positions, ("targets", i, "name"))[0]
+            if opts is not None:
+                options[name] = opts
+    from fabricmon.agent.detector import rules as rules_mod  # the detector imports config: import late
 
-    try:
-        rules_mod.build(config.rules)
-    except (ValueError, TypeError) as exc:
-        problems.append(f"{path}:{_line_for(lines, ('rules',))}: rules: {exc}")
+    if isinstance(data.get("rules"), dict):
+        try:
+            rules_mod.build(data["rules"])
+        except (ValueError, TypeError) as exc:
+            problems.append(_at(path, positions, ("rules",), str(exc)))
     if problems:
         raise ConfigError(problems)
-    return LoadedConfig(config=config, path=path, options=options)
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:  # only checks that span sections are left at this point
+        raise ConfigError(_problems(exc, path, positions)) from None
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a cross-section validator tripped on a value of the wrong shape
+        raise ConfigError([_at(path, positions, (), f"{type(exc).__name__}: {exc}")]) from None
+    return LoadedConfig(config=config, path=path, options=options, positions=positions)
+
+
+def decode_config(raw: bytes, path: str) -> str:
+    """UTF-8 text of a config file, or a ``file:line:column`` error at the first bad byte."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = raw[:exc.start]
+        line, col = before.count(b"\n") + 1, exc.start - before.rfind(b"\n")
+        raise ConfigError([f"{path}:{line}:{col}: {_nearest_key(before.decode('utf-8', 'replace'), line)}: "
+                           f"byte 0x{raw[exc.start]:02x} is not UTF-8 (YAML files are UTF-8 text)"]) from None
+
+
+def read_config(path: str | Path) -> str:
+    """The text of a config file, refusing files over ``MAX_CONFIG_BYTES`` before reading them."""
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError([f"{p}: cannot read config: {exc.strerror or exc}"]) from None
+    except ValueError as exc:  # a NUL byte in the path
+        raise ConfigError([f"{str(p)!r}: cannot read config: {exc}"]) from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError([f"{p}: config file is larger than {MAX_CONFIG_BYTES >> 20} MiB; refused"])
+    return decode_config(raw, str(p))
 
 
 def load(path: str | Path) -> LoadedConfig:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError([f"{p}:0: cannot read config: {exc.strerror or exc}"]) from None
-    return load_text(text, str(p))
+    return load_text(read_config(path), str(path))

@@ -12,9 +12,9 @@ Prometheus' (or Thanos', VictoriaMetrics') HTTP API, with no agent-to-agent prot
   window, so a port counts only when it stayed so for the whole window (the persistence);
 * ``fabricmon_port_info``: which ports exist (have telemetry) and their cable peers.
 
-On the union it builds the same paused-by graph as the agent's PFC rules
-(``agent/detector/rules/_pfc.py``; fabric-reference 4.4): port ``e`` paused by its peer
-depends on every paused port of the peer's device except the peer itself. The sink of
+On the union it builds the same paused-by graph as the agent's PFC rules, with the same
+code (:mod:`fabricmon.agent.detector.pausegraph`): port ``e`` paused by its peer depends on
+every paused port of the peer's device except the peer itself. The sink of
 the graph is where the pause starts; the origin is the pauser when it has telemetry,
 else the paused port facing it. Stuck ports are the victims. Cycles of stuck ports that
 do not drain into a sink are deadlocks.
@@ -39,7 +39,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from fabricmon.agent.detector.graph import tarjan_scc
+from fabricmon.agent.detector.pausegraph import PausedBy, best_sinks, deadlock_cycles
 from fabricmon.agent.exporter.exposition import Family, labels, render
 from fabricmon.core.model import Finding
 
@@ -141,32 +141,15 @@ def correlate(states: Vector, info: Vector, *, t: float) -> list[Finding]:
 
 
 def _analyze(fab: _Fabric, prio: int, nodes: dict[PortKey, float], storm: float, t: float) -> Iterable[Finding]:
-    by_device: dict[str, list[PortKey]] = {}
-    for pk in sorted(nodes):
-        by_device.setdefault(pk[0], []).append(pk)
-
-    def succ(pk: PortKey) -> list[PortKey]:
-        pe = fab.peer.get(pk)
-        return [] if pe is None else [q for q in by_device.get(pe[0], ()) if q != pe]
-
-    def dl_succ(pk: PortKey) -> list[PortKey]:  # hairpins close loops through a leaf
-        pe = fab.peer.get(pk)
-        return [] if pe is None else [q for q in by_device.get(pe[0], ()) if nodes[q] >= storm]
+    order = sorted(nodes)
+    graph = PausedBy(order, fab.peer.get)
+    stuck_graph = PausedBy(order, fab.peer.get, lambda q: nodes[q] >= storm)
 
     # Deadlocks: cycles of storm-level ports with no way out to a port that can drain.
-    stuck = [pk for pk in sorted(nodes) if nodes[pk] >= storm]
+    stuck = [pk for pk in order if nodes[pk] >= storm]
     in_deadlock: set[PortKey] = set()
-    drains: dict[PortKey, bool] = {}
-    stuck_set = set(stuck)
-    for comp in tarjan_scc(stuck, dl_succ):  # sinks first
-        members = set(comp)
-        outs = [q for pk in comp for q in dl_succ(pk) if q in stuck_set and q not in members]
-        drain = (len(comp) == 1 and not outs and not any(q in members for q in dl_succ(comp[0]))) or any(drains[q] for q in outs)
-        for pk in comp:
-            drains[pk] = drain
-        if len(comp) < 2 or drain:
-            continue
-        in_deadlock |= members
+    for comp in deadlock_cycles(stuck, lambda pk: stuck_graph.successors(pk, hairpin=True)):
+        in_deadlock.update(comp)
         shards = sorted({fab.shard.get(pk, "") for pk in comp})
         if len(shards) < 2:
             continue
@@ -175,23 +158,11 @@ def _analyze(fab: _Fabric, prio: int, nodes: dict[PortKey, float], storm: float,
             yield _finding("pfc_deadlock", pk, prio, "member", t, fab,
                            f"PFC deadlock on priority {prio} across {len(shards)} shards: {len(comp)} ports pause each other",
                            {"cycle": names, "shards": shards})
-    # Storm trees: the best sink reachable from each port, sinks first.
-    comps = tarjan_scc(sorted(nodes), succ)
-    comp_of: dict[PortKey, int] = {}
-    best: list[PortKey | None] = []
-    for i, comp in enumerate(comps):
-        for pk in comp:
-            comp_of[pk] = i
-        cands: list[PortKey] = []
-        for pk in comp:
-            nxt = succ(pk)
-            if not nxt and len(comp) == 1:
-                cands.append(pk)
-            cands.extend(best[j] for q in nxt if (j := comp_of.get(q)) is not None and j != i and best[j] is not None)  # type: ignore[misc]
-        best.append(max(cands, key=lambda pk: (nodes[pk], pk)) if cands else None)
+    # Storm trees: the best sink reachable from each port.
+    best, _ = best_sinks(order, graph.successors, lambda pk: (nodes[pk], pk))
     trees: dict[PortKey, tuple[PortKey | None, list[PortKey]]] = {}
     for pk in sorted(nodes):
-        sink = best[comp_of[pk]]
+        sink = best[pk]
         if sink is None or pk in in_deadlock or nodes[pk] < storm:
             continue
         pauser = fab.peer.get(sink)

@@ -12,6 +12,12 @@ max), false findings (findings matching no truth). Storm-origin top-1: for each 
 the earliest pfc_storm origin finding overlapping it (critical before warning) is the truth's.
 Findings that match an already matched truth line (duplicates) are not false, and count as
 matched for precision.
+
+A truth line with ``"optional": true`` names what a correct detector may report but need not
+(a partially paused storm victim, the loss on a credit-loop member that the loop finding
+explains): a finding matching it is correct (not false), and no finding for it is not a miss.
+Optional lines count neither in recall nor in delays nor in storm-origin top-1; the table
+shows how many of them were found.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ class _F:
     end: float | None
     severity: str = ""
     peer: tuple[str, str | None] | None = None
+    optional: bool = False
     raw: Any = None
 
     def label(self) -> str:
@@ -74,7 +81,8 @@ def _norm(obj: Any) -> _F:
         kind=str(_get(obj, "kind")), device=str(_get(obj, "device")), port=None if port is None else str(port),
         priority=None if prio is None else int(prio), role=_get(obj, "role"), start=float(_get(obj, "start")),
         end=None if end is None else float(end), severity=str(_get(obj, "severity") or ""),
-        peer=(str(peer_dev), _get(obj, "peer_port")) if peer_dev is not None else None, raw=obj,
+        peer=(str(peer_dev), _get(obj, "peer_port")) if peer_dev is not None else None,
+        optional=_get(obj, "optional") is True, raw=obj,
     )
 
 
@@ -97,9 +105,11 @@ def matches(f: _F, t: _F, tol_s: float) -> bool:
 @dataclass
 class KindScore:
     kind: str
-    truths: int = 0
+    truths: int = 0  # required truth lines
     findings: int = 0
     matched_truths: int = 0
+    optional_truths: int = 0
+    matched_optional: int = 0
     matched_findings: int = 0
     delays: list[float] = field(default_factory=list)
 
@@ -142,7 +152,7 @@ class EvalReport:
         fl = {**DEFAULT_FLOORS, **(floors or {})}
         out = []
         for k, s in self.kinds.items():
-            if not s.truths and not s.findings:
+            if not s.truths and not s.findings and not s.optional_truths:
                 continue
             if s.precision is not None and fl.get("precision") is not None and s.precision < fl["precision"]:
                 out.append(f"{k}: precision {s.precision:.2f} < {fl['precision']}")
@@ -181,7 +191,11 @@ def evaluate(findings_by_recording: Mapping[str, Iterable[Finding | Mapping[str,
         for f in findings:
             kinds.setdefault(f.kind, KindScore(f.kind)).findings += 1
         for t in truths:
-            kinds.setdefault(t.kind, KindScore(t.kind)).truths += 1
+            ks = kinds.setdefault(t.kind, KindScore(t.kind))
+            if t.optional:
+                ks.optional_truths += 1
+            else:
+                ks.truths += 1
         for f in findings:
             if any(matches(f, t, tol) for t in truths):
                 kinds[f.kind].matched_findings += 1
@@ -189,6 +203,9 @@ def evaluate(findings_by_recording: Mapping[str, Iterable[Finding | Mapping[str,
                 report.false.append(f"{rec}: {f.label()} at {_stamp(f.start)}")
         for t in truths:
             hits = [f for f in findings if matches(f, t, tol)]
+            if t.optional:
+                kinds[t.kind].matched_optional += bool(hits)
+                continue
             if hits:
                 ks = kinds[t.kind]
                 ks.matched_truths += 1
@@ -219,6 +236,9 @@ def format_report(report: EvalReport, floors: Mapping[str, Any] | None = None, d
     for k, s in report.kinds.items():
         lines.append(f"{k:<16}{s.truths:>6}{s.findings:>7}{s.matched_truths:>7}{s.false_findings:>7}"
                      f"{_fmt(s.precision):>11}{_fmt(s.recall):>8}{_fmt(s.delay_median, 'g'):>11}{_fmt(s.delay_max, 'g'):>11}")
+    optional = [f"{k} {s.matched_optional}/{s.optional_truths}" for k, s in report.kinds.items() if s.optional_truths]
+    if optional:
+        lines.append("optional truth found: " + ", ".join(optional))
     top1 = report.origin_top1
     lines.append(f"storm origin top-1: {report.origin_hits}/{report.origin_truths}" + ("" if top1 is None else f" = {top1:.2f}"))
     for title, items in (("missed", report.misses), ("false", report.false)):

@@ -12,18 +12,24 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabricmon import collectors
 from fabricmon.agent.detector import DetectContext, Detector, Rule
 from fabricmon.agent.gcpause import gc_paused
 from fabricmon.agent.recording import RecordingWriter
 from fabricmon.agent.store import CounterStore, PortKey
+from fabricmon.core import secrets
 from fabricmon.core.model import Finding, Link, Poll, TargetSpec
 from fabricmon.core.topology import Topology
-from fabricmon.core.vocabulary import COUNTERS, GAUGES
+from fabricmon.core.vocabulary import COUNTERS, GAUGES, PriorityMap
+
+if TYPE_CHECKING:
+    from fabricmon.agent.exporter.metrics import ExpositionPolicy
 
 log = logging.getLogger(__name__)
+# DetectContext.cache key of the config's ``fabric:`` section (a PriorityMap).
+FABRIC_CACHE_KEY = "fabric"
 
 
 @dataclass
@@ -39,6 +45,7 @@ class TargetStatus:
     errors: dict[str, int] = field(default_factory=dict)  # reason -> count
     last_error: str | None = None
     warnings: list[str] = field(default_factory=list)
+    info: dict[str, str] = field(default_factory=dict)  # ParseResult.target_info of the last parse
 
 
 def classify_error(message: str) -> str:
@@ -65,19 +72,30 @@ class Pipeline:
         recorder: RecordingWriter | None = None,
         on_finding_end: Callable[[Finding], None] | None = None,
         wall_clock: bool = False,
+        max_targets: int = 100_000,
+        fabric: PriorityMap | None = None,
+        exposition_policy: ExpositionPolicy | None = None,
     ) -> None:
         self.store = CounterStore(history=history, stale_after=stale_after)
         self.topology = Topology()
         self.topology.set_static(static_links)
         self.detector = Detector(rules)
+        self.fabric = fabric or PriorityMap()  # config ``fabric:``: lossless priorities and maps
+        # Export levels and shard (the live agent sets it from the config, and again on reload);
+        # None: everything in full, no shard info (replay, tests).
+        self.exposition_policy = exposition_policy
         self.specs: dict[str, TargetSpec] = {}
         self.targets: dict[str, TargetStatus] = {}
+        self.parse_state: dict[str, Any] = {}  # target -> its collector's parse state (Collector.new_state)
         self.set_targets(specs)
-        self.parse_state: dict[str, dict[str, Any]] = {}
         self.recorder = recorder
         self.on_finding_end = on_finding_end
         self.detect_min_interval = detect_min_interval
         self.wall_clock = wall_clock  # live: ages against time.time(); replay: against the recording clock
+        # Distinct target names polls may create (a recording can name millions; each keeps its
+        # status for ever): polls of new targets beyond it are refused and counted.
+        self.max_targets = max_targets
+        self.refused_targets = 0
         self.clock = 0.0  # latest poll time seen
         self.generation = 0  # bumped by every ingest: the exporter renders when it changes
         self.ended: list[Finding] = []  # recently ended findings, newest last (bounded)
@@ -93,11 +111,13 @@ class Pipeline:
         for name in list(self.targets):
             if name not in new:
                 del self.targets[name]
+                self.parse_state.pop(name, None)  # a target's parse state goes with it
                 self.topology.drop_target(name)
         for name, spec in new.items():
             old = self.specs.get(name)
             if old is None or old.source != spec.source:
                 self.targets[name] = TargetStatus(name=name, source=spec.source)
+                self.parse_state.pop(name, None)  # another source's state does not fit
         self.specs = new
 
     def now(self) -> float:
@@ -118,6 +138,11 @@ class Pipeline:
                 log.error("recording: cannot write poll of %s: %s", poll.target, exc)
         spec = self.specs.get(poll.target)
         if spec is None:
+            if len(self.specs) >= self.max_targets:
+                self.refused_targets += 1
+                if self.refused_targets == 1:
+                    log.warning("refusing polls of new targets beyond the limit of %d (first: %.80r)", self.max_targets, poll.target)
+                return False
             spec = self.specs[poll.target] = TargetSpec(name=poll.target, source=poll.source)
         status = self.targets.get(poll.target)
         if status is None:
@@ -139,31 +164,31 @@ class Pipeline:
     def _fail(self, status: TargetStatus, reason: str, message: str) -> None:
         status.up = False
         status.errors[reason] = status.errors.get(reason, 0) + 1
-        status.last_error = message
+        status.last_error = message = secrets.redact(message)  # an echoed credential never reaches the API or /
         log.warning("target %s (%s): %s", status.name, status.source, message)
 
     def _parse_into_store(self, poll: Poll, spec: TargetSpec, status: TargetStatus) -> None:
         try:
             cls = collectors.get(spec.source)
         except collectors.UnknownSource:
-            self._fail(status, "parse", f"no collector for source {spec.source!r} in this installation")
+            self._fail(status, collectors.ErrorReason.PARSE, f"no collector for source {spec.source!r} in this installation")
             return
         except Exception as exc:  # a broken collector module must not take the agent down
-            self._fail(status, "parse", f"the {spec.source} collector cannot be loaded: {type(exc).__name__}: {exc}")
+            self._fail(status, collectors.ErrorReason.PARSE, f"the {spec.source} collector cannot be loaded: {type(exc).__name__}: {exc}")
             return
-        state = self.parse_state.setdefault(poll.target, {})
         with gc_paused():  # no cycles built here: see agent/gcpause.py
-            self._parse_and_store(cls, poll, spec, status, state)
+            self._parse_and_store(cls, poll, spec, status)
 
-    def _parse_and_store(self, cls: Any, poll: Poll, spec: TargetSpec, status: TargetStatus, state: dict[str, Any]) -> None:
+    def _parse_and_store(self, cls: Any, poll: Poll, spec: TargetSpec, status: TargetStatus) -> None:
         try:
-            result = cls.parse(poll.payload or {}, spec, state)
+            state = self.parse_state[poll.target] if poll.target in self.parse_state else cls.new_state()
+            result, self.parse_state[poll.target] = cls.parse_poll(poll.payload or {}, spec, state)
         except collectors.ParseError as exc:
-            self._fail(status, "parse", f"cannot parse {spec.source} payload: {exc}")
+            self._fail(status, collectors.ErrorReason.PARSE, f"cannot parse {spec.source} payload: {exc}")
             return
         except Exception as exc:  # a parser bug: report it like bad input, never crash the agent
             log.exception("parser for %s crashed on target %s", spec.source, poll.target)
-            self._fail(status, "parse", f"internal error in the {spec.source} parser: {type(exc).__name__}: {exc}")
+            self._fail(status, collectors.ErrorReason.PARSE, f"internal error in the {spec.source} parser: {type(exc).__name__}: {exc}")
             return
         _normalize_sub(result.samples, result.gauges)
         store = self.store
@@ -181,6 +206,7 @@ class Pipeline:
         for w in new[:5]:  # log a warning when it first appears, not on every poll
             log.info("target %s: %s", poll.target, w)
         status.warnings = result.warnings[:20]
+        status.info = dict(result.target_info)
 
     def _maybe_detect(self, t: float) -> None:
         if self._last_detect is not None and t - self._last_detect < self.detect_min_interval:
@@ -192,6 +218,7 @@ class Pipeline:
         self._last_detect = t
         ctx = DetectContext(store=self.store, topology=self.topology, t=t,
                             updated=self._pending_ports, updated_devices=self._pending_devices)
+        ctx.cache[FABRIC_CACHE_KEY] = self.fabric  # the one fabric layout every rule reads
         self._pending_ports = set()
         self._pending_devices = set()
         self.detector.run(ctx)
@@ -209,7 +236,7 @@ class Pipeline:
         return sorted(self.detector.active, key=lambda f: f.sort_key)
 
 
-_NUMERIC_LABELS = frozenset({"priority", "queue"})
+_NUMERIC_LABELS = frozenset({"priority", "queue", "pg"})
 _NUMERIC_POS = {name: tuple(i for i, lb in enumerate(d.labels) if lb in _NUMERIC_LABELS)
                 for name, d in [*COUNTERS.items(), *GAUGES.items()]}
 

@@ -2,7 +2,11 @@
 
 The pipeline is driven by the recording's clock: with ``fast`` nothing sleeps; with a
 ``speed`` the replay waits so that recording time runs ``speed`` times faster than wall
-time. The demo loops a bundled recording with its times moved to the present.
+time. The demo loops a bundled recording with its times mapped onto the wall clock.
+
+A replay uses what is good and reports what it skipped (``ReplayResult.skipped``): malformed
+lines, a torn last line, a truncated or corrupt gzip stream, lines over the size limit, and
+polls of targets beyond ``Limits.max_targets``. Only a file that cannot be read at all raises.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 from fabricmon.agent.config import LoadedConfig, shard_of
 from fabricmon.agent.detector import rules as rules_mod
 from fabricmon.agent.pipeline import Pipeline
-from fabricmon.agent.recording import RecordingError, iter_lines, poll_from_line
+from fabricmon.agent.recording import Limits, ReadReport, RecordingError, iter_lines, poll_from_line
 from fabricmon.core.model import Finding, Poll, TargetSpec
 
 log = logging.getLogger(__name__)
@@ -36,11 +40,22 @@ class ReplayResult:
     poll_interval: float
     pipeline: Pipeline
     notes: list[dict[str, Any]] = field(default_factory=list)
+    skipped: int = 0  # data errors skipped
+    skipped_examples: list[str] = field(default_factory=list)  # the first of them, one message each
+    warnings: list[str] = field(default_factory=list)
 
 
-def specs_from_header(header: dict[str, Any], path: str | Path) -> list[TargetSpec]:
+# A paced replay does not sleep out a gap longer than this (recording seconds) between two
+# polls: a recording appended to a day later would otherwise look stalled.
+MAX_PACED_GAP = 600.0
+
+
+def specs_from_header(header: dict[str, Any], path: str | Path, max_targets: int | None = None) -> list[TargetSpec]:
     specs = []
-    for i, entry in enumerate(header.get("targets") or []):
+    entries = header.get("targets") or []
+    if max_targets is not None and len(entries) > max_targets:
+        raise RecordingError(f"{path}:1: header lists {len(entries)} targets, more than the limit of {max_targets}")
+    for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or "name" not in entry or "source" not in entry:
             raise RecordingError(f"{path}:1: header target #{i} needs a name and a source")
         specs.append(TargetSpec.from_header(entry))
@@ -57,26 +72,30 @@ def in_shard(config: LoadedConfig | None) -> Callable[[str], bool]:
 
 
 def build_pipeline(header: dict[str, Any], path: str | Path, config: LoadedConfig | None = None,
-                   on_finding_end: Callable[[Finding], None] | None = None) -> Pipeline:
+                   on_finding_end: Callable[[Finding], None] | None = None, limits: Limits | None = None) -> Pipeline:
     cfg = config.config if config else None
     mine = in_shard(config)
+    limits = limits or Limits()
     return Pipeline(
-        [s for s in specs_from_header(header, path) if mine(s.name)],
+        [s for s in specs_from_header(header, path, limits.max_targets) if mine(s.name)],
         rules_mod.build(cfg.rules if cfg else None),
         history=cfg.global_.history if cfg else 8,
         stale_after=cfg.global_.stale_after if cfg else 600.0,
         static_links=cfg.static_links() if cfg else (),
         detect_min_interval=cfg.detector.min_interval if cfg else 0.0,
         on_finding_end=on_finding_end,
+        max_targets=limits.max_targets,
+        fabric=cfg.fabric.priority_map() if cfg else None,
     )
 
 
 class _Reader:
     """Streams a recording: header first, then polls; collects truth and note lines."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, limits: Limits | None = None) -> None:
         self.path = path
-        self._lines = iter_lines(path)
+        self.report = ReadReport()
+        self._lines = iter_lines(path, self.report, limits)
         try:
             _, self.header = next(self._lines)
         except StopIteration:
@@ -84,17 +103,27 @@ class _Reader:
         self.truth: list[dict[str, Any]] = []
         self.notes: list[dict[str, Any]] = []
 
-    def polls(self) -> Iterator[Poll]:
+    def polls(self) -> Iterator[tuple[int, Poll]]:
         for lineno, line in self._lines:
             kind = line["type"]
             if kind == "poll":
-                yield poll_from_line(self.path, lineno, line)
+                try:
+                    yield lineno, poll_from_line(self.path, lineno, line)
+                except RecordingError as exc:
+                    self.report.skip(str(exc))
             elif kind == "truth":
                 self.truth.append(line)
             elif kind == "note":
                 self.notes.append(line)
-            elif kind == "header":
-                raise RecordingError(f"{self.path}:{lineno}: a second header line (a recording has exactly one)")
+
+    def ingest(self, lineno: int, poll: Poll, pipeline: Pipeline) -> bool:
+        """Ingest a poll; one the pipeline refused (a target beyond its limit) is a skipped line."""
+        pipeline.ingest(poll)
+        if poll.target in pipeline.specs:
+            return True
+        self.report.skip(f"{self.path}:{lineno}: target {poll.target[:80]!r} refused: the recording already has "
+                         f"{pipeline.max_targets} targets (the target limit)")
+        return False
 
 
 class _Progress:
@@ -120,17 +149,17 @@ def _interval(polls_t: dict[str, list[float]]) -> float:
 
 
 def replay_recording(path: str | Path, config: LoadedConfig | None = None, *,
-                     on_finding_end: Callable[[Finding], None] | None = None, progress: bool = False) -> ReplayResult:
+                     on_finding_end: Callable[[Finding], None] | None = None, progress: bool = False,
+                     limits: Limits | None = None) -> ReplayResult:
     """Replay a whole recording as fast as possible (no sleeping)."""
-    reader = _Reader(path)
-    pipeline = build_pipeline(reader.header, path, config, on_finding_end)
+    reader = _Reader(path, limits)
+    pipeline = build_pipeline(reader.header, path, config, on_finding_end, limits)
     prog = _Progress(progress)
     times: dict[str, list[float]] = {}
     mine = in_shard(config)
-    for poll in reader.polls():
-        if not mine(poll.target):
+    for lineno, poll in reader.polls():
+        if not mine(poll.target) or not reader.ingest(lineno, poll, pipeline):
             continue
-        pipeline.ingest(poll)
         times.setdefault(poll.target, []).append(poll.t)
         prog.tick(poll, pipeline)
     return _finish(reader, pipeline, prog.count, times)
@@ -140,37 +169,49 @@ def _finish(reader: _Reader, pipeline: Pipeline, count: int, times: dict[str, li
     ended = list(pipeline.ended)
     open_ = pipeline.detector.close_all()
     return ReplayResult(header=reader.header, findings=ended + open_, truth=reader.truth, polls=count,
-                        poll_interval=_interval(times), pipeline=pipeline, notes=reader.notes)
+                        poll_interval=_interval(times), pipeline=pipeline, notes=reader.notes,
+                        skipped=reader.report.skipped, skipped_examples=reader.report.examples,
+                        warnings=reader.report.warnings)
 
 
 async def replay_paced(path: str | Path, pipeline_factory: Callable[[dict[str, Any]], Pipeline], *,
                        speed: float | None, on_poll: Callable[[], None] | None = None, progress: bool = False,
-                       time_offset: float = 0.0, pipeline: Pipeline | None = None,
-                       keep: Callable[[str], bool] | None = None) -> ReplayResult:
+                       wall_clock: bool = False, pipeline: Pipeline | None = None,
+                       keep: Callable[[str], bool] | None = None, limits: Limits | None = None) -> ReplayResult:
     """Replay on the event loop: paced by ``speed`` (None = as fast as possible, yielding to
-    the loop between polls so a server keeps answering). ``time_offset`` shifts every poll
-    time (the demo moves its recording to the present). ``keep`` selects targets (a shard's)."""
-    reader = _Reader(path)
+    the loop between polls so a server keeps answering). ``wall_clock`` (with a speed) maps
+    every poll time onto the wall clock: the first poll happens now, and recording time runs
+    ``speed`` times faster, so each poll carries the time it is ingested at (the demo).
+    ``keep`` selects targets (a shard's)."""
+    reader = _Reader(path, limits)
     if pipeline is None:
         pipeline = pipeline_factory(reader.header)
     prog = _Progress(progress)
     times: dict[str, list[float]] = {}
-    wall0 = time.monotonic()
+    wall0, epoch0 = time.monotonic(), time.time()
     t0: float | None = None
-    for poll in reader.polls():
+    shift = 0.0  # recording seconds of gaps not slept out
+    last_t: float | None = None
+    for lineno, poll in reader.polls():
         if keep is not None and not keep(poll.target):
-            continue  # another shard's target
-        poll.t += time_offset
+            continue
         if t0 is None:
             t0 = poll.t
+        if last_t is not None and poll.t - last_t > MAX_PACED_GAP:
+            reader.report.warn(f"{path}:{lineno}: a gap of {poll.t - last_t:.0f} s in the recording; not waiting it out")
+            shift += poll.t - last_t  # the poll comes next, as if the gap were not there
+        last_t = max(last_t or poll.t, poll.t)
         if speed:
-            due = wall0 + (poll.t - t0) / speed
-            delay = due - time.monotonic()
+            elapsed = (poll.t - shift - t0) / speed
+            delay = wall0 + elapsed - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
+            if wall_clock:
+                poll.t = round(epoch0 + elapsed, 6)
         elif prog.count % 50 == 0:
             await asyncio.sleep(0)
-        pipeline.ingest(poll)
+        if not reader.ingest(lineno, poll, pipeline):
+            continue
         times.setdefault(poll.target, []).append(poll.t)
         prog.tick(poll, pipeline)
         if on_poll is not None:

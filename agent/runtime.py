@@ -1,6 +1,6 @@
 """The live agent: config -> collectors -> scheduler -> pipeline -> exporter, with reload.
 
-SIGHUP (or ``POST /-/reload``) reloads atomically: the new file is validated completely
+SIGHUP (or ``POST /-/reload`` with ``--web.enable-lifecycle``) reloads atomically: the new file is validated completely
 first; a bad one keeps the old config running and sets
 ``fabricmon_config_last_reload_successful 0``. SIGTERM/SIGINT stop: polls are cancelled
 (collectors kill their subprocesses), the recording is flushed and closed.
@@ -19,7 +19,9 @@ from fabricmon import collectors
 from fabricmon.agent import state, systemd
 from fabricmon.agent.config import ConfigError, LoadedConfig, TargetConfig, load, shard_options
 from fabricmon.agent.detector import rules as rules_mod
-from fabricmon.agent.exporter.metrics import ExpositionPolicy
+from fabricmon.agent.exporter import connections
+from fabricmon.agent.exporter.exposition import Family
+from fabricmon.agent.exporter.metrics import ExpositionPolicy, state_family
 from fabricmon.agent.exporter.server import Exporter, make_app, start_server
 from fabricmon.agent.pipeline import Pipeline
 from fabricmon.agent.recording import RecordingWriter
@@ -50,8 +52,10 @@ def _policy(cfg: Any) -> ExpositionPolicy:
 
 class Agent:
     def __init__(self, loaded: LoadedConfig, listen: str | None = None, record_path: str | None = None,
-                 duration: float | None = None, ssl_context=None, middlewares: list | None = None) -> None:
+                 duration: float | None = None, ssl_context=None, middlewares: list | None = None,
+                 enable_lifecycle: bool = False) -> None:
         self.loaded = loaded
+        self.enable_lifecycle = enable_lifecycle  # POST /-/reload only with --web.enable-lifecycle, as in Prometheus
         self.listen = listen if listen is not None else loaded.config.web.listen_address
         self.record_path = record_path or loaded.config.recording.path
         self.duration = duration
@@ -71,12 +75,13 @@ class Agent:
         self.pipeline = Pipeline(
             specs, rules_mod.build(cfg.rules), history=cfg.global_.history, stale_after=cfg.global_.stale_after,
             static_links=cfg.static_links(), detect_min_interval=cfg.detector.min_interval, recorder=recorder, wall_clock=True,
+            exposition_policy=_policy(cfg), fabric=cfg.fabric.priority_map(),
         )
-        self.pipeline.exposition_policy = _policy(cfg)
-        self.exporter = Exporter(self.pipeline)
-        self.exporter.reload_hook = self.reload
+        self.exporter = Exporter(self.pipeline, extra_families=self._scheduler_families)
+        self.exporter.reload_hook = self.reload if self.enable_lifecycle else None
         state_dir = state.default_state_dir(cfg.global_.state_dir)
         keeper = state.StateKeeper(state.state_path(state_dir), self.pipeline.store, self.pipeline.detector) if state_dir else None
+        self.keeper = keeper
         if keeper is not None:
             keeper.load()
             keeper.start()
@@ -112,6 +117,15 @@ class Agent:
             if runner is not None:
                 await runner.cleanup()
 
+    def _scheduler_families(self) -> list[Family]:
+        restarts = Family("fabricmon_scheduler_task_restarts_total", "counter",
+                          "Poll tasks that died of an internal error and were restarted (the target shows down meanwhile).")
+        scheduler = getattr(self, "scheduler", None)
+        restarts.add("", scheduler.restarts if scheduler is not None else 0)
+        keeper = getattr(self, "keeper", None)
+        saves = [state_family(keeper.save_errors)] if keeper is not None else []
+        return [restarts, *saves, *(connections.families() if self.listen else [])]
+
     def _healthy(self) -> bool:
         return not self.stop_event.is_set() and all(not t.done() for t in self.scheduler.tasks.values())
 
@@ -133,7 +147,7 @@ class Agent:
         for cls in collectors.loaded_classes():
             cls.reset_caches()
         try:
-            new = load(self.loaded.path)
+            new = await asyncio.to_thread(load, self.loaded.path)  # parsing a big file must not stall the loop
             rules = rules_mod.build(new.config.rules)
             mine = new.config.shard_targets(new.options)
             fresh = {t.name: _fingerprint(new, t) for t in mine}
@@ -153,6 +167,7 @@ class Agent:
             self.scheduler.add(target)
         self.pipeline.set_targets(self._specs(new))
         self.pipeline.detector.rules = rules
+        self.pipeline.fabric = new.config.fabric.priority_map()
         self.pipeline.topology.set_static(new.config.static_links())
         self.pipeline.exposition_policy = _policy(new.config)
         self._fingerprints = fresh

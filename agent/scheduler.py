@@ -4,8 +4,10 @@ One asyncio task per target, so polls of one target never overlap. Each poll run
 timeout (cancellation reaches the collector, which kills its subprocesses and closes its
 sockets) and a global concurrency limit. A failing target backs off exponentially
 (interval x 2^failures, capped), whether the fetch failed or its payload could not be
-parsed; a hanging one costs only its own timeout. Start times
+parsed, and waits at least as long as a server's Retry-After asked; a hanging one costs only its own timeout. Start times
 are spread with jitter so a thousand targets do not fire in the same millisecond.
+A target's task that dies of a bug is logged, counted (``restarts``), reported as a failed
+poll (so the target shows down) and restarted after its backoff.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from fabricmon.collectors import Collector, FetchError
 from fabricmon.core.model import Poll
 
 log = logging.getLogger(__name__)
+# A task that dies at once on every start would otherwise restart in a tight loop, logging a
+# traceback each time: at least this long between restarts (then the target's backoff).
+RESTART_MIN_DELAY = 1.0
 
 
 @dataclass
@@ -41,6 +46,8 @@ class Scheduler:
         self.tasks: dict[str, asyncio.Task] = {}
         self.targets: dict[str, ScheduledTarget] = {}
         self.failures: dict[str, int] = {}
+        self.retry_after: dict[str, float] = {}  # target -> seconds its server asked us to wait
+        self.restarts = 0  # poll tasks that died and were restarted
 
     def start(self, targets: list[ScheduledTarget]) -> None:
         for t in targets:
@@ -50,7 +57,7 @@ class Scheduler:
         name = target.collector.name
         self.targets[name] = target
         self.failures[name] = 0
-        self.tasks[name] = asyncio.create_task(self._loop(target), name=f"poll:{name}")
+        self.tasks[name] = asyncio.create_task(self._supervise(target), name=f"poll:{name}")
 
     async def remove(self, name: str) -> None:
         task = self.tasks.pop(name, None)
@@ -84,11 +91,31 @@ class Scheduler:
                 return Poll(c.name, c.source, t_start, _elapsed(m0), False,
                             error=f"timeout after {target.timeout:g} s polling {c.address or c.name}", reason="timeout")
             except FetchError as exc:
+                if exc.retry_after is not None:
+                    self.retry_after[c.name] = exc.retry_after
                 return Poll(c.name, c.source, t_start, _elapsed(m0), False, error=str(exc), reason=exc.reason)
             except Exception as exc:  # a collector bug is this target's failure, never the agent's
                 log.exception("collector %s crashed polling %s", c.source, c.name)
                 return Poll(c.name, c.source, t_start, _elapsed(m0), False,
                             error=f"internal error in the {c.source} collector: {type(exc).__name__}: {exc}", reason="internal")
+
+    async def _supervise(self, target: ScheduledTarget) -> None:
+        """Run the target's poll loop for ever: a crash is logged, shown as a failed poll, and restarted."""
+        c = target.collector
+        while True:
+            try:
+                await self._loop(target)
+            except Exception as exc:  # CancelledError is not an Exception: remove() still stops the task
+                self.restarts += 1
+                self.failures[c.name] = self.failures.get(c.name, 0) + 1
+                log.exception("the poll task of %s died; restarting it", c.name)
+                down = Poll(c.name, c.source, round(time.time(), 6), 0.0, False, reason="internal",
+                            error=f"internal error in the scheduler: {type(exc).__name__}: {exc}")
+                try:
+                    self.on_poll(down)
+                except Exception:
+                    log.exception("reporting the failure of %s failed", c.name)
+                await asyncio.sleep(max(RESTART_MIN_DELAY, self.next_delay(target, self.failures[c.name])))
 
     async def _loop(self, target: ScheduledTarget) -> None:
         name = target.collector.name
@@ -105,6 +132,9 @@ class Scheduler:
             self.failures[name] = 0 if ok else self.failures[name] + 1
             next_due += self.next_delay(target, self.failures[name])
             now = time.monotonic()
+            asked = self.retry_after.pop(name, None)
+            if asked is not None:  # the server's Retry-After, capped like the backoff
+                next_due = max(next_due, now + min(asked, max(self.backoff_max, target.interval)))
             if next_due < now:  # the poll overran its interval: skip the missed slots, do not burst
                 missed = int((now - next_due) // target.interval) + 1
                 next_due += missed * target.interval

@@ -32,6 +32,15 @@ fabric) and which ports had a state gauge change (:data:`TRACKED_GAUGES`), and h
 out with :meth:`CounterStore.take_changes`. The detector's rules start from these sets
 instead of visiting every port: on a 100,000-port fabric an error counter moves on a
 handful of ports per poll, and a rule that looked at all of them would cost seconds.
+
+**The read API** is what the rules and the state file use, and all they use (a layout test
+checks that nothing else touches the store's private names): per port
+:meth:`PortEntry.counter` (a :class:`Series`: ``delta``, ``rate``, ``window()``,
+``moved_in_history()``, ``increases()``), :meth:`PortEntry.gauge`, :meth:`PortEntry.counters`;
+in bulk :meth:`Changes.moved_series` (every port where a counter moved, in one mapping) and
+:meth:`Changes.ports`; :meth:`CounterStore.port`; and :meth:`CounterStore.save` /
+:meth:`CounterStore.restore` for persistence. A columnar store can replace what is behind
+these signatures.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from fabricmon.core.model import DeviceInfo, Gauge, PortInfo, Sample
@@ -85,6 +95,11 @@ class Changes:
                 out.update(got)
         return out
 
+    def moved_series(self, name: str) -> dict[PortKey, Series]:
+        """Port -> the series of counter ``name`` that increased there (bulk read: one dict for
+        every port where it moved, no per-port lookup)."""
+        return self.moved.get(name, {})
+
     def gauge_ports(self, names: Iterable[str]) -> set[PortKey]:
         out: set[PortKey] = set()
         for name in names:
@@ -123,6 +138,15 @@ class Series:
     @history.setter
     def history(self, points: Iterable[tuple[float, float]]) -> None:
         self._hist = array("d", [x for pt in points for x in pt])
+
+    def moved_in_history(self) -> bool:
+        """Any increase within the kept history (includes the last interval)."""
+        return self.total != self._hist[1]
+
+    def increases(self, intervals: int) -> int:
+        """How many of the last ``intervals`` kept intervals saw an increase."""
+        totals = self._hist[1::2][-(intervals + 1):]
+        return sum(1 for a, b in pairwise(totals) if b > a)
 
     @property
     def rate(self) -> float | None:
@@ -168,13 +192,44 @@ class PortEntry:
     seen: float = 0.0
     target: str = ""
 
+    # The read API the rules use (a columnar store keeps these signatures).
+    def counter(self, name: str, sub: tuple[Any, ...] = ()) -> Series | None:
+        """The series of counter ``name`` with sub-labels ``sub`` (priority, queue, ...), or None."""
+        return self.series.get((name, sub))
+
+    def gauge(self, name: str, sub: tuple[Any, ...] = ()) -> float | None:
+        g = self.gauges.get((name, sub))
+        return g.value if g is not None else None
+
+    def counters(self) -> Iterator[tuple[str, tuple[Any, ...], Series]]:
+        """Every counter series of the port as (name, sub, series)."""
+        for (name, sub), se in self.series.items():
+            yield name, sub, se
+
+    def series_count(self) -> int:
+        return len(self.series)
+
+
+# Bounds on what readings can create, so a hostile device or recording cannot grow the store
+# without limit. A port carries about 20 base counters plus per-priority (8), per-queue (8-16)
+# and per-reason (WJH) series: a few hundred at most on every device seen; 1,024 leaves 3x
+# headroom. 1,000,000 ports is 10x the largest fabric one agent is sized for (docs/scaling.md).
+MAX_PORTS = 1_000_000
+MAX_SERIES_PER_PORT = 1024
+
 
 class CounterStore:
-    def __init__(self, history: int = 8, stale_after: float = 600.0) -> None:
+    def __init__(self, history: int = 8, stale_after: float = 600.0, max_ports: int = MAX_PORTS,
+                 max_series_per_port: int = MAX_SERIES_PER_PORT) -> None:
         if history < 2:
             raise ValueError("history must keep at least 2 points")
         self.history = history
         self.stale_after = stale_after
+        self.max_ports = max_ports
+        self.max_series_per_port = max_series_per_port
+        # Readings refused by those bounds ("port": a new port, "series": a new series of a
+        # full port), exported as fabricmon_store_refused_total{what}.
+        self.refused: dict[str, int] = {"port": 0, "series": 0}
         self.ports: dict[PortKey, PortEntry] = {}
         self.devices: dict[str, DeviceInfo] = {}
         self.device_target: dict[str, str] = {}
@@ -213,10 +268,15 @@ class CounterStore:
             if pk is None or s.device != pk[0] or s.port != pk[1]:  # parsers emit a port's samples together
                 pk = (s.device, s.port)
                 entry = self._touch(pk, target, poll_t, touched)
+            if entry is None:
+                continue  # a new port over max_ports: refused and counted
             key = (s.counter, s.sub)
             dev_t = clocks.get(s.device)
             series = entry.series.get(key)
             if series is None:
+                if len(entry.series) >= self.max_series_per_port:
+                    self.refused["series"] += 1
+                    continue
                 key = _KEYS.setdefault(key, key)  # one key tuple per (counter, sub), shared by all ports
                 entry.series[key] = Series(s, poll_t, dev_t)
             else:
@@ -231,10 +291,15 @@ class CounterStore:
         for g in gauges:
             pk = (g.device, g.port)
             entry = self._touch(pk, target, poll_t, touched)
+            if entry is None:
+                continue
             key = (g.name, g.sub)
             value = float(g.value)
             old = entry.gauges.get(key)
             if old is None:
+                if len(entry.gauges) >= self.max_series_per_port:
+                    self.refused["series"] += 1
+                    continue
                 entry.gauges[key] = GaugeValue(value, poll_t)
                 prev: float | None = None
             else:
@@ -247,10 +312,14 @@ class CounterStore:
                 self.device_target[device] = target
         return touched
 
-    def _touch(self, pk: PortKey, target: str, poll_t: float, touched: set[PortKey]) -> PortEntry:
-        """The port's entry (created on first sight), marked as updated by this poll."""
+    def _touch(self, pk: PortKey, target: str, poll_t: float, touched: set[PortKey]) -> PortEntry | None:
+        """The port's entry (created on first sight), marked as updated by this poll; None for a
+        new port the store has no room for (counted in ``refused``)."""
         entry = self.ports.get(pk)
         if entry is None:
+            if len(self.ports) >= self.max_ports:
+                self.refused["port"] += 1
+                return None
             entry = self.ports[pk] = PortEntry(target=target)
             self.layout += 1
         if pk not in touched:
@@ -337,7 +406,93 @@ class CounterStore:
             self.device_target.pop(device, None)
         return len(stale)
 
+    # ----------------------------------------------------------------- persistence
+    def save(self) -> dict[str, Any]:
+        """A JSON-able copy of every series and device clock (see :meth:`restore`)."""
+        ports = []
+        for (device, port), entry in self.ports.items():
+            series = [
+                [counter, list(sub), se.value, se.bits, se.saturating, se.scale, se.total, se.poll_t, se.device_t,
+                 [list(h) for h in se.history]]
+                for (counter, sub), se in entry.series.items()
+            ]
+            if series:
+                ports.append([device, port, entry.target, entry.seen, series])
+        return {"device_clocks": {d: list(v) for d, v in self._device_clock.items()}, "ports": ports}
+
+    def restore(self, data: dict[str, Any], now: float) -> int:
+        """Put what :meth:`save` returned into this (empty) store; returns the series restored.
+
+        Series not updated within ``stale_after`` of ``now`` are left out (a running store
+        would have expired them). Each restored series has no delta until its next reading.
+        Raises ValueError naming the first malformed item; the store is only touched once
+        everything was read.
+        """
+        limit = now - self.stale_after
+        entries: dict[PortKey, PortEntry] = {}
+        ports = data.get("ports", [])
+        clocks_in = data.get("device_clocks") or {}
+        if not isinstance(ports, list) or not isinstance(clocks_in, dict):
+            raise ValueError("ports must be a list and device_clocks an object")
+        for i, rec in enumerate(ports):
+            if not isinstance(rec, list) or len(rec) != 5 or not isinstance(rec[4], list):
+                raise ValueError(f"ports[{i}]: not [device, port, target, seen, series]")
+            device, port, target, seen, series = rec
+            entry = PortEntry(target=valid_text(target, f"ports[{i}] target"), seen=_number(seen, f"ports[{i}] seen"))
+            pk = (valid_text(device, f"ports[{i}] device"), valid_text(port, f"ports[{i}] port"))
+            for j, srec in enumerate(series):
+                key, se = self._restored_series(srec, f"ports[{i}] series[{j}]")
+                if se.poll_t >= limit:
+                    entry.series[_KEYS.setdefault(key, key)] = se
+            if entry.series:
+                entries[pk] = entry
+        clocks: dict[str, tuple[float, float]] = {}
+        for device, v in clocks_in.items():
+            if not isinstance(v, list) or len(v) != 2:
+                raise ValueError(f"device_clocks[{device!r}]: not [device clock, poll time]")
+            pair = (_number(v[0], "device clock"), _number(v[1], "device clock poll time"))
+            if pair[1] >= limit:
+                clocks[valid_text(device, "device_clocks key")] = pair
+        self.ports.update(entries)
+        self.layout += 1
+        self._device_clock.update(clocks)
+        for (device, _port), entry in entries.items():
+            self.device_seen[device] = max(self.device_seen.get(device, 0.0), entry.seen)
+            if entry.target:
+                self.device_target.setdefault(device, entry.target)
+        return sum(len(e.series) for e in entries.values())
+
+    def _restored_series(self, rec: Any, where: str) -> tuple[SeriesKey, Series]:
+        if not isinstance(rec, list) or len(rec) != 10:
+            raise ValueError(f"{where}: not a 10-item series record")
+        counter, sub, value, bits, saturating, scale, total, poll_t, device_t, hist = rec
+        if not isinstance(sub, list) or not all(x is None or (isinstance(x, str | int) and not isinstance(x, bool)) for x in sub):
+            raise ValueError(f"{where}: sub-labels must be a list of strings, integers or null")
+        for x in sub:
+            if isinstance(x, str):
+                valid_text(x, f"{where} sub-label")
+        if not isinstance(bits, int) or isinstance(bits, bool) or not 1 <= bits <= 64:
+            raise ValueError(f"{where}: bits must be an integer 1..64")
+        if not isinstance(saturating, bool):
+            raise ValueError(f"{where}: saturating must be true or false")
+        if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < 2**64:
+            raise ValueError(f"{where}: value must be a number 0..2^64")
+        if not isinstance(hist, list) or not all(isinstance(h, list) and len(h) == 2 for h in hist):
+            raise ValueError(f"{where}: history must be a list of [time, total] pairs")
+        sample = Sample("", "", valid_text(counter, f"{where} counter"), value, tuple(sub), bits, saturating,
+                        _number(scale, f"{where} scale"))
+        se = Series(sample, _number(poll_t, f"{where} poll time"),
+                    None if device_t is None else _number(device_t, f"{where} device time"))
+        se.total = _number(total, f"{where} total")
+        se.status = FIRST  # the restored reading is the "previous" one: no delta until the next
+        points = [(_number(t, f"{where} history"), _number(v, f"{where} history")) for t, v in hist][-self.history:]
+        se.history = points or [(se.poll_t, se.total)]
+        return (sample.counter, sample.sub), se
+
     # ----------------------------------------------------------------- queries
+    def port(self, pk: PortKey) -> PortEntry | None:
+        return self.ports.get(pk)
+
     def get(self, device: str, port: str, counter: str, sub: tuple[Any, ...] = ()) -> Series | None:
         entry = self.ports.get((device, port))
         return entry.series.get((counter, sub)) if entry else None
@@ -364,3 +519,21 @@ class CounterStore:
 
     def series_count(self) -> int:
         return sum(len(e.series) for e in self.ports.values())
+
+
+def valid_text(v: Any, what: str) -> str:
+    """A restored string: str, and encodable as UTF-8 (JSON can carry lone surrogates, which
+    would make every later render of the name fail)."""
+    if not isinstance(v, str):
+        raise ValueError(f"{what} must be a string, not {type(v).__name__}")
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} {v[:40]!r} is not valid Unicode (lone surrogate)") from None
+    return v
+
+
+def _number(v: Any, what: str) -> float:
+    if not isinstance(v, int | float) or isinstance(v, bool) or v != v or v in (float("inf"), float("-inf")):
+        raise ValueError(f"{what} must be a finite number, not {v!r:.40}")
+    return float(v)

@@ -73,7 +73,7 @@ async def run(polls: int, nics: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         sysfs, exe = build(Path(tmp), nics)
         c = HostCollector("bench-node", "local", HostOptions(sysfs_root=str(sysfs), ethtool_path=str(exe)))
-        spec, state = TargetSpec("bench-node", "host"), {}
+        spec, state = TargetSpec("bench-node", "host"), HostCollector.new_state()
         await c.fetch()  # warm-up (imports, page cache)
         tracemalloc.start()
         before_self = resource.getrusage(resource.RUSAGE_SELF)
@@ -82,7 +82,8 @@ async def run(polls: int, nics: int) -> None:
         samples = 0
         for _ in range(polls):
             payload = await c.fetch()
-            samples = len(HostCollector.parse(payload, spec, state).samples)
+            result, state = HostCollector.parse(payload, spec, state)
+            samples = len(result.samples)
         wall = time.perf_counter() - t0
         _cur, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()

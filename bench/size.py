@@ -29,6 +29,7 @@ from fabricmon.agent.exporter.metrics import ExpositionPolicy
 from fabricmon.agent.exporter.server import Exporter, make_app, start_server
 from fabricmon.agent.gcpause import gc_paused
 from fabricmon.agent.pipeline import Pipeline
+from fabricmon.collectors.perfquery.parse import PerfqueryState
 from fabricmon.collectors.perfquery.parse import parse_payload as parse_perfquery_payload
 from fabricmon.collectors.ufm_telemetry.parse import parse_payload as parse_ufm_payload
 from fabricmon.core.model import TargetSpec
@@ -67,11 +68,10 @@ def series_count(body: bytes) -> int:
 def parse_formats(fab: Fabric) -> dict[str, Any]:
     """values/s of each source format's parser on one poll of the whole fabric."""
     out: dict[str, Any] = {}
-    state: dict[str, Any] = {}
-    parse_perfquery_payload({"ibnetdiscover": fab.ibnetdiscover, "perfquery": []}, state)
+    _, state = parse_perfquery_payload({"ibnetdiscover": fab.ibnetdiscover, "perfquery": []}, PerfqueryState())
     texts = fab.perfquery_texts(1)
     with Clock() as c:
-        r = parse_perfquery_payload({"perfquery": texts}, state)
+        r, _ = parse_perfquery_payload({"perfquery": texts}, state)
     out["perfquery"] = {"values": len(r.samples), "cpu_s": c.cpu, "values_per_s": len(r.samples) / c.cpu}
     del texts, r
     spec = TargetSpec("ufm", "ufm-telemetry")
@@ -119,7 +119,7 @@ def agent_path(fab: Fabric, polls: int, clients: int, rounds: int) -> dict[str, 
     spec = TargetSpec("ib", "perfquery")
     p = Pipeline([spec], rules_mod.build(), stale_after=3600.0)
     exporter = Exporter(p)
-    state: dict[str, Any] = {}
+    state = PerfqueryState()
     per_poll: list[dict[str, float]] = []
     gc.collect()
     rss = {"before_agent": rss_mb()}
@@ -130,7 +130,7 @@ def agent_path(fab: Fabric, polls: int, clients: int, rounds: int) -> dict[str, 
             payload["ibnetdiscover"] = fab.ibnetdiscover
         # The collector paused as in Pipeline._parse_into_store (agent/gcpause.py).
         with gc_paused(), Clock() as c_parse:
-            r = parse_perfquery_payload(payload, state)
+            r, state = parse_perfquery_payload(payload, state)
         del payload
         with gc_paused(), Clock() as c_store:
             p.store.set_devices(r.devices, target="ib")

@@ -182,7 +182,7 @@ class Fabricmon:
             if isinstance(payload, BaseException):
                 errors += 1
                 continue
-            r = SnmpCollector.parse(payload, TargetSpec(c.name, "snmp"), {})
+            r, _ = SnmpCollector.parse(payload, TargetSpec(c.name, "snmp"), SnmpCollector.new_state())
             values += len(r.samples) + len(r.gauges)
         return values, errors, time.process_time() - t0
 

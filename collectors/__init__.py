@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from fabricmon.collectors.base import Collector, FetchError, ParseError, SourceOptions
+from fabricmon.collectors.base import Collector, ErrorReason, FetchError, ParseError, SourceOptions
 
 # source name -> "module:Class"
 SOURCES: dict[str, str] = {
@@ -67,4 +67,4 @@ def available() -> list[str]:
     return names
 
 
-__all__ = ["SOURCES", "Collector", "FetchError", "ParseError", "SourceOptions", "UnknownSource", "available", "get", "loaded_classes"]
+__all__ = ["SOURCES", "Collector", "ErrorReason", "FetchError", "ParseError", "SourceOptions", "UnknownSource", "available", "get", "loaded_classes"]

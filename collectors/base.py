@@ -2,32 +2,61 @@
 
 A collector class is registered under its source name (``snmp``, ``perfquery``, ``ufm``,
 ``ufm-telemetry``, ``nvue``, ``host``). The scheduler calls ``fetch`` on an instance made
-for one target; the pipeline calls the class's ``parse`` on the payload, live or from a
-recording. Nothing outside the collector's own package knows which source it is.
+for one target; the pipeline calls the class's ``parse_poll`` (``parse``, then every string
+sanitised) on the payload, live or from a recording. Nothing outside the collector's own
+package knows which source it is.
 """
 
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from fabricmon.core.model import ParseResult, TargetSpec
+from fabricmon.collectors.sanitize import MAX_TEXT, clean, sanitize_result
+from fabricmon.core.model import Gauge, ParseResult, Sample, TargetSpec
 
 
 class ParseError(ValueError):
-    """A payload the parser cannot read. The only exception a parser may raise."""
+    """A payload the parser cannot read. The only exception a parser may raise.
+
+    The message may quote the payload, so it is cleaned like every payload string
+    (:func:`fabricmon.collectors.sanitize.clean`) before it reaches the API, logs or ``/``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(clean(message, MAX_TEXT))
+
+
+class ErrorReason(StrEnum):
+    """Why a poll failed: the ``reason`` label of ``fabricmon_target_poll_errors_total`` and the
+    ``reason`` field of a failed poll line in a recording. The one list; the README's metrics
+    section refers here."""
+
+    TIMEOUT = "timeout"  # no answer within the target's timeout
+    CONNECTION = "connection"  # refused, reset, unreachable, DNS
+    TLS = "tls"  # handshake or certificate verification failed
+    AUTH = "auth"  # credentials refused (HTTP 401/403, SNMP auth) or unreadable
+    HTTP = "http"  # any other HTTP status that is not 2xx, redirects included
+    PROTOCOL = "protocol"  # an answer the collector cannot use (not JSON, wrong shape, SNMP error)
+    SIZE = "size"  # a response above the configured body limit
+    COMMAND = "command"  # a local tool (perfquery, ibnetdiscover, ethtool) missing or failed
+    PARSE = "parse"  # the payload arrived but the parser refused it (ParseError)
+    INTERNAL = "internal"  # a bug in the collector or the agent: logged with its traceback
 
 
 class FetchError(Exception):
-    """A poll that failed. ``reason`` is a short class for the error metric's label:
-    ``timeout``, ``connection``, ``http``, ``auth``, ``tls``, ``command``, ``protocol``,
-    ``size``. The message names what went wrong; the scheduler adds the target name."""
+    """A poll that failed. ``reason`` is an :class:`ErrorReason` (a plain string naming one is
+    accepted; any other string is a bug and raises ValueError). The message names what went
+    wrong; the scheduler adds the target name. ``retry_after``: seconds the server asked us to
+    wait (HTTP Retry-After on a 429/503); the scheduler does not poll the target again sooner."""
 
-    def __init__(self, message: str, reason: str = "protocol") -> None:
-        super().__init__(message)
-        self.reason = reason
+    def __init__(self, message: str, reason: ErrorReason | str = ErrorReason.PROTOCOL, retry_after: float | None = None) -> None:
+        super().__init__(clean(message, MAX_TEXT))  # may quote a server's body: cleaned like ParseError
+        self.reason = ErrorReason(reason)
+        self.retry_after = retry_after
 
 
 def resolve_secret(what: str, inline: str | None, file: str | None, env: str | None) -> str | None:
@@ -41,6 +70,43 @@ def resolve_secret(what: str, inline: str | None, file: str | None, env: str | N
     except SecretError as exc:
         raise FetchError(str(exc), "auth") from None
     return secret.reveal() if secret is not None else None
+
+
+@dataclass
+class ResultBuilder:
+    """A :class:`ParseResult` for one device, built value by value: the first value per
+    (port, name, sub-labels) wins and later ones are dropped, so a payload that reports one
+    counter twice (two tables, a fallback column, a repeated key) never yields two samples
+    for one series. Counters and gauges have separate key spaces."""
+
+    device: str
+    result: ParseResult = field(default_factory=ParseResult)
+    seen: set[tuple[str, str, tuple[Any, ...]]] = field(default_factory=set)
+
+    def has(self, port: str, name: str, sub: tuple[Any, ...] = ()) -> bool:
+        return (port, name, sub) in self.seen
+
+    def has_gauge(self, port: str, name: str, sub: tuple[Any, ...] = ()) -> bool:
+        return (port, "gauge:" + name, sub) in self.seen
+
+    def sample(self, port: str, name: str, value: int, sub: tuple[Any, ...] = (), bits: int = 64,
+               saturating: bool = False, scale: float = 1.0) -> bool:
+        """Add a counter sample unless this series already has one; True when added."""
+        key = (port, name, sub)
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        self.result.samples.append(Sample(self.device, port, name, value, sub, bits, saturating, scale))
+        return True
+
+    def gauge(self, port: str, name: str, value: float, sub: tuple[Any, ...] = ()) -> bool:
+        """Add a gauge reading unless this series already has one; True when added."""
+        key = (port, "gauge:" + name, sub)
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        self.result.gauges.append(Gauge(self.device, port, name, float(value), sub))
+        return True
 
 
 class SourceOptions(BaseModel):
@@ -73,13 +139,30 @@ class Collector(abc.ABC):
         """Fetch one poll's raw payload (recording-format.md). Raise FetchError on failure."""
 
     @classmethod
-    @abc.abstractmethod
-    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
-        """Turn a raw payload into samples. No I/O. Raise only ParseError.
+    def new_state(cls) -> Any:
+        """The empty per-target parse state of this source, or None when it keeps none.
 
-        ``state`` is a per-target dict the pipeline keeps between polls, for what a payload
-        may omit (perfquery polls carry ibnetdiscover output only when it was refreshed).
-        """
+        A source whose payload may omit what later polls need (perfquery polls carry
+        ibnetdiscover output only when it was refreshed) keeps it in a typed, immutable state
+        object. The pipeline creates one per target, hands it to :meth:`parse`, keeps the one
+        parse returns and drops it with its target."""
+        return None
+
+    @classmethod
+    @abc.abstractmethod
+    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: Any) -> tuple[ParseResult, Any]:
+        """Turn a raw payload into samples: a pure function. No I/O; raise only ParseError.
+
+        ``state`` is what :meth:`new_state` or the previous poll's parse returned; it is never
+        changed. Returns the result and the state for the target's next poll."""
+
+    @classmethod
+    def parse_poll(cls, payload: dict[str, Any], spec: TargetSpec, state: Any) -> tuple[ParseResult, Any]:
+        """:meth:`parse`, then every string in the result made safe for every later stage
+        (:func:`fabricmon.collectors.sanitize.sanitize_result`). The one entry point the
+        pipeline and the testcase runner use, so no collector can skip it."""
+        result, new_state = cls.parse(payload, spec, state)
+        return sanitize_result(result), new_state
 
     async def close(self) -> None:
         """Release sessions, engines, subprocesses. Called on shutdown and reload."""

@@ -14,7 +14,7 @@ import os
 import signal
 from dataclasses import dataclass
 
-from fabricmon.collectors.base import FetchError
+from fabricmon.collectors.base import ErrorReason, FetchError
 
 
 @dataclass(slots=True)
@@ -49,13 +49,13 @@ async def run_command(argv: list[str], timeout: float) -> CommandResult:
             start_new_session=True,
         )
     except OSError as exc:
-        raise FetchError(f"cannot run {argv[0]}: {exc.strerror or exc}", reason="command") from exc
+        raise FetchError(f"cannot run {argv[0]}: {exc.strerror or exc}", reason=ErrorReason.COMMAND) from exc
     finished = False
     try:
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout)
         except TimeoutError:
-            raise FetchError(f"`{' '.join(argv)}` timed out after {timeout:g} s", reason="timeout") from None
+            raise FetchError(f"`{' '.join(argv)}` timed out after {timeout:g} s", reason=ErrorReason.TIMEOUT) from None
         finished = True
     finally:
         if not finished:

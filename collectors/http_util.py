@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import email.utils
 import json
 import ssl
+import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -20,7 +22,8 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from fabricmon.collectors.base import Collector, FetchError, SourceOptions, resolve_secret
+from fabricmon.collectors.base import Collector, ErrorReason, FetchError, SourceOptions, resolve_secret
+from fabricmon.core import secrets
 
 DEFAULT_MAX_BODY = 256 * 1024 * 1024  # a full-fabric UFM ports list can be tens of MB
 
@@ -37,6 +40,7 @@ class HttpAuth:
     def headers(self) -> dict[str, str]:
         if self.kind == "basic":
             pair = base64.b64encode(f"{self.username}:{self.secret}".encode()).decode("ascii")
+            secrets.remember(pair)  # a device that echoes this header in an error body: redacted like the password
             return {"Authorization": f"Basic {pair}"}
         if self.kind == "token":
             return {"Authorization": f"{self.token_scheme} {self.secret}"}
@@ -105,7 +109,7 @@ def make_ssl_context(ca_file: str | None, insecure: bool) -> ssl.SSLContext:
     try:
         return ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
     except (OSError, ssl.SSLError) as exc:
-        raise FetchError(f"cannot load ca_file {ca_file}: {exc}", "tls") from None
+        raise FetchError(f"cannot load ca_file {ca_file}: {exc}", ErrorReason.TLS) from None
 
 
 def base_url(scheme: str, address: str, port: int | None) -> str:
@@ -170,55 +174,61 @@ class HttpClient:
                 raw = await self._read_body(resp, path)
                 status = resp.status
                 ctype = resp.headers.get("Content-Type", "")
+                retry_header = resp.headers.get("Retry-After")
         except FetchError:
             raise
         except TimeoutError:
-            raise FetchError(f"timed out on GET {path}", "timeout") from None
+            raise FetchError(f"timed out on GET {path}", ErrorReason.TIMEOUT) from None
         except aiohttp.ClientConnectorCertificateError as exc:
-            raise FetchError(f"TLS certificate of {self.base} not trusted ({exc.certificate_error}); set ca_file, or tls_insecure_skip_verify", "tls") from None
+            raise FetchError(f"TLS certificate of {self.base} not trusted ({exc.certificate_error}); set ca_file, or tls_insecure_skip_verify", ErrorReason.TLS) from None
         except (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch, ssl.SSLError) as exc:
-            raise FetchError(f"TLS error talking to {self.base}: {exc}", "tls") from None
+            raise FetchError(f"TLS error talking to {self.base}: {exc}", ErrorReason.TLS) from None
         except aiohttp.ClientConnectorError as exc:
-            raise FetchError(f"cannot connect to {self.base}: {exc.os_error.strerror or exc.os_error}", "connection") from None
+            raise FetchError(f"cannot connect to {self.base}: {exc.os_error.strerror or exc.os_error}", ErrorReason.CONNECTION) from None
         except aiohttp.ClientPayloadError as exc:
-            raise FetchError(f"response to GET {path} was cut short: {exc}", "size") from None
+            raise FetchError(f"response to GET {path} was cut short: {exc}", ErrorReason.SIZE) from None
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-            raise FetchError(f"connection to {self.base} lost during GET {path}: {exc}", "connection") from None
+            raise FetchError(f"connection to {self.base} lost during GET {path}: {exc}", ErrorReason.CONNECTION) from None
         except aiohttp.ClientError as exc:
-            raise FetchError(f"HTTP protocol error on GET {path}: {exc}", "protocol") from None
+            raise FetchError(f"HTTP protocol error on GET {path}: {exc}", ErrorReason.PROTOCOL) from None
 
         if status in (401, 403):
-            raise FetchError(f"GET {path} refused with HTTP {status}: check the credentials and the user's role", "auth")
+            raise FetchError(f"GET {path} refused with HTTP {status}: check the credentials and the user's role", ErrorReason.AUTH)
         if status not in ok_statuses:
             if 300 <= status < 400:
-                raise FetchError(f"GET {path} answered with a redirect (HTTP {status}); check scheme, port and URL prefix", "http")
-            raise FetchError(f"GET {path} failed with HTTP {status}: {_snippet(raw)}", "http")
+                raise FetchError(f"GET {path} answered with a redirect (HTTP {status}); check scheme, port and URL prefix", ErrorReason.HTTP)
+            if status in (429, 503):
+                wait = retry_after_seconds(retry_header)
+                asks = f"; the server asks to wait {wait:g} s (Retry-After)" if wait is not None else ""
+                why = "rate limited" if status == 429 else "service unavailable"
+                raise FetchError(f"GET {path} {why} (HTTP {status}){asks}: {_snippet(raw)}", ErrorReason.HTTP, retry_after=wait)
+            raise FetchError(f"GET {path} failed with HTTP {status}: {_snippet(raw)}", ErrorReason.HTTP)
         resp_out = _decode(path, status, ctype, raw)
         if want_json and 200 <= status < 300 and not resp_out.is_json:
             try:
                 resp_out.body = json.loads(raw)
                 resp_out.is_json = True
             except ValueError:
-                raise FetchError(f"GET {path}: expected JSON, got {ctype or 'no Content-Type'}: {_snippet(raw)}", "protocol") from None
+                raise FetchError(f"GET {path}: expected JSON, got {ctype or 'no Content-Type'}: {_snippet(raw)}", ErrorReason.PROTOCOL) from None
         return resp_out
 
     async def _read_body(self, resp: aiohttp.ClientResponse, path: str) -> bytes:
         declared = resp.content_length
         limit = self.max_body_bytes
         if declared is not None and declared > limit:
-            raise FetchError(f"response to GET {path} is {declared} bytes, over the {limit}-byte limit", "size")
+            raise FetchError(f"response to GET {path} is {declared} bytes, over the {limit}-byte limit", ErrorReason.SIZE)
         chunks: list[bytes] = []
         total = 0
         async for chunk in resp.content.iter_chunked(1 << 16):
             total += len(chunk)
             if total > limit:
-                raise FetchError(f"response to GET {path} exceeds the {limit}-byte limit", "size")
+                raise FetchError(f"response to GET {path} exceeds the {limit}-byte limit", ErrorReason.SIZE)
             chunks.append(chunk)
         body = b"".join(chunks)
         # aiohttp normally raises on a short body; this also catches a peer that closed cleanly.
         # Content-Length counts encoded bytes, so only compare when nothing was decompressed.
         if declared is not None and not resp.headers.get("Content-Encoding") and len(body) < declared:
-            raise FetchError(f"response to GET {path} truncated: {len(body)} of {declared} bytes (Content-Length)", "size")
+            raise FetchError(f"response to GET {path} truncated: {len(body)} of {declared} bytes (Content-Length)", ErrorReason.SIZE)
         return body
 
 
@@ -295,6 +305,23 @@ def _decode(path: str, status: int, ctype: str, raw: bytes) -> HttpResponse:
     return HttpResponse("GET", path, status, body, ctype, is_json)
 
 
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """An HTTP Retry-After header (RFC 9110 section 10.2.3: delay-seconds or an HTTP-date) as
+    seconds from ``now``; None when absent or unreadable."""
+    if not value:
+        return None
+    text = value.strip()
+    if text.isascii() and text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # an HTTP-date is always GMT
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
 def _snippet(raw: bytes, n: int = 160) -> str:
     text = raw[:n].decode("utf-8", errors="replace").strip().replace("\n", " ")
-    return text or "(empty body)"
+    return secrets.redact(text) or "(empty body)"

@@ -2,9 +2,12 @@
 
 Each case folder holds ``payload.json`` (a raw payload exactly as a recording's poll line
 carries it), ``target.yaml`` (``name``, ``source`` and parse options, as a recording header
-entry) and ``expected.txt`` (the canonical dump of the parse result below). The runner in
-``tests/test_collector_testcases.py`` diffs every case; ``pytest --update-golden``
-rewrites the expected files after a deliberate change.
+entry) and ``expected.txt`` (the canonical dump of the parse result below). Follow-up polls
+of the same target, ``payload.2.json``, ``payload.3.json``..., with ``expected.2.txt``...,
+are parsed after it, each given the parse state the poll before returned, as the pipeline
+does (a perfquery poll without ibnetdiscover output names its ports from the topology carried
+in that state). The runner in ``tests/test_collector_testcases.py`` diffs every poll of every case;
+``pytest --update-golden`` rewrites the expected files after a deliberate change.
 """
 
 from __future__ import annotations
@@ -54,9 +57,36 @@ def cases() -> list[Path]:
     return sorted(p for p in ROOT.glob("*/testcases/*") if (p / "payload.json").exists())
 
 
-def run_case(case: Path) -> str:
-    spec_entry = yaml.safe_load((case / "target.yaml").read_text())
-    spec = TargetSpec.from_header(spec_entry)
-    payload = json.loads((case / "payload.json").read_text())
+def polls(case: Path) -> list[tuple[Path, Path]]:
+    """(payload, expected) files of a case's polls, in poll order."""
+    follow = sorted((int(p.name.split(".")[1]), p) for p in case.glob("payload.*.json") if p.name.split(".")[1].isdigit())
+    return [(case / "payload.json", case / "expected.txt"), *((p, case / f"expected.{n}.txt") for n, p in follow)]
+
+
+def target_spec(case: Path) -> TargetSpec:
+    """The case's target, as a recording header names it."""
+    return TargetSpec.from_header(yaml.safe_load((case / "target.yaml").read_text()))
+
+
+def _parse_in_turn(case: Path, payloads: list[Path]) -> list[str]:
+    """Dumps of ``payloads`` parsed in turn, each parse given the state the one before returned."""
+    spec = target_spec(case)
     cls = collectors.get(spec.source)
-    return dump(cls.parse(payload, spec, {}))
+    state = cls.new_state()
+    dumps = []
+    for p in payloads:
+        result, state = cls.parse_poll(json.loads(p.read_text()), spec, state)
+        dumps.append(dump(result))
+    return dumps
+
+
+def run_case(case: Path) -> list[tuple[Path, str]]:
+    """(expected file, dump) of each poll of the case, parsed in turn (the state carried along)."""
+    pairs = polls(case)
+    return list(zip((e for _, e in pairs), _parse_in_turn(case, [p for p, _ in pairs]), strict=True))
+
+
+def repeat_case(case: Path) -> tuple[str, str]:
+    """Dumps of the case's first payload parsed twice in turn (the second given the first's state)."""
+    first, again = _parse_in_turn(case, [case / "payload.json"] * 2)
+    return first, again

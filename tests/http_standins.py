@@ -79,6 +79,7 @@ class Reply:
     content_type: str | None = None
     truncate_to: int | None = None
     delay: float = 0.0  # seconds before answering (for cancellation tests)
+    headers: dict[str, str] = field(default_factory=dict)  # extra response headers (Retry-After)
 
     def encoded(self) -> tuple[bytes, str]:
         if isinstance(self.body, (dict, list)):
@@ -161,7 +162,7 @@ class StandIn:
             await asyncio.sleep(reply.delay)
         raw, ctype = reply.encoded()
         if reply.truncate_to is None:
-            return web.Response(body=raw, status=reply.status, headers={"Content-Type": ctype})
+            return web.Response(body=raw, status=reply.status, headers={"Content-Type": ctype, **reply.headers})
         resp = web.StreamResponse(status=reply.status, headers={"Content-Type": ctype})
         resp.content_length = len(raw)
         await resp.prepare(request)

@@ -117,6 +117,34 @@ def test_dict_findings_and_report_text() -> None:
     assert lines[-1].startswith("FAIL: packet_loss: recall 0.00")
 
 
+def test_optional_truth_match_counts_and_miss_does_not() -> None:
+    """An optional line: a matching finding is correct, no finding is not a miss."""
+    opt = truth(kind="pfc_storm", role="victim", port="Ethernet9", optional=True)
+    found = finding(role="victim", port="Ethernet9")
+    rep = evaluate({"r": [finding(), found]}, {"r": [truth(), opt]})
+    s = rep.kinds["pfc_storm"]
+    assert (s.truths, s.matched_truths, s.findings, s.matched_findings) == (1, 1, 2, 2)
+    assert (s.optional_truths, s.matched_optional) == (1, 1) and s.precision == 1.0 and s.recall == 1.0
+    assert not rep.false and not rep.misses and not rep.failures()
+    assert "optional truth found: pfc_storm 1/1" in format_report(rep)
+    missed = evaluate({"r": [finding()]}, {"r": [truth(), opt]})
+    m = missed.kinds["pfc_storm"]
+    assert (m.recall, m.matched_optional, m.optional_truths) == (1.0, 0, 1)
+    assert not missed.misses and not missed.failures()
+    assert "optional truth found: pfc_storm 0/1" in format_report(missed)
+
+
+def test_optional_truth_is_not_a_required_one_or_an_origin() -> None:
+    """Only ``true`` makes a line optional; optional origins stay out of top-1 and delays."""
+    for flag in (False, None, "yes"):
+        rep = evaluate({"r": []}, {"r": [truth(optional=flag)]})
+        assert rep.kinds["pfc_storm"].recall == 0.0 and rep.misses
+    late = finding(start=T + 150)  # 5 polls late: a delay failure if it were required
+    rep = evaluate({"r": [late]}, {"r": [truth(optional=True)]})
+    assert rep.origin_truths == 0 and rep.kinds["pfc_storm"].delays == [] and not rep.failures()
+    assert rep.kinds["pfc_storm"].precision == 1.0 and rep.kinds["pfc_storm"].recall is None
+
+
 HAVE_REPLAY = importlib.util.find_spec("fabricmon.agent.replay") is not None
 
 

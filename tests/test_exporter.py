@@ -38,7 +38,7 @@ class TinyCollector(Collector):
             res.samples.append(Sample(spec.name, port, "pfc_rx_pause_frames", v["tx"] // 10, sub=(3,)))
             res.gauges.append(Gauge(spec.name, port, "link_up", 1))
             res.ports.append(PortInfo(spec.name, port, alias='uplink "a"'))
-        return res
+        return res, state
 
 
 @pytest.fixture()
@@ -100,6 +100,15 @@ def test_openmetrics_rendering():
     assert b"# TYPE fabricmon_build_info gauge" in text
     assert b"# TYPE fabricmon_x counter\nfabricmon_x_total{a=\"1\"} 2\n" in om
     assert b"# TYPE fabricmon_build info\nfabricmon_build_info" in om
+    assert om.endswith(b"# EOF\n")
+
+
+def test_a_string_no_code_point_encodes_costs_one_character_not_the_body():
+    fam = Family("fabricmon_x", "gauge", "X.")
+    fam.add('{device="sw\ud800"}', 1)
+    fam.add('{device="ok"}', 2)
+    text, om = render([fam])
+    assert b'fabricmon_x{device="sw?"} 1\nfabricmon_x{device="ok"} 2\n' in text
     assert om.endswith(b"# EOF\n")
 
 

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from fabricmon import collectors
 from fabricmon.collectors.base import FetchError, ParseError
 from fabricmon.collectors.host import HostCollector, HostOptions
-from fabricmon.collectors.host.parse import parse_ethtool, parse_payload, parse_rate
+from fabricmon.collectors.host.parse import HostState, parse_ethtool, parse_payload, parse_rate
 from fabricmon.core.model import ParseResult, TargetSpec
 from tests.conftest import public_fixture
 
@@ -92,9 +92,9 @@ def gauges(result: ParseResult) -> dict[tuple[str, str], float]:
     return {(g.port, g.name): g.value for g in result.gauges}
 
 
-async def poll(c: HostCollector, state: dict | None = None) -> tuple[dict, ParseResult]:
+async def poll(c: HostCollector) -> tuple[dict, ParseResult]:
     payload = await c.fetch()
-    return payload, HostCollector.parse(payload, c.spec(), {} if state is None else state)
+    return payload, HostCollector.parse(payload, c.spec(), HostCollector.new_state())[0]
 
 
 async def test_node_exporter_tree(tmp_path):
@@ -248,24 +248,28 @@ def test_32bit_basic_table_saturates_and_ext_dir_is_preferred():
     spec = TargetSpec("h", "host")
     base = "infiniband/mlx4_0/ports/1/"
     basic = {base + "counters/port_xmit_data": "4294967295\n", base + "counters/port_rcv_data": "12\n"}
-    s = by_key(parse_payload({"files": basic, "ethtool": {}}, spec, {}))
+    res, state = parse_payload({"files": basic, "ethtool": {}}, spec, HostState())
+    s = by_key(res)
     assert (s[("mlx4_0/1", "tx_bytes", ())].bits, s[("mlx4_0/1", "tx_bytes", ())].saturating) == (32, True)
     with_ext = {**basic, base + "counters_ext/port_xmit_data_64": "98765432100\n"}
-    state: dict = {}
-    s = by_key(parse_payload({"files": with_ext, "ethtool": {}}, spec, state))
+    res, state = parse_payload({"files": with_ext, "ethtool": {}}, spec, state)
+    s = by_key(res)
     assert (s[("mlx4_0/1", "tx_bytes", ())].value, s[("mlx4_0/1", "tx_bytes", ())].bits) == (98765432100, 64)
     # No unicast_* files but a value above 2^32 (the kernel's "noietf" table): 64-bit, and sticky,
     # so a small value after a counter reset does not flip the width back.
     big = {base + "counters/port_xmit_data": "98765432100\n"}
-    assert by_key(parse_payload({"files": big, "ethtool": {}}, spec, state))[("mlx4_0/1", "tx_bytes", ())].bits == 64
-    s = by_key(parse_payload({"files": {base + "counters/port_xmit_data": "5\n"}, "ethtool": {}}, spec, state))
+    res, state = parse_payload({"files": big, "ethtool": {}}, spec, state)
+    assert by_key(res)[("mlx4_0/1", "tx_bytes", ())].bits == 64
+    assert state.wide_ports == {("mlx4_0", "1")}
+    res, _ = parse_payload({"files": {base + "counters/port_xmit_data": "5\n"}, "ethtool": {}}, spec, state)
+    s = by_key(res)
     assert s[("mlx4_0/1", "tx_bytes", ())].bits == 64
 
 
 def test_unmapped_ethtool_and_bad_values_warn():
     res = parse_payload({"files": {"infiniband/x/ports/1/counters/symbol_error": "abc"},
                          "ethtool": {"ens1f0": "NIC statistics:\n     rx_prio5_pause: 9\n", "ens1f1": "nothing"}},
-                        TargetSpec("h", "host"), {})
+                        TargetSpec("h", "host"), HostState())[0]
     assert by_key(res)[("ens1f0", "pfc_rx_pause_frames", (5,))].value == 9
     text = "\n".join(res.warnings)
     assert "ens1f0: no RDMA port maps" in text and "ens1f1: no known counters" in text
@@ -275,7 +279,7 @@ def test_unmapped_ethtool_and_bad_values_warn():
 @pytest.mark.parametrize("payload", [[], {"files": []}, {"files": {"a": 1}}, {"ethtool": {"a": None}}])
 def test_bad_payloads_raise_parse_error(payload):
     with pytest.raises(ParseError):
-        parse_payload(payload, TargetSpec("h", "host"), {})
+        parse_payload(payload, TargetSpec("h", "host"), HostState())
 
 
 _paths = st.sampled_from([
@@ -296,7 +300,7 @@ _texts = st.one_of(st.text(max_size=40), st.integers(0, 2**70).map(str), st.just
 def test_fuzz_parse(files, ethtool, host):
     spec = TargetSpec("h", "host", {} if host is None else {"hostname": host})
     try:
-        res = parse_payload({"files": files, "ethtool": ethtool}, spec, {})
+        res, _ = parse_payload({"files": files, "ethtool": ethtool}, spec, HostState())
     except ParseError:
         return
     for s in res.samples:

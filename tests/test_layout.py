@@ -98,3 +98,62 @@ def test_the_wheel_installs_one_top_level_package(tmp_path):
     assert "fabricmon/agent/demo/demo.jsonl.gz" in names
     assert not any(n.startswith(("fabricmon/agent/scenarios", "tools/")) for n in names)  # the simulator is not shipped
     assert "fabricmon/core/model.py" in names and "fabricmon/collectors/snmp/profiles/if-mib.yaml" in names
+
+
+# ---------------------------------------------------------------------- the store's seam
+STORE = ROOT / "agent" / "store.py"
+
+
+def _store_private_names() -> set[str]:
+    """Underscore names the store module defines: attributes, slots, methods, module names."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(STORE.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            out.add(node.attr)
+        elif isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name.startswith("_") and not node.name.startswith("__"):
+            out.add(node.name)
+        elif isinstance(node, ast.Name) and node.id.startswith("_") and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("_") \
+                and not node.value.startswith("__"):
+            out.add(node.value)  # __slots__ entries
+    return out
+
+
+def _base_name(node: ast.expr) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def test_nothing_outside_the_store_touches_its_private_names():
+    """The rules and the state file go through the store's API (``PortEntry.counter``,
+    ``gauge``, ``counters``, ``Changes.moved_series``, ``CounterStore.save``/``restore``): a
+    columnar store can then replace the implementation behind it. Flags ``x._name`` for any
+    underscore name the store defines (unless ``x`` is ``self``/``cls`` of the module's own
+    class), any underscore attribute of something called ``store`` or ``entry``, and
+    importing the store's private names."""
+    private = _store_private_names()
+    assert {"_device_clock", "_hist", "_changes"} <= private  # the check sees what it guards
+    problems = []
+    for path in _sources().values():
+        if path == STORE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                base = _base_name(node.value)
+                if base in ("store", "entry") or (node.attr in private and base not in ("self", "cls")):
+                    problems.append(f"{where}: {base}.{node.attr}")
+            elif isinstance(node, ast.ImportFrom) and node.module == "fabricmon.agent.store":
+                problems.extend(f"{where}: imports {a.name}" for a in node.names if a.name.startswith("_"))
+    assert problems == []
+
+
+def test_rules_read_counters_through_the_store_api():
+    """Rules never reach into a port's series or gauge dicts (``entry.series[...]``,
+    ``entry.series.get``, ``entry.gauges``): they use ``counter``/``gauge``/``counters``."""
+    problems = []
+    for path in sorted((ROOT / "agent" / "detector" / "rules").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr in ("series", "gauges"):
+                problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: .{node.attr}")
+    assert problems == []

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from fabricmon import collectors
 from fabricmon.collectors.base import FetchError, ParseError
 from fabricmon.collectors.nvue import NvueCollector, NvueOptions
-from fabricmon.collectors.nvue.parse import classify, parse_payload, to_count
+from fabricmon.collectors.nvue.parse import NvueState, classify, parse_payload, to_count
 from fabricmon.core.model import ParseResult, TargetSpec
 from tests.conftest import public_fixture
 from tests.http_standins import BasicAuthRule, Reply, StandIn, self_signed_cert
@@ -66,7 +66,7 @@ async def test_full_poll_over_tls_with_basic_auth(cert, monkeypatch):
     asked = {s.path_qs.split("?")[0] for s in srv.seen}
     assert "/nvue_v1/interface/swp2/link/stats" in asked and not any("eth0" in p or "/lo/" in p for p in asked)
     assert PASSWORD not in json.dumps(payload)
-    res = NvueCollector.parse(payload, c.spec(), {})
+    res = NvueCollector.parse(payload, c.spec(), NvueCollector.new_state())[0]
     v = by_key(res)
     assert v[("swp1", "rx_bytes", ())] == 293771538 and v[("swp1", "tx_packets", ())] == 3536629  # published sample
     assert v[("swp16", "ecn_marked_packets", ("3",))] == 693777677344  # nv show ... qos roce counters
@@ -153,28 +153,41 @@ def rec(count: int, end: int, reason: int = 209, port: str = "swp8") -> dict:
     return {"AggCount": count, "DropType": "L2", "ReasonId": reason, "IngressPort": port, "EndTimestamp": end, "FirstTimestamp": end - 30}
 
 
+class Target:
+    """One target's polls in turn: the state each parse returns goes into the next parse."""
+
+    def __init__(self, spec: TargetSpec) -> None:
+        self.spec, self.state = spec, NvueState()
+
+    def poll(self, payload: dict) -> ParseResult:
+        result, self.state = parse_payload(payload, self.spec, self.state)
+        return result
+
+
 def test_wjh_windows_become_a_monotonic_counter():
-    spec, state = TargetSpec("leaf", "nvue"), {}
+    t = Target(TargetSpec("leaf", "nvue"))
     key = ("swp8", "wjh_drops", ("l2", "209", ""))  # an L2 record carries no traffic class
     # The two gNMI sample windows (AggCount 283 then 287, EndTimestamps 30 s apart).
-    assert by_key(parse_payload(wjh_poll(rec(283, 1677695102)), spec, state))[key] == 283
-    assert by_key(parse_payload(wjh_poll(rec(283, 1677695102), rec(287, 1677695132)), spec, state))[key] == 570
+    assert by_key(t.poll(wjh_poll(rec(283, 1677695102))))[key] == 283
+    after_first = t.state
+    assert by_key(t.poll(wjh_poll(rec(283, 1677695102), rec(287, 1677695132))))[key] == 570
     # The same windows listed again: nothing new.
-    assert by_key(parse_payload(wjh_poll(rec(287, 1677695132)), spec, state))[key] == 570
+    assert by_key(t.poll(wjh_poll(rec(287, 1677695132))))[key] == 570
     # No WJH response at all this poll: the total is still exported (no false reset).
-    assert by_key(parse_payload({"responses": []}, spec, state))[key] == 570
+    assert by_key(t.poll({"responses": []}))[key] == 570
     # Two records of one new window (different flows) both count.
-    v = by_key(parse_payload(wjh_poll(rec(5, 1677695162), rec(7, 1677695162)), spec, state))
-    assert v[key] == 582
+    assert by_key(t.poll(wjh_poll(rec(5, 1677695162), rec(7, 1677695162))))[key] == 582
+    # Parsing never changed a state it was given: the first poll's state still counts 283 only.
+    assert after_first.wjh == {("swp8", "l2", "209", ""): (283, 1677695102.0)}
 
 
 def test_wjh_gnmi_string_leaf_and_missing_timestamp():
     leaf = json.dumps([rec(283, 1677695102)])
     body = {"updates": [{"values": {"state/drop": leaf}}]}
-    res = parse_payload({"responses": [resp("system/wjh/packet-buffer", body)]}, TargetSpec("l", "nvue"), {})
+    res, _ = parse_payload({"responses": [resp("system/wjh/packet-buffer", body)]}, TargetSpec("l", "nvue"), NvueState())
     assert by_key(res)[("swp8", "wjh_drops", ("l2", "209", ""))] == 283
     no_ts = {"AggCount": 4, "DropType": "Buffer", "ReasonId": 503, "IngressPort": "swp1"}
-    res = parse_payload({"responses": [resp("system/wjh/packet-buffer", [no_ts])]}, TargetSpec("l", "nvue"), {})
+    res, _ = parse_payload({"responses": [resp("system/wjh/packet-buffer", [no_ts])]}, TargetSpec("l", "nvue"), NvueState())
     assert not res.samples and "without EndTimestamp" in res.warnings[0]
 
 
@@ -188,14 +201,14 @@ def test_wjh_buffer_drops_split_by_traffic_class():
             r["traffic_class"] = tc
         return r
 
-    spec, state = TargetSpec("leaf", "nvue"), {}
-    v = by_key(parse_payload(wjh_poll(buf(10, 100, 3), buf(4, 100, 0), buf(2, 100, ...), buf(1, 100, "n/a"),
-                                      buf(5, 100, "3"), buf(6, 100, 99)), spec, state))
+    t = Target(TargetSpec("leaf", "nvue"))
+    v = by_key(t.poll(wjh_poll(buf(10, 100, 3), buf(4, 100, 0), buf(2, 100, ...), buf(1, 100, "n/a"),
+                               buf(5, 100, "3"), buf(6, 100, 99))))
     assert v[("swp16", "wjh_drops", ("buffer", "503", "3"))] == 15  # 3 and "3" are one class
     assert v[("swp16", "wjh_drops", ("buffer", "503", "0"))] == 4
     assert v[("swp16", "wjh_drops", ("buffer", "503", ""))] == 2 + 1 + 6  # absent, not a number, out of range
     # The next window of class 3 adds to class 3 only.
-    v = by_key(parse_payload(wjh_poll(buf(7, 130, 3)), spec, state))
+    v = by_key(t.poll(wjh_poll(buf(7, 130, 3))))
     assert v[("swp16", "wjh_drops", ("buffer", "503", "3"))] == 22 and v[("swp16", "wjh_drops", ("buffer", "503", "0"))] == 4
 
 
@@ -211,12 +224,12 @@ def test_helpers():
 @pytest.mark.parametrize("payload", [[], {}, {"responses": {}}, {"responses": [1]}, {"responses": [{"path": 3}]}])
 def test_bad_payloads_raise_parse_error(payload):
     with pytest.raises(ParseError):
-        parse_payload(payload, TargetSpec("l", "nvue"), {})
+        parse_payload(payload, TargetSpec("l", "nvue"), NvueState())
 
 
 def test_bad_parse_option_raises_parse_error():
     with pytest.raises(ParseError, match="roce_priority"):
-        parse_payload({"responses": []}, TargetSpec("l", "nvue", {"roce_priority": 9}), {})
+        parse_payload({"responses": []}, TargetSpec("l", "nvue", {"roce_priority": 9}), NvueState())
 
 
 _leaf = st.one_of(st.integers(-5, 2**70), st.floats(allow_nan=True), st.text(max_size=12), st.none(), st.booleans(),
@@ -235,10 +248,10 @@ _path = st.sampled_from(["interface", "interface/swp1/link/stats", "interface/sw
        st.dictionaries(st.sampled_from(["roce_tc", "cnp_tc", "wjh_path", "link_stats_path"]), _leaf, max_size=2))
 def test_fuzz_parse(responses, options):
     payload = {"responses": [{"method": "GET", "path": f"/nvue_v1/{p}", "status": s, "body": b} for p, b, s in responses]}
-    state: dict = {}
+    t = Target(TargetSpec("l", "nvue", options))
     try:
         for _ in range(2):
-            res = parse_payload(payload, TargetSpec("l", "nvue", options), state)
+            res = t.poll(payload)
     except ParseError:
         return
     for s in res.samples:

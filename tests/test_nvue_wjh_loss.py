@@ -3,7 +3,7 @@ lossless class (or an unknown one) is a lossless violation, a drop on a lossy cl
 
 from __future__ import annotations
 
-from fabricmon.collectors.nvue.parse import parse_payload
+from fabricmon.collectors.nvue.parse import NvueState, parse_payload
 from fabricmon.core.model import TargetSpec
 from tests.test_rules_sim import two_leaf_fabric
 
@@ -13,8 +13,8 @@ PORT = ("leaf2", "Ethernet1")
 def wjh_subs(*records: dict) -> dict[tuple, int]:
     body = [{"AggCount": n, "DropType": "Buffer", "ReasonId": 503, "EgressPort": PORT[1], "EndTimestamp": 100,
              **({"traffic_class": tc} if tc is not None else {})} for n, tc in records]
-    res = parse_payload({"responses": [{"method": "GET", "path": "/nvue_v1/system/wjh/packet-buffer", "status": 200,
-                                        "body": body}]}, TargetSpec(PORT[0], "nvue"), {})
+    res, _ = parse_payload({"responses": [{"method": "GET", "path": "/nvue_v1/system/wjh/packet-buffer", "status": 200,
+                                        "body": body}]}, TargetSpec(PORT[0], "nvue"), NvueState())
     return {s.sub: s.value for s in res.samples if s.counter == "wjh_drops"}
 
 

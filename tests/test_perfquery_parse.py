@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from fabricmon import collectors
 from fabricmon.collectors.base import ParseError
-from fabricmon.collectors.perfquery.parse import COUNTERS, parse_payload, parse_perfquery, port_samples
+from fabricmon.collectors.perfquery.parse import COUNTERS, PerfqueryState, parse_payload, parse_perfquery, port_samples
 from fabricmon.core.model import TargetSpec
 from fabricmon.core.vocabulary import COUNTERS as VOCAB
 from tests.conftest import public_fixture
@@ -153,8 +153,7 @@ def test_noise_wrapped_header_aggregate_and_bad_values():
 
 def test_collector_parse_with_topology_then_without():
     cls = collectors.get("perfquery")
-    state: dict = {}
-    first = cls.parse(_case("edr_switch_topology"), SPEC, state)
+    first, state = cls.parse(_case("edr_switch_topology"), SPEC, cls.new_state())
     assert first.links is not None and len(first.links) == 8
     s = {(x.device, x.port, x.counter): x for x in first.samples}
     assert s[("ib-i1l1s01", "10", "tx_discards")].value == 20046
@@ -171,7 +170,7 @@ def test_collector_parse_with_topology_then_without():
     assert first.warnings == []
 
     # The next poll carries no topology: the one in state names the devices; no links this time.
-    later = cls.parse({"perfquery": _case("capmask2_zero_hca_basic")["perfquery"]}, SPEC, state)
+    later, _ = cls.parse({"perfquery": _case("capmask2_zero_hca_basic")["perfquery"]}, SPEC, state)
     assert later.links is None
     assert {x.device for x in later.samples} == {"o0001 HCA-1"}
     assert later.warnings == []
@@ -179,31 +178,29 @@ def test_collector_parse_with_topology_then_without():
 
 def test_topology_refresh_marks_vanished_ports_down():
     payload = _case("edr_switch_topology")
-    state: dict = {}
-    parse_payload(payload, state)
+    _, state = parse_payload(payload, PerfqueryState())
     shrunk = "\n".join(ln for ln in payload["ibnetdiscover"].splitlines() if not ln.startswith("[11]"))
-    res = parse_payload({"ibnetdiscover": shrunk, "perfquery": []}, state)
+    res, _ = parse_payload({"ibnetdiscover": shrunk, "perfquery": []}, state)
     g = {(x.device, x.port, x.name): x.value for x in res.gauges}
     assert g[("ib-i1l1s01", "11", "link_up")] == 0
     assert g[("ib-i1l1s01", "10", "link_up")] == 1
 
 
 def test_unknown_lid_and_empty_topology():
-    state: dict = {}
-    parse_payload(_case("edr_switch_topology"), state)
+    _, state = parse_payload(_case("edr_switch_topology"), PerfqueryState())
     text = "# Port extended counters: Lid 4242 port 1 (CapMask: 0x5300 CapMask2: 0x0000002)\nPortXmitData:....................8\n"
-    res = parse_payload({"ibnetdiscover": "# nothing here\n", "perfquery": [text]}, state)
+    res, kept = parse_payload({"ibnetdiscover": "# nothing here\n", "perfquery": [text]}, state)
     assert [(x.device, x.port, x.counter, x.value) for x in res.samples] == [("lid-4242", "1", "tx_bytes", 8)]
     assert res.links is None
     assert any("holds no nodes" in w for w in res.warnings)
     assert any("4242" in w and "not in the ibnetdiscover topology" in w for w in res.warnings)
-    assert state["topology"].nodes  # the previous topology was kept
+    assert kept is state and kept.topology is not None and kept.topology.nodes  # the previous topology was kept
 
 
 def test_bad_payload_shapes_raise_parse_error():
     for bad in (None, [], {"perfquery": "text"}, {"perfquery": [1]}, {"ibnetdiscover": 5, "perfquery": []}):
         try:
-            parse_payload(bad, {})
+            parse_payload(bad, PerfqueryState())
         except ParseError:
             continue
         raise AssertionError(f"{bad!r} should raise ParseError")
@@ -259,4 +256,4 @@ _JSONISH = st.recursive(
 )
 def test_fuzz_collector_parse_only_parse_error(payload):
     with contextlib.suppress(ParseError):
-        collectors.get("perfquery").parse(payload, SPEC, {})
+        collectors.get("perfquery").parse(payload, SPEC, collectors.get("perfquery").new_state())

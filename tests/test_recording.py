@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import stat
 
 import pytest
 
-from fabricmon.agent.recording import RecordingError, RecordingWriter, read_header, read_polls
+from fabricmon.agent.recording import ReadReport, RecordingError, RecordingWriter, iter_lines, poll_from_line, read_header, read_polls
 from fabricmon.core.model import Poll, TargetSpec
 
 SPECS = [TargetSpec("leaf01", "snmp", {"profile": "arista"}), TargetSpec("ib", "perfquery")]
@@ -111,3 +113,86 @@ def test_not_a_recording(tmp_path):
     path.write_text('{"type": "poll"}\n')
     with pytest.raises(RecordingError, match="not a fabricmon recording"):
         read_header(path)
+
+
+def _lenient(path) -> tuple[list[dict], ReadReport]:
+    report = ReadReport()
+    return [line for _, line in iter_lines(path, report)], report
+
+
+@pytest.mark.parametrize("name", ["rec.jsonl", "rec.jsonl.gz"])
+def test_new_recordings_are_private(tmp_path, name):
+    """Issue 20 item 9: recordings carry raw device payloads; created 0600 whatever the umask."""
+    old = os.umask(0o022)
+    try:
+        write_sample(tmp_path / name)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600
+
+
+def test_plain_text_named_gz_is_read_with_a_warning(tmp_path):
+    write_sample(tmp_path / "rec.jsonl")
+    misnamed = tmp_path / "misnamed.jsonl.gz"
+    misnamed.write_bytes((tmp_path / "rec.jsonl").read_bytes())
+    lines, report = _lenient(misnamed)
+    assert len(lines) == 5 and report.skipped == 0
+    assert report.warnings == [f"{misnamed}: named .gz but not gzip-compressed; reading it as plain text"]
+
+
+def test_bad_gzip_checksum_is_named(tmp_path):
+    path = tmp_path / "rec.jsonl.gz"
+    write_sample(path)
+    raw = bytearray(path.read_bytes())
+    raw[-8] ^= 0xFF  # the CRC32 in the gzip trailer
+    path.write_bytes(bytes(raw))
+    lines, report = _lenient(path)
+    assert report.skipped == 1 and "bad gzip checksum" in report.examples[0], report.examples
+    assert lines[0]["type"] == "header"
+
+
+def test_truncated_gzip_is_named_and_counted(tmp_path):
+    path = tmp_path / "rec.jsonl.gz"
+    write_sample(path)
+    raw = path.read_bytes()
+    path.write_bytes(raw[:-8])  # trailer gone: the stream ends before its end marker
+    lines, report = _lenient(path)
+    assert report.skipped == 1 and "truncated gzip" in report.examples[0], report.examples
+    assert len(lines) == 5  # every line was complete before the trailer
+
+
+def test_malformed_lines_are_skipped_and_counted_when_lenient(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    write_sample(path)
+    lines = path.read_text().splitlines()
+    lines[2:2] = ["{not json", "[1, 2]"]
+    path.write_text("\n".join(lines) + "\n")
+    good, report = _lenient(path)
+    assert len(good) == 5
+    assert report.examples == [f"{path}:3: malformed line: not a JSON object with a \"type\"",
+                               f"{path}:4: malformed line: not a JSON object with a \"type\""]
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("reason", ["timeout"], "reason must be a string, not list"),
+    ("ok", "false", 'ok must be true or false, not "false"'),
+    ("t", 1e18, "not a Unix time between 1970 and 2100"),
+    ("t", None, "t must be a number, not NoneType"),
+    ("target", "", "target must be a non-empty string"),
+    ("duration_s", -1, "duration_s cannot be negative"),
+])
+def test_mistyped_poll_fields_are_data_errors(field, value, message):
+    line = {"type": "poll", "target": "x", "source": "snmp", "t": 100.0, "ok": False, "error": "e", field: value}
+    with pytest.raises(RecordingError, match=rf"r.jsonl:7: malformed poll line: .*{message}"):
+        poll_from_line("r.jsonl", 7, line)
+
+
+def test_unwritable_record_out_is_a_message(tmp_path, capsys):
+    from fabricmon.agent.cli import main
+
+    cfg = tmp_path / "f.yml"
+    cfg.write_text("targets: []\n")
+    (tmp_path / "file").write_text("a file, not a folder")  # unwritable as a parent, for root too
+    code = main(["record", "--config.file", str(cfg), "--out", str(tmp_path / "file" / "x.jsonl"), "--duration", "1s"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"error: cannot record to {tmp_path / 'file' / 'x.jsonl'}: " in err and "Traceback" not in err

@@ -63,7 +63,7 @@ def test_chronic_pause_is_congestion_not_storm():
     assert set(got) == {("spine", "Ethernet2", P, None)}
     assert got[("spine", "Ethernet2", P, None)].kind == "congestion"
     assert got[("spine", "Ethernet2", P, None)].severity == "critical"  # 0.3 over the window >= 0.20
-    pause = next(m for r in fab.det.rules for m in r.metrics() if m.name == "fabricmon_port_pause_ratio")
+    pause = next(m for m in fab.det.metrics() if m.name == "fabricmon_port_pause_ratio")
     assert dict(pause.values)[("spine", "Ethernet2", "3")] == pytest.approx(0.3)
 
 

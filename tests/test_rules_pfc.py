@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.test_rules_sim import Fab, two_leaf_fabric
 
 P = 3
@@ -319,3 +321,25 @@ def test_two_opposite_storms_over_one_link_are_two_storms_not_a_deadlock():
     assert victims == {("spine", "Ethernet1"): "h1:eth0", ("leaf2", "Ethernet49"): "h1:eth0",
                        ("spine", "Ethernet2"): "h3:eth0", ("leaf1", "Ethernet49"): "h3:eth0"}
     assert not [f for f in fab.raised if f.kind == "pfc_deadlock"]
+
+
+def test_pause_left_after_a_storm_is_judged_on_the_time_since_the_storm():
+    fab = two_leaf_fabric()
+    fab.poll(n=2)
+    host_storm(fab)
+    fab.poll(n=3)
+    assert ("spine", "Ethernet1", P, "victim") in fab.active("pfc_storm")
+    # The storm ends; spine Ethernet1 stays paused 10 % of the time by a slow leaf (it sends).
+    for dev, port in [("h1", "eth0"), ("leaf1", "Ethernet49"), ("leaf2", "Ethernet1"), ("leaf2", "Ethernet2")]:
+        pausing(fab, dev, port, fraction=0.0)
+    for dev, port in [("leaf1", "Ethernet1"), ("leaf2", "Ethernet49")]:
+        fab.eth_port(dev, port)
+    fab.eth_port("spine", "Ethernet1")
+    fab.rate("spine", "Ethernet1", "pfc_rx_pause_seconds", 0.1, (P,))
+    fab.poll(n=6)
+    got = fab.active()
+    assert set(got) == {("spine", "Ethernet1", P, None)}
+    f = got[("spine", "Ethernet1", P, None)]
+    # Judged on the pause since the storm (0.1), not a 300 s window holding the storm's 1.0.
+    assert f.kind == "congestion" and f.severity == "warning"
+    assert f.evidence["rx_pause_fraction"] == pytest.approx(0.1, abs=1e-6)

@@ -135,3 +135,25 @@ def test_sim_feeds_store_with_rates():
     se = fab.store.get("leaf1", "Ethernet1", "tx_bytes")
     assert se.delta == 1e9 and se.rate == 1e9
     assert fab.det.active == []
+
+
+def test_fabric_layout_reaches_every_rule_through_the_detector_context():
+    """The config's ``fabric:`` section, as a PriorityMap, is in every pass's context."""
+    from fabricmon.agent.pipeline import FABRIC_CACHE_KEY, Pipeline
+    from fabricmon.core.vocabulary import PriorityMap
+
+    seen: list[Any] = []
+
+    class Probe(Rule):
+        name = "probe"
+        kinds = ()
+
+        def evaluate(self, ctx: DetectContext):
+            seen.append(ctx.cache.get(FABRIC_CACHE_KEY))
+            return ()
+
+    layout = PriorityMap((3, 4), {3: 5}, {3: 2})
+    pipe = Pipeline([], [Probe()], fabric=layout)
+    pipe.detect(1000.0)
+    Pipeline([], [Probe()]).detect(1000.0)
+    assert seen == [layout, PriorityMap()] and seen[1].lossless == (3,)

@@ -43,7 +43,7 @@ class FakeCollector(Collector):
 
     @classmethod
     def parse(cls, payload, spec, state):
-        return ParseResult()
+        return ParseResult(), state
 
 
 async def test_hanging_and_failing_targets_do_not_delay_others():
@@ -113,3 +113,42 @@ async def test_unusable_payload_backs_off_like_a_failed_fetch():
     await sched.stop()
     # 0.1 s interval, but backing off: polls at 0, 0.2, 0.6 s instead of 8 on the interval
     assert 2 <= len(polls) <= 4 and sched.failures == {}
+
+
+async def test_a_task_that_dies_is_logged_counted_shown_down_and_restarted(caplog):
+    """The original defect: interval 0 made the loop divide by zero after the first poll, the
+    task died silently and the target stayed up. Now the death is logged, counted, reported as
+    a failed poll (the target shows down) and the loop restarts. (Config forbids interval 0;
+    the scheduler is built directly here to reproduce the crash.)"""
+    from fabricmon.agent.pipeline import Pipeline
+    from fabricmon.core.model import TargetSpec
+
+    pipeline = Pipeline([TargetSpec("bad", "fake"), TargetSpec("good", "fake")], [])
+    s = Scheduler(pipeline.ingest, jitter=0.0, backoff_max=0.05)
+    s.start([ScheduledTarget(FakeCollector("bad", "ok"), 0.0, 1.0),
+             ScheduledTarget(FakeCollector("good", "ok"), 0.02, 1.0)])
+    try:
+        for _ in range(500):
+            await asyncio.sleep(0.02)
+            if s.restarts >= 2 and pipeline.targets["good"].polls >= 3:
+                break
+    finally:
+        await s.stop()
+    assert s.restarts >= 2  # restarted, and died again: each death counted
+    assert "the poll task of bad died; restarting it" in caplog.text and "ZeroDivisionError" in caplog.text
+    bad = pipeline.targets["bad"]
+    assert bad.up is False and bad.errors.get("internal", 0) >= 1 and "ZeroDivisionError" in (bad.last_error or "")
+    assert pipeline.targets["good"].polls >= 3  # the other target kept polling
+
+
+async def test_agent_exports_scheduler_restarts(tmp_path):
+    from fabricmon.agent.config import load
+    from fabricmon.agent.runtime import Agent
+
+    path = tmp_path / "f.yml"
+    path.write_text("targets: []\n")
+    agent = Agent(load(path), listen="")
+    agent.scheduler = Scheduler(lambda poll: None)
+    agent.scheduler.restarts = 3
+    [family] = agent._scheduler_families()
+    assert family.name == "fabricmon_scheduler_task_restarts_total" and family.lines == ["fabricmon_scheduler_task_restarts_total 3"]

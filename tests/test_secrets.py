@@ -84,3 +84,72 @@ def test_redact_filter(monkeypatch):
     record = logging.LogRecord("x", logging.ERROR, __file__, 1, "request failed: %s", ("Bearer abcd-1234-token rejected",), None)
     assert RedactFilter().filter(record)
     assert record.getMessage() == "request failed: Bearer *** rejected"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_password_file_must_be_a_regular_file(tmp_path, kind):
+    """A FIFO would block the read forever, a device could be anything: refused without being read."""
+    import os
+
+    path = {"fifo": tmp_path / "pw.fifo", "device": "/dev/zero", "directory": tmp_path}[kind]
+    if kind == "fifo":
+        os.mkfifo(path, 0o600)  # no writer: a plain open() for reading would block here
+    with pytest.raises(SecretError) as e:
+        resolve({"password_file": str(path)}, "password")
+    assert str(path) in str(e.value)
+    assert {"fifo": "is a FIFO", "device": "is a device", "directory": "not a regular file"}[kind] in str(e.value)
+
+
+def test_oversized_password_file_is_refused(tmp_path):
+    f = tmp_path / "big"
+    f.write_bytes(b"x" * (secrets.MAX_SECRET_FILE_BYTES + 1))
+    f.chmod(0o600)
+    with pytest.raises(SecretError, match="larger than"):
+        resolve({"password_file": str(f)}, "password")
+
+
+async def test_echoed_authorization_header_is_redacted_everywhere(caplog):
+    """A device whose error page echoes the request's Authorization header: the credential reaches
+    neither the poll error (recordings), nor the target's last_error (/api/targets, /), nor the log."""
+    import base64
+
+    from fabricmon.agent.pipeline import Pipeline
+    from fabricmon.collectors.base import FetchError
+    from fabricmon.collectors.ufm import UfmCollector, UfmOptions
+    from fabricmon.core.model import Poll
+    from tests.http_standins import Reply, StandIn
+
+    user, password = "admin", "echo-Me-pw!"
+    pair = base64.b64encode(f"{user}:{password}".encode()).decode()
+    echo = Reply(f"400 Bad Request: you sent Authorization: Basic {pair}", status=400)
+    routes = {f"{prefix}/resources/{res}": echo for prefix in ("/ufmRest", "/ufmRestV3") for res in ("ports", "links", "systems")}
+    async with StandIn(routes) as srv:
+        c = UfmCollector("ufm01", "127.0.0.1", UfmOptions(port=srv.port, scheme="http", username=user, password=password))
+        try:
+            with pytest.raises(FetchError) as e:
+                await c.fetch()
+        finally:
+            await c.close()
+    message = str(e.value)
+    assert "Authorization: Basic ***" in message and pair not in message and password not in message
+    pipeline = Pipeline([c.spec()], [])
+    # A collector that did not redact (or an error from elsewhere) is redacted on the way into the pipeline too.
+    pipeline.ingest(Poll("ufm01", "ufm", 1.0, 0.1, False, error=f"echo: Basic {pair} and {password}", reason="http"))
+    last = pipeline.targets["ufm01"].last_error or ""
+    assert pair not in last and password not in last and "***" in last
+    handler_filter = RedactFilter()
+    record = logging.LogRecord("x", logging.ERROR, __file__, 1, "device said %s", (f"Basic {pair}",), None)
+    assert handler_filter.filter(record) and pair not in record.getMessage()
+
+
+def test_redact_filter_covers_tracebacks(monkeypatch):
+    monkeypatch.setattr(secrets, "_known_values", set())
+    resolve({"token": "tb-secret-value"}, "token")
+    try:
+        raise RuntimeError("failed with tb-secret-value")
+    except RuntimeError:
+        import sys
+
+        record = logging.LogRecord("x", logging.ERROR, __file__, 1, "boom", (), sys.exc_info())
+    assert RedactFilter().filter(record)
+    assert "tb-secret-value" not in logging.Formatter().format(record) and "***" in record.exc_text

@@ -67,8 +67,8 @@ async def test_fetch_reads_what_the_recording_holds(sim, community):
     source = parse_snmprec(path.read_text()).table
     assert {o: got.table[o] for o in oids} == {o: source[o] for o in oids}
     spec = TargetSpec("sw1", "snmp")
-    live = SnmpCollector.parse(payload, spec, {})
-    offline = SnmpCollector.parse({"snmprec": path.read_text()}, spec, {})
+    live = SnmpCollector.parse(payload, spec, SnmpCollector.new_state())[0]
+    offline = SnmpCollector.parse({"snmprec": path.read_text()}, spec, SnmpCollector.new_state())[0]
     assert facts(live) == facts(offline)  # the walk plan fetched everything the profile reads
     assert live.samples
 
@@ -78,7 +78,7 @@ async def test_snmpv3_sha_aes(sim):
         port=sim.port, version="3", user=V3["user"], auth_key=V3["auth_key"], priv_key=V3["priv_key"],
         context="cisco_pfc"))  # snmpsim picks the data file by v3 context name
     payload = await c.fetch()
-    result = SnmpCollector.parse(payload, c.spec(), {})
+    result = SnmpCollector.parse(payload, c.spec(), SnmpCollector.new_state())[0]
     assert {(s.port, s.sub): s.value for s in result.samples if s.counter == "pfc_watchdog_storms"}[("Ethernet1/1", (3,))] == 2
 
 
@@ -95,9 +95,9 @@ async def test_snmpv3_wrong_key_fails_without_leaking_it(sim, monkeypatch):
 async def test_counters_move_and_wrap_between_polls(sim):
     c = collector(sim, "timevar")
     spec = TargetSpec("sw1", "snmp")
-    first = SnmpCollector.parse(await c.fetch(), spec, {})
+    first = SnmpCollector.parse(await c.fetch(), spec, SnmpCollector.new_state())[0]
     await asyncio.sleep(1.1)
-    second = SnmpCollector.parse(await c.fetch(), spec, {})
+    second = SnmpCollector.parse(await c.fetch(), spec, SnmpCollector.new_state())[0]
     a = {s.counter: s for s in first.samples}
     b = {s.counter: s for s in second.samples}
     assert a["rx_errors"].bits == 32 and a["rx_errors"].value < 4294967000  # already wrapped

@@ -14,7 +14,7 @@ from fabricmon.collectors import get
 from fabricmon.collectors.base import ParseError
 from fabricmon.collectors.snmp import SnmpCollector, SnmpOptions
 from fabricmon.collectors.snmp import profiles as prof
-from fabricmon.collectors.snmp.parse import parse_payload
+from fabricmon.collectors.snmp.parse import SnmpState, parse_payload
 from fabricmon.collectors.snmp.snmprec import format_snmprec, parse_snmprec
 from fabricmon.core.model import Link, TargetSpec
 from tests.conftest import public_fixture
@@ -24,7 +24,7 @@ LIBRENMS = "eth/Jellyfrog__librenms/tests__snmpsim__{}.snmprec"
 
 
 def run(text: str, name: str = "sw1", **options) -> object:
-    return parse_payload({"snmprec": text}, TargetSpec(name, "snmp", options))
+    return parse_payload({"snmprec": text}, TargetSpec(name, "snmp", options), SnmpState())[0]
 
 
 def samples(result, counter=None) -> dict:
@@ -62,7 +62,7 @@ def test_snmprec_round_trip_hex_for_unprintable():
 
 def test_payload_shape_errors_are_parse_errors():
     with pytest.raises(ParseError):
-        parse_payload({"snmp": ""}, TargetSpec("x", "snmp"))
+        parse_payload({"snmp": ""}, TargetSpec("x", "snmp"), SnmpState())
     with pytest.raises(ParseError, match="unknown SNMP profile 'nope'"):
         run("1.3.6.1.2.1.1.3.0|67|1\n", profile="nope")
 
@@ -136,7 +136,8 @@ def test_onyx_profile_units_and_labels():
     assert (rx.value, rx.scale) == (3000, 0.001)
     assert s[("Eth1/1", "pfc_rx_pause_frames", (3,))].value == 5000
     assert s[("Eth1/2", "queue_no_buffer_drops", ("3",))].value == 17
-    assert s[("Eth1/3", "queue_no_buffer_drops", ("pg3",))].value == 9  # ingress PG, own label
+    assert s[("Eth1/3", "pg_no_buffer_drops", (3,))].value == 9  # ingress PG: its own counter, never an egress queue
+    assert not any(name == "queue_no_buffer_drops" and str(sub[0]).startswith("pg") for _p, name, sub in s)
     assert s[("Eth1/1", "wred_drops", ("7",))].value == 35
     assert s[("Eth1/1", "pause_tx_frames", ())].value == 22
 
@@ -299,7 +300,7 @@ def test_fuzz_only_parse_error_escapes(lines, profile):
     payload = {"snmprec": "\n".join(lines)}
     spec = TargetSpec("fz", "snmp", {"profile": profile} if profile else {})
     try:
-        r = SnmpCollector.parse(payload, spec, {})
+        r = SnmpCollector.parse(payload, spec, SnmpCollector.new_state())[0]
     except ParseError:
         return
     for s in r.samples:
@@ -310,4 +311,4 @@ def test_fuzz_only_parse_error_escapes(lines, profile):
 @given(st.one_of(st.none(), st.integers(), st.text(), st.dictionaries(st.text(max_size=8), st.text(max_size=8))))
 def test_fuzz_payload_shapes(payload):
     with contextlib.suppress(ParseError):
-        SnmpCollector.parse(payload, TargetSpec("fz", "snmp"), {})
+        SnmpCollector.parse(payload, TargetSpec("fz", "snmp"), SnmpCollector.new_state())

@@ -206,3 +206,16 @@ def test_changes_list_exactly_the_counters_that_moved_and_the_gauges_that_change
     assert ch.ports(["symbol_errors", "pfc_rx_pause_frames"]) == set()
     assert ch.gauges == {"link_up": {("sw1", "2"): 0.0}}
     assert s.take_changes().moved == {}  # taken: empty until the next update
+
+
+def test_bounds_refuse_new_ports_and_series_and_count_them():
+    """A device (or recording) inventing ports or sub-labels without end cannot grow the store."""
+    store = CounterStore(max_ports=2, max_series_per_port=3)
+    samples = [Sample(f"sw{i}", "p1", "rx_bytes", 10) for i in range(5)]
+    samples += [Sample("sw0", "p1", "rx_pfc_frames", 1, sub=(prio,)) for prio in range(6)]
+    store.update(samples, 1.0)
+    assert sorted(store.ports) == [("sw0", "p1"), ("sw1", "p1")]
+    assert store.port(("sw0", "p1")).series_count() == 3  # rx_bytes + 2 priorities
+    assert store.refused == {"port": 3, "series": 4}
+    store.update([Sample("sw0", "p1", "rx_bytes", 20)], 2.0)  # known series keep updating
+    assert store.port(("sw0", "p1")).counter("rx_bytes").delta == 10

@@ -59,10 +59,15 @@ def test_verify(unit, tmp_path):
     assert res.returncode == 0 and not ours, res.stdout + res.stderr
 
 
-def test_example_config_passes_check_config(capsys):
+def test_example_config_passes_check_config_syntax_only(capsys):
+    """As a packaging build checks it: the example's secrets and web config live on the target host."""
     from fabricmon.agent.cli import main
 
-    assert main(["check-config", str(ROOT / "packaging" / "fabricmon.example.yml")]) == 0, capsys.readouterr().err
+    example = str(ROOT / "packaging" / "fabricmon.example.yml")
+    assert main(["check-config", "--syntax-only", example]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["check-config", example]) == 1  # the full check wants the host's files
+    assert "targets[1].password_file: cannot read /run/credentials/fabricmon.service/ufm-password" in capsys.readouterr().err
 
 
 def test_example_web_config_is_valid():
@@ -72,3 +77,13 @@ def test_example_web_config_is_valid():
     path = ROOT / "packaging" / "fabricmon-web.example.yml"
     cfg = webconfig.parse(path.read_text(), str(path))
     assert cfg.tls_server_config is not None and cfg.tls_server_config.min_version == "TLS12"
+
+
+@pytest.mark.parametrize("unit", UNITS, ids=lambda p: p.name)
+def test_fd_limit_leaves_the_collectors_a_reserve(unit):
+    """LimitNOFILE is raised, so the HTTP connection cap is the configured one and the collectors keep their reserve."""
+    from fabricmon.agent.exporter import connections
+
+    nofile = int(dict(re.findall(r"^(\w+)=(.*)$", unit.read_text(), re.M))["LimitNOFILE"])
+    cap = connections.connection_cap(nofile=nofile)
+    assert cap == connections.DEFAULT_MAX_CONNECTIONS and nofile - cap >= 2 * connections.FD_RESERVE

@@ -15,8 +15,9 @@ from pydantic import ValidationError
 from fabricmon.collectors import get
 from fabricmon.collectors.base import FetchError, ParseError
 from fabricmon.collectors.ufm import UfmCollector, UfmOptions
-from fabricmon.collectors.ufm.names import lookup, norm_guid, to_int
+from fabricmon.collectors.ufm.names import lookup, to_int
 from fabricmon.collectors.ufm.parse import lane_gbps, link_up, node_description, parse_payload, width_lanes
+from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import TargetSpec
 from tests.conftest import free_port
 from tests.http_standins import BasicAuthRule, Reply, StandIn, TokenAuthRule, self_signed_cert
@@ -85,7 +86,7 @@ async def test_basic_auth_over_tls_with_ca_file(cert, tmp_path):
     assert {s.query.get("rpp") for s in srv.seen if "links" in s.path_qs} == {"1000000000"}
     assert PASSWORD not in json.dumps(payload) and USER not in json.dumps(payload)
 
-    res = UfmCollector.parse(payload, c.spec(), {})
+    res = UfmCollector.parse(payload, c.spec(), UfmCollector.new_state())[0]
     assert c.spec().options == {"pm_counters_path": COUNTERS_PATH, "device_name": "node_description"}
     up = {(g.device, g.port): g.value for g in res.gauges if g.name == "link_up"}
     assert up[("MF0;r-ufm-sw95:MQM8700/U1", "23")] == 1.0
@@ -156,7 +157,7 @@ async def test_counters_path_error_is_a_warning_not_a_failed_poll(cert):
         c = collector(srv, username=USER, password=PASSWORD, ca_file=str(cert[0]), pm_counters_path=COUNTERS_PATH)
         payload = await fetch_once(c)
     assert payload["responses"][3]["status"] == 404
-    res = UfmCollector.parse(payload, c.spec(), {})
+    res = UfmCollector.parse(payload, c.spec(), UfmCollector.new_state())[0]
     assert res.ports and any("HTTP 404" in w for w in res.warnings)
 
 
@@ -262,4 +263,4 @@ def test_fuzz_parser_raises_only_parse_error(responses):
     payload = {"responses": responses} if isinstance(responses, list) else responses
     spec = TargetSpec("u", "ufm", {"pm_counters_path": "monitoring/pm_counters"})
     with contextlib.suppress(ParseError):
-        UfmCollector.parse(payload, spec, {})
+        UfmCollector.parse(payload, spec, UfmCollector.new_state())

@@ -66,7 +66,7 @@ async def test_csv_shards_from_public_sample():
     assert got == [("3", "0", "port_guid"), ("3", "1", "port_guid"), ("3", "2", "port_guid")]
     assert [r["path"] for r in payload["responses"]] == [f"{CSV_PATH}?num_shards=3&shard={i}&sharding_field=port_guid" for i in range(3)]
 
-    res = UfmTelemetryCollector.parse({"responses": payload["responses"][:1]}, c.spec(), {})
+    res = UfmTelemetryCollector.parse({"responses": payload["responses"][:1]}, c.spec(), UfmTelemetryCollector.new_state())[0]
     samples = {(s.device, s.port, s.counter): s for s in res.samples}
     # The sample has no node_description column: devices are the node GUIDs.
     sw = "0x248a070300ef19a0"
@@ -89,9 +89,9 @@ async def test_csv_shards_from_public_sample():
 def test_json_rows_from_public_sample_parse_like_csv():
     data = json.loads(public_fixture(SMALL).read_text())
     spec = TargetSpec("t", "ufm-telemetry")
-    as_json = UfmTelemetryCollector.parse({"responses": [{"method": "GET", "path": "/json/x", "status": 200, "body": data}]}, spec, {})
+    as_json = UfmTelemetryCollector.parse({"responses": [{"method": "GET", "path": "/json/x", "status": 200, "body": data}]}, spec, UfmTelemetryCollector.new_state())[0]
     as_csv = UfmTelemetryCollector.parse(
-        {"responses": [{"method": "GET", "path": CSV_PATH, "status": 200, "body": rows_to_csv(data["values"])}]}, spec, {})
+        {"responses": [{"method": "GET", "path": CSV_PATH, "status": 200, "body": rows_to_csv(data["values"])}]}, spec, None)[0]
     key = lambda s: (s.device, s.port, s.counter)  # noqa: E731
     assert sorted(as_json.samples, key=key) == sorted(as_csv.samples, key=key)
     assert len(as_json.samples) == 6 * 17  # 6 ports x 17 mapped counters; hist*, CBW, Normalized_* are not counters
@@ -104,7 +104,7 @@ async def test_prometheus_text_with_basic_auth_over_tls(tmp_path):
                       node_names={"0x0002c90300f172a0": "ys23n02 mlx4_0"})
         payload = await fetch_once(c)
     assert payload["responses"][0]["path"] == "/labels/metrics"  # num_shards 1: no sharding query
-    res = UfmTelemetryCollector.parse(payload, c.spec(), {})
+    res = UfmTelemetryCollector.parse(payload, c.spec(), UfmTelemetryCollector.new_state())[0]
     samples = {(s.device, s.port, s.counter): s.value for s in res.samples}
     assert samples[("ys23n02 mlx4_0", "2", "tx_bytes")] == 85554128244
     assert samples[("ys23n02 mlx4_0", "2", "tx_packets")] == 1188251785
@@ -146,7 +146,7 @@ async def test_garbage_body_fetches_but_does_not_parse():
         c = collector(srv, path="/metrics")
         payload = await fetch_once(c)
     with pytest.raises(ParseError):
-        UfmTelemetryCollector.parse(payload, c.spec(), {})
+        UfmTelemetryCollector.parse(payload, c.spec(), UfmTelemetryCollector.new_state())
 
 
 def test_options_and_registry():
@@ -177,7 +177,7 @@ def test_timestamp_units_and_format_detection():
 
 def test_csv_header_without_identity_is_parse_error():
     with pytest.raises(ParseError, match="identity"):
-        UfmTelemetryCollector.parse({"responses": [{"path": CSV_PATH, "status": 200, "body": "a,b\n1,2\n"}]}, TargetSpec("t", "ufm-telemetry"), {})
+        UfmTelemetryCollector.parse({"responses": [{"path": CSV_PATH, "status": 200, "body": "a,b\n1,2\n"}]}, TargetSpec("t", "ufm-telemetry"), UfmTelemetryCollector.new_state())
 
 
 _names = st.sampled_from(["timestamp", "node_guid", "port_guid", "port_num", "node_description", "port_label",
@@ -214,13 +214,13 @@ def _prom_body(draw) -> str:
 def test_fuzz_parser_raises_only_parse_error(body, path, fmt, status):
     spec = TargetSpec("t", "ufm-telemetry", {"format": fmt, "node_names": {"0x248a070300ef19a0": "sw"}})
     with contextlib.suppress(ParseError):
-        UfmTelemetryCollector.parse({"responses": [{"method": "GET", "path": path, "status": status, "body": body}]}, spec, {})
+        UfmTelemetryCollector.parse({"responses": [{"method": "GET", "path": path, "status": status, "body": body}]}, spec, UfmTelemetryCollector.new_state())
 
 
 def test_fuzz_payload_shape():
     for bad in (None, [], {"responses": "x"}, {"responses": [1]}):
         with pytest.raises(ParseError):
-            UfmTelemetryCollector.parse(bad, TargetSpec("t", "ufm-telemetry"), {})  # type: ignore[arg-type]
+            UfmTelemetryCollector.parse(bad, TargetSpec("t", "ufm-telemetry"), UfmTelemetryCollector.new_state())  # type: ignore[arg-type]
 
 
 async def test_cancelled_poll_leaves_the_collector_usable():

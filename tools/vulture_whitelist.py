@@ -22,3 +22,5 @@ link_stats_path
 # pytest hook parameters (passed by keyword) and the exit status a hook sets.
 exitstatus
 _.exitstatus
+# aiohttp reads web_response.SERVER_SOFTWARE for every response's Server header (agent/exporter/connections.py).
+_.SERVER_SOFTWARE

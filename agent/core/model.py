@@ -91,6 +91,9 @@ class ParseResult:
     links: list[Link] | None = None
     clocks: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # Facts about the target itself (the SNMP vendor profile and what chose it), exported
+    # as fabricmon_target_info labels.
+    target_info: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -4,14 +4,25 @@
 and returns a :class:`Secret`: a ``str`` whose ``str()``/``repr()``/format are ``***``,
 so an accidental ``log.info("%s", secret)`` or an f-string in an error prints nothing
 useful. ``.reveal()`` gives the value to the one call that needs it. Errors name the
-option and the file or variable, never the value. :class:`RedactFilter` is a logging
-filter for handlers, a second line of defence for values that escaped as plain strings.
+option and the file or variable, never the value.
+
+:func:`redact` is the second line of defence for values that escaped as plain strings
+(a device that echoes the request's ``Authorization`` header in an error body): it
+replaces every resolved secret, every header value registered with :func:`remember`
+(the base64 ``user:password`` of basic auth is not the password's text), and any
+``Basic``/``Bearer`` credential token. :class:`RedactFilter` applies it to log records;
+the CLI installs it on the root handlers, and HTTP error text is redacted the same way
+before it reaches a target's ``last_error``, the API, the landing page or a recording.
+
+A ``<name>_file`` must be a regular file: a FIFO would block the read forever and a
+device could be anything, so both are refused without being opened for reading.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 from collections.abc import Mapping
 from typing import Any
@@ -21,6 +32,9 @@ log = logging.getLogger(__name__)
 _warned_modes: set[str] = set()
 _known_values: set[str] = set()  # revealed secrets, for RedactFilter (values only; never logged)
 REDACTED = "***"
+MAX_SECRET_FILE_BYTES = 64 * 1024  # a password, token or community string; anything bigger is not a secret file
+# An HTTP credential written out: `Basic <base64>`, `Bearer <token>` (RFC 7617, RFC 6750 token68 syntax).
+_CREDENTIAL_TOKEN = re.compile(r"\b(Basic|Bearer|Token)\s+[A-Za-z0-9\-._~+/]{4,}=*", re.IGNORECASE)
 
 
 class SecretError(ValueError):
@@ -51,11 +65,26 @@ def _get(options: Any, key: str) -> Any:
     return getattr(options, key, None)
 
 
+def _not_regular(name: str, path: str, mode: int) -> SecretError:
+    kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+    return SecretError(f"{name}_file: {path} is {kind}; a secret file must be a regular file")
+
+
 def _read_file(name: str, path: str) -> str:
     try:
         st = os.stat(path)
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(name, path, st.st_mode)
+        # O_NONBLOCK: if a FIFO was swapped in after the stat, opening it does not block; fstat then refuses it.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise _not_regular(name, path, st.st_mode)
+            data = fh.read(MAX_SECRET_FILE_BYTES + 1)
+        if len(data) > MAX_SECRET_FILE_BYTES:
+            raise SecretError(f"{name}_file: {path} is larger than {MAX_SECRET_FILE_BYTES} bytes; not a secret file")
+        text = data.decode("utf-8")
     except OSError as exc:
         raise SecretError(f"{name}_file: cannot read {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
@@ -98,24 +127,38 @@ def resolve(options: Any, name: str) -> Secret | None:
     return Secret(value)
 
 
+def remember(value: str) -> None:
+    """Register a credential derived from a secret (an ``Authorization`` header value) for :func:`redact`."""
+    if len(value) >= 4:
+        _known_values.add(value)
+
+
+def redact(text: str) -> str:
+    """``text`` with every known secret and every ``Basic``/``Bearer`` credential token replaced by ``***``."""
+    for value in _known_values:
+        if value in text:
+            text = text.replace(value, REDACTED)
+    return _CREDENTIAL_TOKEN.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
+
+
 class RedactFilter(logging.Filter):
-    """Replaces every secret :func:`resolve` returned (4 characters or more) in log records with ``***``.
+    """Applies :func:`redact` to log records (message and traceback text).
 
     Install it on handlers: ``handler.addFilter(RedactFilter())``. It formats the record's
     message once (``record.msg``/``args`` become the redacted text).
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not _known_values:
-            return True
         try:
             msg = record.getMessage()
         except Exception:  # a broken format string: let logging report it as usual
             return True
-        redacted = msg
-        for value in _known_values:
-            if value in redacted:
-                redacted = redacted.replace(value, REDACTED)
+        redacted = redact(msg)
         if redacted != msg:
             record.msg, record.args = redacted, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None
+        elif record.exc_text:
+            record.exc_text = redact(record.exc_text)
         return True

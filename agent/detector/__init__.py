@@ -101,6 +101,10 @@ class Rule(abc.ABC):
     defaults: ClassVar[dict[str, Any]] = {}
     raise_polls: ClassVar[int] = 2
     clear_polls: ClassVar[int] = 2
+    # How the rule uses the detector's per-pass PFC analysis (``rules/_pfc.py``), handed to it
+    # as ``self.pfc`` by the detector: "owner" (the PFC rules: their parameters configure it)
+    # or "reader" (uses the owners' analysis when one runs, else one with its own parameters).
+    pfc_use: ClassVar[str | None] = None
 
     def __init__(self, params: dict[str, Any] | None = None) -> None:
         params = dict(params or {})
@@ -110,6 +114,7 @@ class Rule(abc.ABC):
         if unknown:
             raise ValueError(f"rule {self.name}: unknown parameter(s) {', '.join(sorted(unknown))}")
         self.params = {**self.defaults, **params}
+        self.pfc: Any = None  # the PFC tracker, set by the Detector for rules with ``pfc_use``
 
     @abc.abstractmethod
     def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
@@ -130,13 +135,53 @@ class _Track:
 
 
 class Detector:
+    """Runs the rules and owns what they share: the PFC analysis, one per PFC parameter set,
+    and the PFC state export (``fabricmon_port_pfc_state``, read by ``fabricmon correlate``)
+    which stays whichever rules are switched off."""
+
     def __init__(self, rules: list[Rule]) -> None:
+        self._pfc_trackers: dict[tuple, Any] = {}
+        self.pfc: Any = None  # the tracker whose states are exported
         self.rules = rules
         self._tracks: dict[tuple, _Track] = {}
         self.finished: list[Finding] = []  # ended findings not yet taken by take_finished()
         self.raised_total: dict[tuple[str, str], int] = {}  # (kind, severity) -> count
         self.errors: dict[str, int] = {}  # rule name -> evaluation failures
         self.last_errors: list[str] = []
+
+    @property
+    def rules(self) -> list[Rule]:
+        return self._rules
+
+    @rules.setter
+    def rules(self, rules: list[Rule]) -> None:
+        """Install the rules (start-up and reload) and hand the PFC analysis to those that use it.
+        A tracker whose parameters did not change is kept across a reload, with its state."""
+        # Imported here: the rule modules import this one.
+        from fabricmon.agent.detector.rules._pfc import PfcTracker, pfc_key
+
+        self._rules = list(rules)
+        kept: dict[tuple, Any] = {}
+
+        def tracker(rule: Rule | None) -> Any:
+            key, params = pfc_key(rule.params if rule is not None else {})
+            tr = kept.get(key) or self._pfc_trackers.get(key) or PfcTracker(params)
+            kept[key] = tr
+            return tr
+
+        owners = [r for r in self._rules if r.pfc_use == "owner"]
+        for r in owners:
+            r.pfc = tracker(r)
+        for r in self._rules:
+            if r.pfc_use == "reader":
+                r.pfc = owners[0].pfc if owners else tracker(r)
+        first = next((r.pfc for r in self._rules if r.pfc is not None), None)
+        self.pfc = first if first is not None else tracker(None)
+        self._pfc_trackers = kept
+
+    def metrics(self) -> Iterable[RuleMetric]:
+        """Gauges the detector itself exports (the PFC pause ratio and state)."""
+        return self.pfc.metrics()
 
     @property
     def active(self) -> list[Finding]:
@@ -154,6 +199,7 @@ class Detector:
             except Exception as exc:  # a rule bug must not stop detection or the agent
                 self.errors[rule.name] = self.errors.get(rule.name, 0) + 1
                 self.last_errors.append(f"rule {rule.name} failed: {type(exc).__name__}: {exc}")
+        self.pfc.update(ctx)  # exported PFC state, also when no rule asked for the analysis
         for key, (ob, rule) in seen.items():
             tr = self._tracks.get(key)
             fresh = ob.device in ctx.updated_devices

@@ -79,7 +79,10 @@ def render(families: list[Family]) -> tuple[bytes, bytes]:
             text.append(body + "\n")
             om.append(body + "\n")
     om.append("# EOF\n")
-    return "".join(text).encode(), "".join(om).encode()
+    # Payload strings are cleaned at the parse boundary (collectors/sanitize.py); "replace" is
+    # the backstop that keeps one string no code point can encode (a lone surrogate from a
+    # config or a bug) from failing the whole body for every target: it costs that one "?".
+    return "".join(text).encode("utf-8", "replace"), "".join(om).encode("utf-8", "replace")
 
 
 class Exposition:

@@ -37,7 +37,7 @@ def _key_order(kv: tuple) -> tuple:
 class ExpositionPolicy:
     """Which level each target's counters are exported at, and this agent's shard.
 
-    Set on the pipeline by the live agent (``pipeline.exposition_policy``); without one
+    Given to the pipeline by the live agent (``Pipeline(exposition_policy=...)``); without one
     everything is exported in full and no shard info is shown (replay, tests).
     """
 
@@ -108,7 +108,7 @@ def fabric_families(p: Pipeline) -> list[Family]:
     (errors + drops), link state, and per-target fabric sums of the counters, instead of
     every raw counter. Sorted ports and label blocks are cached across renders.
     """
-    policy: ExpositionPolicy | None = getattr(p, "exposition_policy", None)
+    policy = p.exposition_policy
     store = p.store
     cache = _cache_for(store)
     counters: dict[str, tuple[Family, list[str]]] = {}
@@ -232,7 +232,7 @@ def _health_families(health: dict[str, list[str]], sums: dict[tuple[str, str], f
 
 
 def shard_family(p: Pipeline) -> list[Family]:
-    policy: ExpositionPolicy | None = getattr(p, "exposition_policy", None)
+    policy = p.exposition_policy
     if policy is None or policy.shard_count <= 1:
         return []  # unsharded (and replay): nothing, so a live agent and its replay stay identical
     fam = Family(f"{N}_shard_info", "info", "This agent's shard: it polls the targets whose name hashes to index (mod count).")
@@ -290,13 +290,12 @@ def finding_families(p: Pipeline) -> list[Family]:
         errors.add(labels((("rule", rule),)), p.detector.errors.get(rule, 0))
     out = [active, since, total, errors]
     rule_fams: dict[str, Family] = {}
-    for rule in p.detector.rules:
-        for m in rule.metrics():
-            fam = rule_fams.get(m.name)
-            if fam is None:
-                fam = rule_fams[m.name] = Family(m.name, "gauge", m.help)
-            for values, v in m.values:
-                fam.add(labels(tuple(zip(m.labels, values, strict=False))), v)
+    for m in [*p.detector.metrics(), *(m for rule in p.detector.rules for m in rule.metrics())]:
+        fam = rule_fams.get(m.name)
+        if fam is None:
+            fam = rule_fams[m.name] = Family(m.name, "gauge", m.help)
+        for values, v in m.values:
+            fam.add(labels(tuple(zip(m.labels, values, strict=False))), v)
     out.extend(rule_fams[k] for k in sorted(rule_fams))
     return out
 
@@ -309,6 +308,7 @@ def self_families(p: Pipeline, reload_ok: bool, reload_t: float, last_render_s: 
     last = Family(f"{N}_target_last_success_timestamp_seconds", "gauge", "Start time of the target's last successful poll.")
     polls = Family(f"{N}_target_polls_total", "counter", "Polls of the target that finished (successful or not).")
     errs = Family(f"{N}_target_poll_errors_total", "counter", "Failed polls by reason: timeout, connection, http, auth, tls, command, protocol, size, parse.")
+    info = Family(f"{N}_target_info", "info", "Facts the target's last parse reported: the SNMP vendor profile and the match that chose it.")
     for name in sorted(p.targets):
         s = p.targets[name]
         lb = labels((("target", s.name), ("source", s.source)))
@@ -319,15 +319,30 @@ def self_families(p: Pipeline, reload_ok: bool, reload_t: float, last_render_s: 
             last.add(lb, s.last_success_t)
         for reason in sorted(s.errors):
             errs.add(labels((("target", s.name), ("source", s.source), ("reason", reason))), s.errors[reason])
+        if s.info:
+            info.add(labels((("target", s.name), ("source", s.source), *sorted(s.info.items()))), 1)
     reload = Family(f"{N}_config_last_reload_successful", "gauge", "1 when the last configuration (re)load succeeded.")
     reload.add("", 1 if reload_ok else 0)
     reload_ts = Family(f"{N}_config_last_reload_success_timestamp_seconds", "gauge", "Time of the last successful configuration load.")
     reload_ts.add("", reload_t)
     series = Family(f"{N}_store_series", "gauge", "Counter series held in the store.")
     series.add("", p.store.series_count())
+    store_refused = Family(f"{N}_store_refused_total", "counter",
+                     "Readings the store refused by its bounds: a new port over max_ports, a new series of a port at max_series_per_port.")
+    for what, n in sorted(p.store.refused.items()):
+        store_refused.add(labels((("what", what),)), n)
     render = Family(f"{N}_exposition_render_seconds", "gauge", "Time the previous exposition render took (rendered once per change, never per scrape).")
     render.add("", last_render_s)
-    return [build, *shard_family(p), up, dur, last, polls, errs, reload, reload_ts, series, render, *(extra or [])]
+    refused = Family(f"{N}_refused_targets_total", "counter", "Polls refused because a new target would exceed the pipeline's target limit.")
+    refused.add("", p.refused_targets)
+    return [build, *shard_family(p), up, dur, last, polls, errs, info, reload, reload_ts, series, store_refused, render, refused, *(extra or [])]
+
+
+def state_family(save_errors: int) -> Family:
+    """Failed saves of the persisted state (the last good file stays; see fabricmon.agent.state)."""
+    fam = Family(f"{N}_state_save_errors_total", "counter", "Saves of the agent state file that failed (disk full, permissions, a planted file).")
+    fam.add("", save_errors)
+    return fam
 
 
 def demo_family() -> Family:

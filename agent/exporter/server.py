@@ -1,4 +1,4 @@
-"""HTTP server: /metrics (pre-rendered), /healthz, /ready, /api/findings, /api/targets, /.
+"""HTTP server: /metrics (pre-rendered), /healthz, /ready, /api/targets, and the web view (agent/web).
 
 ``/metrics`` never renders: it serves the body the :class:`Exporter` rendered after the
 last change (a poll finishing), gzip-compressed when the client accepts it, in
@@ -8,18 +8,18 @@ Prometheus text or OpenMetrics by content negotiation.
 from __future__ import annotations
 
 import asyncio
-import html
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from fabricmon.agent.exporter import metrics
+from fabricmon.agent.exporter import connections, metrics
 from fabricmon.agent.exporter.exposition import EMPTY, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, Exposition, Family, render
 from fabricmon.agent.gcpause import gc_paused
 from fabricmon.agent.pipeline import Pipeline
+from fabricmon.agent.web import routes as web_routes
+from fabricmon.agent.web.cache import WebCache
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ class Exporter:
         self._scheduled = False
         self._last_render_end = 0.0
         self.reload_hook: Callable[[], Awaitable[bool]] | None = None
+        self.web = WebCache(pipeline, demo)  # /, /fabric, /api/findings: rendered here, after each pass
 
     def render_now(self) -> Exposition:
         t0 = time.perf_counter()
@@ -47,6 +48,11 @@ class Exporter:
             fams = metrics.all_families(self.pipeline, self.reload_ok, self.reload_t, self.exposition.render_seconds, extra)
             text, om = render(fams)
             del fams
+        try:
+            with gc_paused():
+                self.web.render()
+        except Exception:  # a page bug must not stop /metrics; the previous pages stay
+            log.exception("rendering the web pages failed; serving the previous ones")
         self.exposition = Exposition(text, om, self.pipeline.generation, time.time(), time.perf_counter() - t0)
         self._last_render_end = time.monotonic()
         return self.exposition
@@ -70,6 +76,20 @@ class Exporter:
             self.render_now()
         except Exception:  # never let a rendering bug take the agent down; keep serving the last body
             log.exception("rendering the exposition failed; serving the previous one")
+
+
+RELOAD_NEEDS_HEADER = ("POST /-/reload needs an X-Requested-With header or Content-Type: application/json "
+                       "(a cross-site form post cannot send either)\n")
+
+
+def _non_simple(request: web.Request) -> bool:
+    """A request a browser sends cross-origin only after a CORS preflight, which this server never answers.
+
+    A form or ``fetch`` with a CORS-"simple" request (Fetch standard) cannot add custom headers or a JSON
+    content type, so a page on another origin cannot trigger a reload through a user's browser.
+    """
+    ctype = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    return "X-Requested-With" in request.headers or ctype == "application/json"
 
 
 def _wants_openmetrics(accept: str) -> bool:
@@ -102,12 +122,6 @@ def make_app(exporter: Exporter, middlewares: list | None = None) -> web.Applica
         waiting = sorted(n for n, s in p.targets.items() if s.polls == 0)
         return web.Response(status=503, text=f"not ready: waiting for the first poll of {', '.join(waiting) or 'any target'}\n")
 
-    async def handle_findings(request: web.Request) -> web.Response:
-        items = [f.to_json() for f in p.findings()]
-        if request.query.get("ended") in ("1", "true", "yes"):
-            items += [f.to_json() for f in reversed(p.ended)]
-        return web.json_response(items, dumps=lambda o: json.dumps(o, indent=1))
-
     async def handle_targets(request: web.Request) -> web.Response:
         now = p.now()
         out = []
@@ -119,70 +133,32 @@ def make_app(exporter: Exporter, middlewares: list | None = None) -> web.Applica
                         "last_error": s.last_error, "errors": s.errors, "warnings": s.warnings})
         return web.json_response(out)
 
-    async def handle_landing(request: web.Request) -> web.Response:
-        return web.Response(text=landing_page(p, exporter.demo), content_type="text/html")
-
     async def handle_reload(request: web.Request) -> web.Response:
         if exporter.reload_hook is None:
-            return web.Response(status=404, text="reload is not available in this mode\n")
+            return web.Response(status=403, text="Lifecycle API is not enabled (start with --web.enable-lifecycle)\n")
+        if not _non_simple(request):
+            return web.Response(status=403, text=RELOAD_NEEDS_HEADER)
         ok = await exporter.reload_hook()
         return web.Response(status=200 if ok else 500, text="reloaded\n" if ok else "reload failed; old config kept (see log)\n")
 
     app.router.add_get("/metrics", handle_metrics)
     app.router.add_get("/healthz", handle_healthz)
     app.router.add_get("/ready", handle_ready)
-    app.router.add_get("/api/findings", handle_findings)
     app.router.add_get("/api/targets", handle_targets)
     app.router.add_post("/-/reload", handle_reload)
-    app.router.add_get("/", handle_landing)
+    web_routes.register(app, exporter.web)  # /, /fabric, /findings/<id>, /targets/<name>, /api/findings
     return app
 
 
-def _age(now: float, t: float | None) -> str:
-    if t is None:
-        return "never"
-    s = max(0.0, now - t)
-    return f"{s:.0f} s ago" if s < 120 else f"{s / 60:.0f} min ago" if s < 7200 else f"{s / 3600:.1f} h ago"
-
-
-DEMO_BANNER = ("<p class='demo'><b>DEMO</b>: these targets and findings are replayed from a bundled recording of a "
-               "made-up fabric (<code>fabricmon demo</code>), not from your network.</p>")
-
-
-def landing_page(p: Pipeline, demo: bool = False) -> str:
-    e = html.escape
-    now = p.now()
-    rows = []
-    for name in sorted(p.targets):
-        s = p.targets[name]
-        state = "waiting" if s.up is None else "up" if s.up else "DOWN"
-        rows.append(f"<tr class='{state.lower()}'><td>{e(s.name)}</td><td>{e(s.source)}</td><td>{state}</td>"
-                    f"<td>{_age(now, s.last_success_t)}</td><td>{e(s.last_error or '') if not s.up else ''}</td></tr>")
-    frows = []
-    for f in sorted(p.findings(), key=lambda f: f.severity != "critical"):  # most severe first
-        frows.append(f"<tr class='{f.severity}'><td>{e(f.severity)}</td><td>{e(f.kind)}</td><td>{e(f.device)}</td>"
-                     f"<td>{e(f.port or '')}</td><td>{'' if f.priority is None else f.priority}</td><td>{e(f.role or '')}</td>"
-                     f"<td>{_age(now, f.start)}</td><td>{e(f.summary)}</td></tr>")
-    findings = ("<table><tr><th>severity</th><th>kind</th><th>device</th><th>port</th><th>priority</th><th>role</th>"
-                "<th>since</th><th>summary</th></tr>" + "".join(frows) + "</table>") if frows else "<p>No active findings.</p>"
-    return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>fabricmon</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}}
-tr.down td,tr.critical td{{background:#fdd}}tr.warning td{{background:#ffd}}.demo{{background:#fe9;padding:.5em}}</style></head>
-<body><h1>fabricmon</h1>{DEMO_BANNER if demo else ""}
-<p><a href="/metrics">/metrics</a> · <a href="/api/findings">/api/findings</a> · <a href="/api/targets">/api/targets</a> · <a href="/ready">/ready</a></p>
-<h2>Active findings ({len(frows)})</h2>{findings}
-<h2>Targets ({len(rows)})</h2>
-<table><tr><th>target</th><th>source</th><th>state</th><th>last success</th><th>last error</th></tr>{''.join(rows)}</table>
-</body></html>
-"""
-
-
 async def start_server(app: web.Application, listen: str, ssl_context=None) -> web.AppRunner:
+    """Serve ``app`` on a :class:`~fabricmon.agent.exporter.connections.GatedSite` (connection caps, timeouts)."""
     host, port = split_listen(listen)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    # keepalive_timeout is also the header-read timeout (see connections.py); shutdown_timeout bounds how long a
+    # stop waits for requests in flight, well inside the unit's TimeoutStopSec.
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=connections.HEADER_TIMEOUT_S,
+                           shutdown_timeout=connections.SHUTDOWN_TIMEOUT_S)
     await runner.setup()
-    site = web.TCPSite(runner, host or None, port, ssl_context=ssl_context, reuse_address=True)
+    site = connections.GatedSite(runner, host or None, port, ssl_context=ssl_context)
     await site.start()
     return runner
 

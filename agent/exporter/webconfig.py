@@ -1,6 +1,6 @@
 """exporter-toolkit web config (``--web.config.file``): TLS, mutual TLS, basic auth, headers, rate limit.
 
-The same YAML as Prometheus exporters (fabric-reference.md 5.4)::
+The same YAML as Prometheus exporters (prometheus/exporter-toolkit, docs/web-configuration.md)::
 
     tls_server_config:
       cert_file: server.crt          # relative paths: relative to this file, as in the toolkit
@@ -18,8 +18,26 @@ The same YAML as Prometheus exporters (fabric-reference.md 5.4)::
 
 Everything is protected, /healthz included, as the toolkit does.
 
+**Basic auth under attack.** bcrypt is slow on purpose (cost 10: about 0.1 s, cost 12: 0.4 s),
+so a flood of wrong passwords could keep the verifier busy and starve the real scraper:
+
+- A verified credential is cached (by SHA-256 of user, hash and password) and the cache
+  survives reloads: an entry is keyed by the user's bcrypt hash, so it stays valid exactly
+  while that hash is unchanged. A cached credential never waits for bcrypt.
+- Failed verifications are rate-limited per client address (:data:`FAILURE_BURST` at once,
+  then one per :data:`FAILURE_REFILL_S`); beyond that the address gets 429 without any
+  bcrypt work. At most :data:`MAX_WAITING_CHECKS` uncached checks wait for the
+  :data:`BCRYPT_WORKERS` bcrypt threads; more get 503 at once, so a correct credential
+  waits for a bounded number of checks, never for a whole flood.
+- Timing does not tell users apart. Every uncached check costs as much as one check at the
+  highest bcrypt cost configured: an unknown user is checked against a dummy hash of that
+  cost, and a known user whose hash has a lower cost is padded (an ``asyncio.sleep``
+  outside the bcrypt threads) to the measured duration of a highest-cost check. This was
+  chosen over re-hashing (the file holds hashes, not passwords) and over refusing mixed
+  costs (htpasswd files accumulate users over years).
+
 **Reload.** The toolkit re-reads the file on every request; fabricmon re-reads it on reload
-(SIGHUP, ``POST /-/reload``), validated completely before anything changes: a broken file
+(SIGHUP, ``POST /-/reload`` with ``--web.enable-lifecycle``), validated completely before anything changes: a broken file
 fails the reload and the previous settings stay. Users, headers and rate limit change at
 once. TLS: certificate, key, client CA, client_auth_type and versions change for new
 connections (the listening socket keeps one SSLContext whose ``sni_callback`` switches each
@@ -72,6 +90,11 @@ RESERVED_HEADERS = {
 }
 _BCRYPT = re.compile(r"^\$2[abxy]\$\d\d\$[./A-Za-z0-9]{53}$")
 _CACHE_MAX = 1024
+BCRYPT_WORKERS = 2  # threads verifying at once: bounds the CPU a flood of bad passwords can take
+MAX_WAITING_CHECKS = 8  # uncached checks queued behind them; more answer 503 at once
+FAILURE_BURST = 5  # wrong passwords an address may try at once (a human retyping, a misconfigured scraper)
+FAILURE_REFILL_S = 2.0  # then one try per 2 s: 30 per minute, far too few to guess a password
+_MAX_TRACKED_ADDRESSES = 4096  # per-address failure buckets kept; the oldest are forgotten first
 REALM_HEADER = 'Basic realm="fabricmon"'
 
 
@@ -223,14 +246,18 @@ class _Bucket:
         self.tokens = float(burst)
         self.t = time.monotonic()
 
-    def allow(self) -> bool:
+    def available(self) -> bool:
+        """Refill, and say whether a token is there (without taking it)."""
         now = time.monotonic()
         if self.interval > 0:
             self.tokens = min(float(self.burst), self.tokens + (now - self.t) / self.interval)
         else:
             self.tokens = float(self.burst)
         self.t = now
-        if self.tokens >= 1.0:
+        return self.tokens >= 1.0
+
+    def allow(self) -> bool:
+        if self.available():
             self.tokens -= 1.0
             return True
         return False
@@ -248,9 +275,13 @@ class WebSecurity:
         self.config = WebConfigFile()
         self.ssl_context: ssl.SSLContext | None = None  # the listening socket's context (fixed)
         self._current: ssl.SSLContext | None = None  # the context handshakes switch to
-        self._ok_cache: set[bytes] = set()
+        self._ok_cache: dict[bytes, None] = {}  # insertion-ordered: the oldest entry is evicted first
         self._bucket: _Bucket | None = None
-        self._bcrypt_slots = asyncio.Semaphore(2)  # bound the CPU a flood of bad passwords can take
+        self._bcrypt_slots = asyncio.Semaphore(BCRYPT_WORKERS)
+        self._waiting = 0
+        self._failures: dict[str, _Bucket] = {}
+        self._dummy = ""  # a hash of the highest configured cost, for unknown users
+        self._check_s: dict[int, float] = {}  # measured seconds of one check, per bcrypt cost
         self.reload(initial=True)
 
     # ------------------------------------------------------------------ (re)load
@@ -262,7 +293,9 @@ class WebSecurity:
             raise WebConfigError(f"{self.path}: tls_server_config was {'added' if ctx else 'removed'}: "
                                  "switching between HTTP and HTTPS needs a restart")
         self.config = cfg
-        self._ok_cache = set()
+        # The credential cache is kept: its keys contain the user's hash, so a changed hash or a removed
+        # user simply stops matching (and `known` is checked first).
+        self._dummy = _dummy_hash(max((_cost(h) for h in cfg.basic_auth_users.values()), default=4))
         self._bucket = _Bucket(cfg.rate_limit.interval, cfg.rate_limit.burst) if cfg.rate_limit else None
         if ctx is not None:
             if self.ssl_context is None:
@@ -304,38 +337,98 @@ class WebSecurity:
             peer = request.transport.get_extra_info("peercert") if request.transport else None
             if not _sans(peer) & set(tls.client_allowed_sans):
                 return web.Response(status=403, text="Forbidden: client certificate SAN not allowed\n")
-        if cfg.basic_auth_users and not await self._authorized(request.headers.get("Authorization", "")):
-            return web.Response(status=401, text="Unauthorized\n", headers={"WWW-Authenticate": REALM_HEADER})
+        if cfg.basic_auth_users:
+            verdict = await self._authorized(request.headers.get("Authorization", ""), request.remote or "")
+            if verdict == "busy":
+                return web.Response(status=503, text="Service Unavailable: too many password checks waiting\n",
+                                    headers={"Retry-After": "1"})
+            if verdict == "limited":
+                return web.Response(status=429, text="Too Many Requests: too many failed logins from this address\n",
+                                    headers={"Retry-After": f"{FAILURE_REFILL_S:.0f}"})
+            if verdict != "ok":
+                return web.Response(status=401, text="Unauthorized\n", headers={"WWW-Authenticate": REALM_HEADER})
         return await handler(request)
 
-    async def _authorized(self, header: str) -> bool:
+    async def _authorized(self, header: str, address: str) -> Literal["ok", "denied", "limited", "busy"]:
+        """Cached credentials first; then the per-address failure limit; then a bounded bcrypt queue."""
         scheme, _, encoded = header.partition(" ")
         if scheme.lower() != "basic":
-            return False
+            return "denied"
         try:
             user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode("utf-8").partition(":")
         except (binascii.Error, UnicodeDecodeError):
-            return False
+            return "denied"
         if not sep:
-            return False
+            return "denied"
         users = self.config.basic_auth_users
         known = user in users
-        # Unknown users still cost one bcrypt check, so response time does not reveal user names.
-        hashed = users[user] if known else next(iter(users.values()))
+        hashed = users[user] if known else self._dummy
         key = hashlib.sha256(b"\0".join((user.encode(), hashed.encode(), password.encode()))).digest()
         if known and key in self._ok_cache:
-            return True
-        async with self._bcrypt_slots:
-            try:
-                ok = await asyncio.to_thread(bcrypt.checkpw, password.encode(), hashed.encode())
-            except ValueError:
-                ok = False
+            return "ok"
+        bucket = self._failures.get(address)
+        if bucket is not None and not bucket.available():
+            return "limited"
+        if self._waiting >= MAX_WAITING_CHECKS:
+            return "busy"
+        self._waiting += 1
+        try:
+            await self._bcrypt_slots.acquire()
+        finally:
+            self._waiting -= 1
+        try:
+            ok = await self._check(password, hashed)
+        finally:
+            self._bcrypt_slots.release()
         ok = ok and known
         if ok:
             if len(self._ok_cache) >= _CACHE_MAX:
-                self._ok_cache.clear()
-            self._ok_cache.add(key)
+                self._ok_cache.pop(next(iter(self._ok_cache)))
+            self._ok_cache[key] = None
+            return "ok"
+        self._failed(address)
+        return "denied"
+
+    async def _check(self, password: str, hashed: str) -> bool:
+        """One bcrypt check in a thread, padded to the duration of a check at the highest configured cost."""
+        cost, top = _cost(hashed), _cost(self._dummy)
+        t0 = time.perf_counter()
+        try:
+            ok = await asyncio.to_thread(bcrypt.checkpw, password.encode(), hashed.encode())
+        except ValueError:
+            ok = False
+        took = time.perf_counter() - t0
+        prev = self._check_s.get(cost)
+        self._check_s[cost] = took if prev is None else 0.5 * prev + 0.5 * took  # follows load changes within a few checks
+        if cost < top:
+            # bcrypt's work doubles with each cost step; a measured top-cost duration is preferred.
+            target = self._check_s.get(top, self._check_s[cost] * 2 ** (top - cost))
+            if target > took:
+                await asyncio.sleep(target - took)
         return ok
+
+    def _failed(self, address: str) -> None:
+        bucket = self._failures.pop(address, None)  # re-inserted: the dict stays ordered by last failure
+        if bucket is None:
+            if len(self._failures) >= _MAX_TRACKED_ADDRESSES:
+                self._failures.pop(next(iter(self._failures)))
+            bucket = _Bucket(FAILURE_REFILL_S, FAILURE_BURST)
+        bucket.allow()
+        self._failures[address] = bucket
+
+
+def _cost(hashed: str) -> int:
+    return int(hashed[4:6])
+
+
+_DUMMIES: dict[int, str] = {}
+
+
+def _dummy_hash(cost: int) -> str:
+    """A well-formed bcrypt hash of ``cost`` that matches no password (checking it costs the full work)."""
+    if cost not in _DUMMIES:
+        _DUMMIES[cost] = bcrypt.gensalt(cost).decode() + "." * 31
+    return _DUMMIES[cost]
 
 
 def load(path: str) -> tuple[ssl.SSLContext | None, list[Any]]:

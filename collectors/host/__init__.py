@@ -8,7 +8,7 @@ from pydantic import model_validator
 
 from fabricmon.collectors.base import Collector, SourceOptions
 from fabricmon.collectors.host.fetch import SysfsReader, fetch_host
-from fabricmon.collectors.host.parse import parse_payload
+from fabricmon.collectors.host.parse import HostState, parse_payload
 from fabricmon.core.model import ParseResult, TargetSpec
 
 
@@ -47,5 +47,9 @@ class HostCollector(Collector):
         )
 
     @classmethod
-    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
+    def new_state(cls) -> HostState:
+        return HostState()
+
+    @classmethod
+    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: HostState) -> tuple[ParseResult, HostState]:
         return parse_payload(payload, spec, state)

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fabricmon.collectors.base import FetchError
+from fabricmon.collectors.base import ErrorReason, FetchError
 from fabricmon.collectors.command import run_command
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class SysfsReader:
         snap = SysfsSnapshot()
         ib = self.class_dir / "infiniband"
         if not ib.is_dir():
-            raise FetchError(f"{ib} does not exist: no RDMA devices (or sysfs_root is wrong)", "command")
+            raise FetchError(f"{ib} does not exist: no RDMA devices (or sysfs_root is wrong)", ErrorReason.COMMAND)
         for dev in self._list(ib):
             base = ib / dev
             for attr in DEV_ATTRS:

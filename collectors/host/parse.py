@@ -18,36 +18,20 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricmon.collectors.base import ParseError
-from fabricmon.core.model import DeviceInfo, Gauge, ParseResult, PortInfo, Sample, TargetSpec
+from fabricmon.collectors.base import ParseError, ResultBuilder
+from fabricmon.collectors.infiniband import BY_SYSFS, parse_kernel_rate
+from fabricmon.core.guid import norm_guid
+from fabricmon.core.model import DeviceInfo, Gauge, ParseResult, PortInfo, TargetSpec
 
 NO_PMA = "N/A (no PMA)"
-US = 1e-6  # mlx5 pause durations are microseconds (fabric-reference 2.5)
+US = 1e-6  # mlx5 {rx,tx}_prio<p>_pause_duration count microseconds (kernel mlx5 counters.rst)
 U32_MAX = (1 << 32) - 1
 
-# sysfs counters/ -> (vocabulary name, width); all saturate (IB PortCounters semantics).
-IB_ERROR_COUNTERS: dict[str, tuple[str, int]] = {
-    "symbol_error": ("symbol_errors", 16),
-    "link_error_recovery": ("link_error_recovery", 8),
-    "link_downed": ("link_downed", 8),
-    "port_rcv_errors": ("rx_errors", 16),
-    "port_rcv_remote_physical_errors": ("rx_remote_physical_errors", 16),
-    "port_rcv_switch_relay_errors": ("rx_switch_relay_errors", 16),
-    "port_xmit_discards": ("tx_discards", 16),
-    "port_xmit_constraint_errors": ("tx_constraint_errors", 8),
-    "port_rcv_constraint_errors": ("rx_constraint_errors", 8),
-    "local_link_integrity_errors": ("local_link_integrity_errors", 4),
-    "excessive_buffer_overrun_errors": ("excessive_buffer_overrun_errors", 4),
-    "VL15_dropped": ("vl15_dropped", 16),
-    "port_xmit_wait": ("xmit_wait", 32),
-}
+# sysfs counters/ -> (vocabulary name, width) from the one InfiniBand table; all saturate
+# (IB PortCounters semantics).
+IB_ERROR_COUNTERS: dict[str, tuple[str, int]] = {f: (c.counter, c.width) for f, c in BY_SYSFS.items() if not c.data}
 # Data/packet counters whose width depends on the kernel's counter table.
-IB_DATA_COUNTERS: dict[str, tuple[str, float]] = {
-    "port_xmit_data": ("tx_bytes", 4.0),
-    "port_rcv_data": ("rx_bytes", 4.0),
-    "port_xmit_packets": ("tx_packets", 1.0),
-    "port_rcv_packets": ("rx_packets", 1.0),
-}
+IB_DATA_COUNTERS: dict[str, tuple[str, float]] = {f: (c.counter, c.scale) for f, c in BY_SYSFS.items() if c.data}
 EXT_GROUP_MARKERS = ("unicast_xmit_packets", "unicast_rcv_packets", "multicast_xmit_packets", "multicast_rcv_packets")
 HW_COUNTERS: dict[str, str] = {
     "np_ecn_marked_roce_packets": "np_ecn_marked",
@@ -85,16 +69,8 @@ _PORT_FILE = re.compile(r"^infiniband/([^/]+)/ports/(\d{1,3})/(counters|counters
 _PORT_ATTR = re.compile(r"^infiniband/([^/]+)/ports/(\d{1,3})/(state|phys_state|rate|link_layer|gid_attrs/ndevs/0)$", re.ASCII)
 _DEV_ATTR = re.compile(r"^infiniband/([^/]+)/(node_guid|hca_type|fw_ver|board_id)$")
 _DEV_NET = re.compile(r"^infiniband/([^/]+)/device/net/([^/]+)/dev_port$")
-_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec\s*(?:\((\d{1,2})X\s*([A-Z0-9]*)\s*\))?", re.IGNORECASE | re.ASCII)
 _STATE = re.compile(r"^\s*(\d+)\s*:\s*(\S+)", re.ASCII)
 _ETHTOOL_LINE = re.compile(r"^\s*([A-Za-z0-9_.\[\]:-]+?)\s*:\s*(-?\d+)\s*$", re.ASCII)
-
-# Effective data rate per lane, Gb/s (fabric-reference 1.3), for InfiniBand link layers.
-LANE_GBPS: dict[str, float] = {
-    "SDR": 2.0, "DDR": 4.0, "QDR": 8.0, "FDR10": 10.0, "FDR": 13.64,
-    "EDR": 25.0, "HDR": 50.0, "NDR": 100.0, "XDR": 250.0,
-}
-
 
 def read_int(text: str) -> int | None:
     """A sysfs/ethtool counter value; None when it is not a non-negative integer."""
@@ -113,24 +89,8 @@ def parse_ethtool(text: str) -> dict[str, int]:
 
 
 def parse_rate(text: str, link_layer: str) -> tuple[float | None, int | None]:
-    """``100 Gb/sec (4X EDR)`` -> (bytes/s, lanes). InfiniBand: lanes x effective lane rate when the
-    speed name is known; Ethernet (RoCE) or an unnamed speed: the number given, / 8."""
-    m = _RATE.match(text)
-    if not m:
-        return None, None
-    lanes = int(m.group(2)) if m.group(2) else None
-    name = (m.group(3) or "").upper()
-    if link_layer.lower().startswith("infiniband") and lanes and name in LANE_GBPS:
-        return lanes * LANE_GBPS[name] * 1e9 / 8, lanes
-    return float(m.group(1)) * 1e9 / 8, lanes
-
-
-def norm_guid(text: str) -> str:
-    """``0a7f:bc12:45ef:d23b`` -> ``0x0a7fbc1245efd23b``; "" when not a GUID."""
-    s = text.strip().replace(":", "")
-    if len(s) == 16 and all(c in "0123456789abcdefABCDEF" for c in s):
-        return "0x" + s.lower()
-    return ""
+    """``100 Gb/sec (4X EDR)`` -> (bytes/s, lanes), see :func:`fabricmon.collectors.infiniband.parse_kernel_rate`."""
+    return parse_kernel_rate(text, link_layer.lower().startswith("infiniband"))
 
 
 @dataclass
@@ -148,19 +108,8 @@ class RdmaPort:
 
 
 @dataclass
-class Collect:
-    device: str
-    result: ParseResult = field(default_factory=ParseResult)
-    seen: set[tuple[str, str, tuple[Any, ...]]] = field(default_factory=set)
+class Collect(ResultBuilder):
     bad: dict[str, list[str]] = field(default_factory=dict)
-
-    def sample(self, port: str, name: str, value: int, sub: tuple[Any, ...] = (), bits: int = 64,
-               saturating: bool = False, scale: float = 1.0) -> None:
-        key = (port, name, sub)
-        if key in self.seen:
-            return
-        self.seen.add(key)
-        self.result.samples.append(Sample(self.device, port, name, value, sub, bits, saturating, scale))
 
     def value(self, port: RdmaPort, where: str, name: str, text: str) -> int | None:
         v = read_int(text)
@@ -204,7 +153,17 @@ def netdev_of(port: RdmaPort, devnets: dict[str, dict[str, str]]) -> str | None:
     return next(iter(nets)) if len(nets) == 1 else None
 
 
-def _ib_counters(c: Collect, port: RdmaPort, state: dict[str, Any]) -> None:
+@dataclass(frozen=True, slots=True)
+class HostState:
+    """What a host poll cannot tell by itself: the (device, port) pairs whose ``counters/`` data
+    files have shown 64-bit values (the extended table, or a value above 2^32). The kernel
+    picks that table once per port, so a port stays wide even when its values are small again
+    (after a reset) and its counters are never read as 32-bit ones that wrap."""
+
+    wide_ports: frozenset[tuple[str, str]] = frozenset()
+
+
+def _ib_counters(c: Collect, port: RdmaPort, wide: set[tuple[str, str]]) -> None:
     label = port.label
     for fname, text in port.counters.items():
         if fname in IB_ERROR_COUNTERS:
@@ -215,7 +174,6 @@ def _ib_counters(c: Collect, port: RdmaPort, state: dict[str, Any]) -> None:
     # Data/packet counters: which table did the kernel pick for counters/? The extended table
     # shows unicast_*/multicast_* too; a value above 2^32 also proves it (the "noietf" table).
     # Without the extended table, the 64-bit values of pre-4.5 kernels (counters_ext/*_64) win.
-    wide: set[tuple[str, str]] = state.setdefault("wide_ports", set())
     ext_group = any(m in port.counters for m in EXT_GROUP_MARKERS)
     values: dict[str, tuple[int, bool]] = {}  # file -> (value, from counters_ext)
     for fname in IB_DATA_COUNTERS:
@@ -272,8 +230,8 @@ def _gauges(c: Collect, port: RdmaPort) -> None:
             c.result.gauges.append(Gauge(c.device, label, "link_speed_bytes", speed))
 
 
-def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
-    """A recorded host poll -> ParseResult (see the module docstring for naming and widths)."""
+def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: HostState) -> tuple[ParseResult, HostState]:
+    """A recorded host poll -> (ParseResult, next state) (see the module docstring for naming and widths)."""
     if not isinstance(payload, dict):
         raise ParseError("host payload must be an object")
     files = payload.get("files", {})
@@ -284,6 +242,7 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: dict[str, An
     if not isinstance(host, str):
         raise ParseError(f"option hostname must be a string, got {host!r}")
     c = Collect(host)
+    wide = set(state.wide_ports)
     ports, devattrs, devnets = _group(files)
     netdev_port: dict[str, str] = {}
     hcas: list[str] = []
@@ -297,7 +256,7 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: dict[str, An
             netdev_port.setdefault(nd, port.label)
         guid = norm_guid(devattrs.get(port.dev, {}).get("node_guid", ""))
         c.result.ports.append(PortInfo(device=host, port=port.label, guid=guid, alias=nd or ""))
-        _ib_counters(c, port, state)
+        _ib_counters(c, port, wide)
         _hw_counters(c, port)
         _gauges(c, port)
         if not port.counters and not port.hw and not port.counters_ext:
@@ -317,4 +276,4 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: dict[str, An
         c.result.warnings.append(f"{what}: {shown} skipped")
     if ports or devattrs:
         c.result.devices.append(DeviceInfo(name=host, kind="host", description="; ".join(hcas)))
-    return c.result
+    return c.result, state if wide == state.wide_ports else HostState(frozenset(wide))

@@ -9,7 +9,7 @@ from pydantic import field_validator, model_validator
 
 from fabricmon.collectors.http_util import RestCollector, RestOptions
 from fabricmon.collectors.nvue.fetch import fetch_poll
-from fabricmon.collectors.nvue.parse import DEFAULT_PATHS, parse_payload
+from fabricmon.collectors.nvue.parse import DEFAULT_PATHS, NvueState, parse_payload
 from fabricmon.core.model import ParseResult, TargetSpec
 
 
@@ -92,6 +92,10 @@ class NvueCollector(RestCollector):
         )
 
     @classmethod
-    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
+    def new_state(cls) -> NvueState:
+        return NvueState()
+
+    @classmethod
+    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: NvueState) -> tuple[ParseResult, NvueState]:
         return parse_payload(payload, spec, state)
 

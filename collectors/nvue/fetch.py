@@ -12,7 +12,7 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from fabricmon.collectors.base import FetchError
+from fabricmon.collectors.base import ErrorReason, FetchError
 from fabricmon.collectors.http_util import HttpClient, HttpResponse, run_all
 from fabricmon.collectors.nvue.parse import API_PREFIX, INTERFACES_PATH
 
@@ -30,13 +30,13 @@ async def get_tolerating_404(client: HttpClient, path: str) -> HttpResponse:
     resp = await client.get(path, ok_statuses=_ACCEPT)
     if resp.status == 404 or 200 <= resp.status < 300:
         return resp
-    raise FetchError(f"GET {path} failed with HTTP {resp.status}", "http")
+    raise FetchError(f"GET {path} failed with HTTP {resp.status}", ErrorReason.HTTP)
 
 
 def interfaces_from(resp: HttpResponse, pattern: re.Pattern[str]) -> list[str]:
     """Interface names of a ``GET interface`` answer (a JSON object keyed by name) matching ``pattern``."""
     if resp.status != 200 or not isinstance(resp.body, dict):
-        raise FetchError(f"GET {resp.path}: expected a JSON object of interfaces, got HTTP {resp.status} {type(resp.body).__name__}", "protocol")
+        raise FetchError(f"GET {resp.path}: expected a JSON object of interfaces, got HTTP {resp.status} {type(resp.body).__name__}", ErrorReason.PROTOCOL)
     return sorted((n for n in resp.body if isinstance(n, str) and pattern.search(n)), key=_natural)
 
 

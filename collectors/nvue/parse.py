@@ -1,15 +1,16 @@
 """Pure parsing of Cumulus Linux 5.x NVUE REST responses into the counter vocabulary.
 
 NVUE's JSON mirrors ``nv show``. Only ``interface/<if>/link/stats`` has a published JSON
-sample; the other shapes are inferred from the CLI tables (fabric-reference 2.4 [I]), so
+sample (NVIDIA Cumulus Linux 5.x docs, NVUE API page); the other shapes are inferred from the
+``nv show`` CLI tables in the same docs, so
 every section is read defensively: a per-index table may be a dict keyed by the index or a
 list of rows carrying it, numbers may be JSON numbers or numeric strings, and a value the
 parser cannot read exactly (a humanised ``56.52 MB``) is skipped with a warning rather than
 guessed. Anything unknown is ignored.
 
-WJH records are drop counts over an aggregation window, not monotonic counters; they are
-turned into one monotonic counter per (port, group, reason, traffic class) with the
-per-target ``state`` (see :func:`wjh_samples`).
+WJH aggregate records are drop counts over an aggregation window, not monotonic counters, and
+the device keeps no running total to read; they are summed into one monotonic counter per
+(port, group, reason, traffic class) carried in :class:`NvueState` (see :func:`wjh_samples`).
 """
 
 from __future__ import annotations
@@ -17,15 +18,15 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricmon.collectors.base import ParseError
-from fabricmon.core.model import Gauge, ParseResult, Sample, TargetSpec
+from fabricmon.collectors.base import ParseError, ResultBuilder
+from fabricmon.core.model import ParseResult, TargetSpec
 
 API_PREFIX = "/nvue_v1/"
-US = 1e-6  # PFC pause durations are microseconds (gNMI docs; the CLI prints bare numbers) [I]
+US = 1e-6  # PFC pause durations are microseconds (gNMI docs; the CLI prints bare numbers): inferred
 
 DEFAULT_PATHS: dict[str, str] = {
     "qos_counters_path": "interface/{if}/counters/qos",
@@ -115,39 +116,32 @@ def table_rows(section: Any, index_keys: tuple[str, ...]) -> dict[int, dict[str,
 
 
 @dataclass
-class Emitter:
-    """Builds the ParseResult; first writer wins per (port, name, sub); notes problems once each."""
+class Emitter(ResultBuilder):
+    """Builds the ParseResult (first writer wins per port, name, sub); notes problems once each."""
 
-    device: str
-    result: ParseResult = field(default_factory=ParseResult)
-    seen: set[tuple[str, str, tuple[Any, ...]]] = field(default_factory=set)
     inexact: dict[str, set[str]] = field(default_factory=dict)
 
     def counter(self, port: str, name: str, raw: Any, sub: tuple[Any, ...] = (), scale: float = 1.0, where: str = "") -> None:
-        key = (port, name, sub)
-        if key in self.seen:
+        if self.has(port, name, sub):
             return
         value = to_count(raw)
         if value is None:
             if humanised(raw):
                 self.inexact.setdefault(where or name, set()).add(port)
             return
-        self.seen.add(key)
-        self.result.samples.append(Sample(self.device, port, name, value, sub, bits=64, saturating=False, scale=scale))
+        self.sample(port, name, value, sub, scale=scale)
 
-    def gauge(self, port: str, name: str, value: Any, sub: tuple[Any, ...] = (), where: str = "") -> None:
-        key = (port, "gauge:" + name, sub)
-        if key in self.seen:
-            return
+    def gauge(self, port: str, name: str, value: Any, sub: tuple[Any, ...] = (), where: str = "") -> bool:
+        if self.has_gauge(port, name, sub):
+            return False
         if not isinstance(value, float):
             count = to_count(value)
             if count is None:
                 if humanised(value):
                     self.inexact.setdefault(where or name, set()).add(port)
-                return
+                return False
             value = count
-        self.seen.add(key)
-        self.result.gauges.append(Gauge(self.device, port, name, float(value), sub))
+        return super().gauge(port, name, float(value), sub)
 
     def finish(self) -> ParseResult:
         for what, ports in sorted(self.inexact.items()):
@@ -165,7 +159,7 @@ LINK_STATS = {
 
 
 def parse_link_stats(em: Emitter, port: str, body: Any, opts: Options) -> None:
-    """``link/stats`` [V]. ``carrier-transitions`` counts carrier changes both ways, so one flap
+    """``link/stats`` (verified: the NVUE API docs' published sample). ``carrier-transitions`` counts carrier changes both ways, so one flap
     (down, then up) is two: exported as ``link_downed`` with scale 0.5."""
     if not isinstance(body, dict):
         return
@@ -175,7 +169,8 @@ def parse_link_stats(em: Emitter, port: str, body: Any, opts: Options) -> None:
 
 
 def parse_qos_counters(em: Emitter, port: str, body: Any, opts: Options) -> None:
-    """``counters/qos`` [I]: the four CLI tables, JSON keys from fabric-reference 2.4."""
+    """``counters/qos`` (inferred): the four ``nv show interface <if> counters qos`` CLI tables
+    (pfc-stats, egress-queue-stats, ingress-buffer-stats, port-stats), keys as the CLI spells them."""
     if not isinstance(body, dict):
         return
     for tc, row in table_rows(get_path(body, "egress-queue-stats"), ("traffic-class", "tc")).items():
@@ -185,7 +180,7 @@ def parse_qos_counters(em: Emitter, port: str, body: Any, opts: Options) -> None
         em.counter(port, "queue_no_buffer_drops", get_path(row, "tx-uc-buffer-discards"), q)
         em.counter(port, "wred_drops", get_path(row, "wred-discards"), q)
     for pg, row in table_rows(get_path(body, "ingress-buffer-stats"), ("priority-group", "pg")).items():
-        em.counter(port, "queue_no_buffer_drops", get_path(row, "rx-buffer-discards"), (f"pg{pg}",))
+        em.counter(port, "pg_no_buffer_drops", get_path(row, "rx-buffer-discards"), (pg,))
     for prio, row in table_rows(get_path(body, "pfc-stats"), ("switch-priority", "priority")).items():
         if prio > 7:
             continue
@@ -210,7 +205,7 @@ def _port_stat(stats: dict[str, Any], direction: str, name: str) -> Any:
 
 
 def parse_roce_counters(em: Emitter, port: str, body: Any, opts: Options) -> None:
-    """``qos/roce/counters`` [I] (CLI sample verified): the RoCE and CNP classes only; the
+    """``qos/roce/counters`` (inferred JSON; the CLI sample is verified): the RoCE and CNP classes only; the
     priority/TC they belong to come from the options (Cumulus RoCE defaults: PFC priority 3,
     RoCE TC 3, CNP TC 6)."""
     if not isinstance(body, dict):
@@ -220,7 +215,7 @@ def parse_roce_counters(em: Emitter, port: str, body: Any, opts: Options) -> Non
     em.counter(port, "pfc_rx_pause_seconds", get_path(body, "rx-stats", "rx-pfc-stats", "pause-duration"), prio, US)
     em.counter(port, "pfc_tx_pause_frames", get_path(body, "tx-stats", "tx-pfc-stats", "pause-packets"), prio)
     em.counter(port, "pfc_tx_pause_seconds", get_path(body, "tx-stats", "tx-pfc-stats", "pause-duration"), prio, US)
-    em.counter(port, "queue_no_buffer_drops", get_path(body, "rx-stats", "rx-roce-stats", "no-buffer-discard"), (f"pg{opts.roce_priority}",))
+    em.counter(port, "pg_no_buffer_drops", get_path(body, "rx-stats", "rx-roce-stats", "no-buffer-discard"), (opts.roce_priority,))
     em.counter(port, "ecn_marked_packets", get_path(body, "tx-stats", "tx-ecn-stats", "ecn-marked-packets"), tc)
     roce = get_path(body, "tx-stats", "tx-roce-stats")
     if isinstance(roce, dict):
@@ -236,7 +231,7 @@ def parse_roce_counters(em: Emitter, port: str, body: Any, opts: Options) -> Non
 
 
 def parse_pfc_watchdog(em: Emitter, port: str, body: Any, opts: Options) -> None:
-    """``qos/pfc-watchdog`` [I]: per traffic class ``status`` OK|DEADLOCK and ``deadlock-count``.
+    """``qos/pfc-watchdog`` (inferred): per traffic class ``status`` OK|DEADLOCK and ``deadlock-count``.
     Exported per priority = the traffic-class number (Cumulus' default switch-priority -> TC
     map is the identity)."""
     if not isinstance(body, dict):
@@ -262,7 +257,7 @@ _SPEED_MULT = {"M": 1e6, "G": 1e9, "T": 1e12}
 
 
 def parse_interface_list(em: Emitter, body: Any) -> None:
-    """``GET interface`` [I]: link state/speed gauges when the entries carry them."""
+    """``GET interface`` (inferred): link state/speed gauges when the entries carry them."""
     if not isinstance(body, dict):
         return
     for name, info in body.items():
@@ -291,7 +286,7 @@ REASON_KEYS = ("ReasonId", "reason-id", "reason_id", "id")
 END_KEYS = ("EndTimestamp", "end-timestamp", "end_timestamp")
 PORT_KEYS = ("IngressPort", "ingress-port", "port", "interface", "sPort", "s-port")
 EGRESS_KEYS = ("EgressPort", "egress-port", "dPort", "d-port")
-TC_KEYS = ("traffic_class", "traffic-class", "TrafficClass", "trafficClass", "tc")  # buffer drops [V] traffic_class
+TC_KEYS = ("traffic_class", "traffic-class", "TrafficClass", "trafficClass", "tc")  # buffer drops: traffic_class verified in a gNMI sample
 
 
 def _first(row: dict[str, Any], keys: tuple[str, ...]) -> Any:
@@ -361,23 +356,37 @@ def _wjh_key(row: dict[str, Any], context: str | None) -> tuple[str, str, str, s
     return port.strip(), group_l, str(int(reason_s)), _traffic_class(row)
 
 
-def wjh_samples(em: Emitter, body: Any, state: dict[str, Any]) -> None:
-    """WJH drops -> monotonic ``wjh_drops{group, reason, traffic_class}`` per port.
+WjhKey = tuple[str, str, str, str]  # (port, group, reason, traffic class)
+
+
+@dataclass(frozen=True, slots=True)
+class NvueState:
+    """The WJH drop totals of one target: key -> (drops counted, ``EndTimestamp`` of the newest
+    window counted). Needed because the switch reports only per-window counts (an ``AggCount``
+    per ~30 s aggregation window; NVIDIA "gNMI Streaming" ``state/drop`` sample, Cumulus Linux
+    5.12 docs): no device counter exists whose deltas the store could take. Never changed after
+    it is made: a poll that counts new windows returns a new state."""
+
+    wjh: Mapping[WjhKey, tuple[int, float]] = field(default_factory=dict)
+
+
+def wjh_samples(em: Emitter, body: Any, state: NvueState) -> NvueState:
+    """WJH drops -> monotonic ``wjh_drops{group, reason, traffic_class}`` per port; returns the
+    state with this poll's windows counted.
 
     * Aggregate records (``AggCount`` + ``EndTimestamp``, the gNMI/NetQ shape) count the drops
       of one window (~30 s). A record adds its ``AggCount`` to the running total of its
       (port, group, reason) only when its ``EndTimestamp`` is newer than the newest window
       already counted for that key, so a window re-listed by the next poll is not counted twice.
     * Counter records (``count``/``drop-count`` without ``AggCount``) are already totals and are
-      exported as they are.
+      exported as they are (the store takes their deltas).
     * ``traffic_class`` is the record's class (buffer drops carry ``traffic_class``), "" when
       it has none; a window's drops split by class are separate keys.
-    Totals live in ``state["wjh"]``; every key seen before is exported on each poll.
+    Every key counted before is exported on each poll.
     """
-    totals: dict[tuple[str, str, str, str], list[float]] = state.setdefault("wjh", {})
-    newest: dict[tuple[str, str, str, str], float] = {}
-    pending: dict[tuple[str, str, str, str], int] = {}
-    direct: dict[tuple[str, str, str, str], int] = {}
+    newest: dict[WjhKey, float] = {}
+    pending: dict[WjhKey, int] = {}
+    direct: dict[WjhKey, int] = {}
     untimed = 0
     for row, context in wjh_records(body):
         key = _wjh_key(row, context)
@@ -393,20 +402,21 @@ def wjh_samples(em: Emitter, body: Any, state: dict[str, Any]) -> None:
         if isinstance(end, bool) or not isinstance(end, (int, float)) or not math.isfinite(end):
             untimed += 1
             continue
-        last = totals[key][1] if key in totals else -math.inf
+        last = state.wjh[key][1] if key in state.wjh else -math.inf
         if end > last:
             pending[key] = pending.get(key, 0) + agg
         newest[key] = max(newest.get(key, -math.inf), float(end))
+    totals = dict(state.wjh)
     for key, end in newest.items():
-        entry = totals.setdefault(key, [0, -math.inf])
-        entry[0] += pending.get(key, 0)
-        entry[1] = max(entry[1], end)
+        total, last = totals.get(key, (0, -math.inf))
+        totals[key] = (total + pending.get(key, 0), max(last, end))
     if untimed:
         em.result.warnings.append(f"WJH: {untimed} aggregate record(s) without EndTimestamp not counted")
     for (port, group, reason, tc), value in sorted(direct.items()):
         em.counter(port, "wjh_drops", value, (group, reason, tc))
     for (port, group, reason, tc), (total, _end) in sorted(totals.items()):
         em.counter(port, "wjh_drops", int(total), (group, reason, tc))
+    return state if totals == state.wjh else NvueState(totals)
 
 
 # ---------------------------------------------------------------- payload
@@ -467,8 +477,8 @@ PARSERS = {
 }
 
 
-def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
-    """A recorded NVUE poll -> ParseResult. Device = the target name, port = interface name."""
+def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: NvueState) -> tuple[ParseResult, NvueState]:
+    """A recorded NVUE poll -> (ParseResult, next state). Device = the target name, port = interface name."""
     if not isinstance(payload, dict) or not isinstance(payload.get("responses"), list):
         raise ParseError("nvue payload must be an object with a 'responses' list")
     opts = Options.from_spec(spec)
@@ -502,10 +512,10 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: dict[str, An
                 continue
             PARSERS[kind](em, ifname, body, opts)
     wjh_bodies = [body for _i, body in by_kind.get("wjh_path", [])]
-    if wjh_bodies or state.get("wjh"):
-        wjh_samples(em, wjh_bodies, state)
+    if wjh_bodies or state.wjh:
+        state = wjh_samples(em, wjh_bodies, state)
     for what, names in sorted(missing.items()):
         em.result.warnings.append(f"{what}: not found (HTTP 404) on {', '.join(sorted(names))}; skipped")
     if failed:
         em.result.warnings.append("failed calls skipped: " + ", ".join(sorted(failed)))
-    return em.finish()
+    return em.finish(), state

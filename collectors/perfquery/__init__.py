@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from fabricmon.collectors.base import Collector, FetchError, SourceOptions
+from fabricmon.collectors.base import Collector, ErrorReason, FetchError, SourceOptions
 from fabricmon.collectors.perfquery.fetch import LOCAL_ADDRESSES, PerfqueryFetcher
-from fabricmon.collectors.perfquery.parse import parse_payload
+from fabricmon.collectors.perfquery.parse import PerfqueryState, parse_payload
 from fabricmon.core.model import ParseResult, TargetSpec
 
 
@@ -53,12 +53,16 @@ class PerfqueryCollector(Collector):
             raise FetchError(
                 f"address {self.address!r}: perfquery runs infiniband-diags on this node; use an empty address or "
                 "'local' and pick the HCA port with extra_args: ['-C', '<ca>', '-P', '<port>']",
-                reason="command",
+                reason=ErrorReason.COMMAND,
             )
         return await self._fetcher.fetch()
 
     @classmethod
-    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
+    def new_state(cls) -> PerfqueryState:
+        return PerfqueryState()
+
+    @classmethod
+    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: PerfqueryState) -> tuple[ParseResult, PerfqueryState]:
         return parse_payload(payload, state)
 
 

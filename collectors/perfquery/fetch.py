@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from fabricmon.collectors.base import FetchError
+from fabricmon.collectors.base import ErrorReason, FetchError
 from fabricmon.collectors.command import run_command
 from fabricmon.collectors.perfquery.parse import CAPMASK2_ADDL_EXT, Topology, parse_ibnetdiscover, parse_perfquery
 
@@ -87,7 +87,7 @@ class PerfqueryFetcher:
             res = await run_command([self.ibnetdiscover_path, *self.extra_args], self.command_timeout)
             topo = parse_ibnetdiscover(res.stdout)
             if not topo.nodes:
-                raise FetchError(res.describe_failure("printed no topology"), reason="command")
+                raise FetchError(res.describe_failure("printed no topology"), reason=ErrorReason.COMMAND)
         except FetchError as exc:
             if self.topology is None:
                 raise
@@ -114,7 +114,7 @@ class PerfqueryFetcher:
         texts = [t for outs, _ in results for t in outs]
         errors = [e for _, e in results if e is not None]
         if not texts:
-            first = errors[0] if errors else FetchError("perfquery printed no counters", reason="command")
+            first = errors[0] if errors else FetchError("perfquery printed no counters", reason=ErrorReason.COMMAND)
             more = f" (and {len(errors) - 1} more failed call(s))" if len(errors) > 1 else ""
             raise FetchError(f"{first}{more}", reason=first.reason)
         for err in errors:
@@ -163,7 +163,7 @@ class PerfqueryFetcher:
             except FetchError as exc:
                 return exc
         if res.returncode < 0:
-            return FetchError(res.describe_failure(f"was killed by signal {-res.returncode}"), reason="command")
+            return FetchError(res.describe_failure(f"was killed by signal {-res.returncode}"), reason=ErrorReason.COMMAND)
         if parse_perfquery(res.stdout):
             return res.stdout
-        return FetchError(res.describe_failure("printed no counters"), reason="command")
+        return FetchError(res.describe_failure("printed no counters"), reason=ErrorReason.COMMAND)

@@ -4,7 +4,7 @@ Both formats are read line by line with anchored regular expressions built from 
 code in infiniband-diags (``ibnetdiscover.c``, ``perfquery.c``), not from column positions:
 real captures lose their tabs (PuTTY logs), carry CR/LF line ends, Quantum-2 port labels,
 GUIDs without leading zeros, ``#`` inside node descriptions and stderr noise.
-See docs/fabric-reference.md sections 1.1 and 1.3.
+Counter widths and lane rates come from the one table in :mod:`fabricmon.collectors.infiniband`.
 
 Device naming: a node's ``device`` label is its node description. When the description is
 empty the node's GUID (``0x`` + 16 hex digits) is used instead; when several nodes share one
@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabricmon.collectors.base import ParseError
+from fabricmon.collectors.infiniband import BY_PERFQUERY, link_bytes_per_s
+from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import DeviceInfo, Gauge, Link, ParseResult, PortInfo, Sample
 
 # --------------------------------------------------------------------------------------------
@@ -46,25 +48,6 @@ _PORT_TAIL_RE = re.compile(
 _GROUP_RE = re.compile(r"\(([^()]*)\)")
 _HEX_RE = re.compile(r"^[0-9A-Fa-f]{1,16}$")
 
-# Effective (after line coding) per-lane data rate in bit/s: docs/fabric-reference.md 1.3.
-LANE_RATE_BPS: dict[str, float] = {
-    "SDR": 2.5e9 * 8 / 10,
-    "DDR": 5e9 * 8 / 10,
-    "QDR": 10e9 * 8 / 10,
-    "FDR10": 10.3125e9 * 64 / 66,
-    "FDR": 14.0625e9 * 64 / 66,
-    "EDR": 25.78125e9 * 64 / 66,
-    "HDR": 50e9,
-    "NDR": 100e9,
-    "XDR": 250e9,
-}
-
-
-def norm_guid(text: str) -> str:
-    """``ec0d9a03007d7d0b`` / ``0xc42a103008b40d0`` -> ``0x0c42a103008b40d0`` (zero-padded, lower case)."""
-    return f"0x{int(text, 16):016x}"
-
-
 @dataclass(slots=True)
 class IbPort:
     """One connected port, as one ibnetdiscover port line describes it."""
@@ -88,11 +71,7 @@ class IbPort:
     @property
     def speed_bytes(self) -> float | None:
         """Effective data rate of all active lanes in bytes per second, when width and speed are known."""
-        rate = LANE_RATE_BPS.get(self.speed)
-        lanes = self.lanes
-        if rate is None or not lanes:
-            return None
-        return lanes * rate / 8
+        return link_bytes_per_s(self.speed, self.lanes)
 
 
 @dataclass(slots=True)
@@ -273,35 +252,8 @@ CAPMASK2_ADDL_EXT = 1 << 1  # IsAdditionalPortCountersExtendedSupported: -x erro
 ALL_PORTS = 255  # perfquery -a: an aggregate, not a port
 
 
-@dataclass(frozen=True, slots=True)
-class CounterDef:
-    counter: str  # fabricmon.core.vocabulary name
-    width: int  # bits in the basic PortCounters attribute
-    scale: float = 1.0
-    ext_error: bool = True  # in -x output only valid when CapMask2 bit 1 is set
-
-
-# perfquery field -> vocabulary; widths from libibmad fields.c (docs/fabric-reference.md 1.1).
-COUNTERS: dict[str, CounterDef] = {
-    "PortXmitData": CounterDef("tx_bytes", 32, 4.0, ext_error=False),
-    "PortRcvData": CounterDef("rx_bytes", 32, 4.0, ext_error=False),
-    "PortXmitPkts": CounterDef("tx_packets", 32, ext_error=False),
-    "PortRcvPkts": CounterDef("rx_packets", 32, ext_error=False),
-    "PortXmitWait": CounterDef("xmit_wait", 32),
-    "PortXmitDiscards": CounterDef("tx_discards", 16),
-    "SymbolErrorCounter": CounterDef("symbol_errors", 16),
-    "LinkErrorRecoveryCounter": CounterDef("link_error_recovery", 8),
-    "LinkDownedCounter": CounterDef("link_downed", 8),
-    "PortRcvErrors": CounterDef("rx_errors", 16),
-    "PortRcvRemotePhysicalErrors": CounterDef("rx_remote_physical_errors", 16),
-    "PortRcvSwitchRelayErrors": CounterDef("rx_switch_relay_errors", 16),
-    "PortXmitConstraintErrors": CounterDef("tx_constraint_errors", 8),
-    "PortRcvConstraintErrors": CounterDef("rx_constraint_errors", 8),
-    "LocalLinkIntegrityErrors": CounterDef("local_link_integrity_errors", 4),
-    "ExcessiveBufferOverrunErrors": CounterDef("excessive_buffer_overrun_errors", 4),
-    "VL15Dropped": CounterDef("vl15_dropped", 16),
-    "QP1Dropped": CounterDef("qp1_dropped", 16),
-}
+# perfquery field -> the one InfiniBand counter table (widths, scale, which -x values are real).
+COUNTERS = BY_PERFQUERY
 
 
 @dataclass(slots=True)
@@ -408,7 +360,7 @@ def port_samples(device: str, port: str, ext: CounterBlock | None, basic: Counte
         errors_ok = ext.ext_errors_valid
         for name, value in ext.values.items():
             d = COUNTERS[name]
-            if d.ext_error and not errors_ok:
+            if not d.data and not errors_ok:
                 continue
             out[name] = Sample(device, port, d.counter, value, bits=64, saturating=False, scale=d.scale)
     return list(out.values())
@@ -419,10 +371,25 @@ def port_samples(device: str, port: str, ext: CounterBlock | None, basic: Counte
 # --------------------------------------------------------------------------------------------
 
 
-def parse_payload(payload: Any, state: dict[str, Any]) -> ParseResult:
-    """``{"ibnetdiscover": TEXT?, "perfquery": [TEXT, ...]}`` -> ParseResult.
+@dataclass(frozen=True, slots=True)
+class PerfqueryState:
+    """What a perfquery poll without ibnetdiscover output needs from earlier polls.
 
-    The latest topology is kept in ``state["topology"]`` for the polls that carry none.
+    ``topology``: the latest ibnetdiscover topology (names the LIDs of counter blocks);
+    ``gone``: ports connected in an earlier topology but missing from it (exported as
+    ``link_up 0``); ``facts``: the devices, port infos and link gauges of that topology, built
+    once per topology (tens of thousands of objects on a large fabric). Never changed after it
+    is made: a parse that learns something returns a new one."""
+
+    topology: Topology | None = None
+    gone: frozenset[tuple[str, str]] = frozenset()
+    facts: tuple[tuple[DeviceInfo, ...], tuple[PortInfo, ...], tuple[Gauge, ...]] = ((), (), ())
+
+
+def parse_payload(payload: Any, state: PerfqueryState) -> tuple[ParseResult, PerfqueryState]:
+    """``{"ibnetdiscover": TEXT?, "perfquery": [TEXT, ...]}`` -> (ParseResult, next state).
+
+    The latest topology is carried in the state for the polls that carry none.
     Devices, ports and link gauges come from that topology on every poll; ``links`` only
     when this payload carried ibnetdiscover output.
     """
@@ -439,21 +406,17 @@ def parse_payload(payload: Any, state: dict[str, Any]) -> ParseResult:
     if disc is not None:
         new = parse_ibnetdiscover(disc)
         if new.nodes:
-            _replace_topology(state, new)
+            state = _with_topology(state, new)
             result.links = new.links()
             if new.unparsed:
                 result.warnings.append(f"ibnetdiscover: {new.unparsed} port line(s) could not be read")
         else:
             result.warnings.append("ibnetdiscover output holds no nodes; keeping the previous topology")
-    topo: Topology | None = state.get("topology")
-    if topo is not None:
-        facts = state.get("facts")
-        if facts is None or facts[0] is not topo:
-            # Built once per topology: tens of thousands of objects on a large fabric.
-            facts = state["facts"] = (topo, *_topology_facts(topo, state.get("gone", set())))
-        result.devices.extend(facts[1])
-        result.ports.extend(facts[2])
-        result.gauges.extend(facts[3])
+    topo = state.topology
+    devices, ports, gauges = state.facts
+    result.devices.extend(devices)
+    result.ports.extend(ports)
+    result.gauges.extend(gauges)
 
     ext_blocks: dict[tuple[int, int], CounterBlock] = {}
     basic_blocks: dict[tuple[int, int], CounterBlock] = {}
@@ -480,18 +443,17 @@ def parse_payload(payload: Any, state: dict[str, Any]) -> ParseResult:
             result.warnings.append(f"no ibnetdiscover topology yet: counters of LID(s) {lids} are named lid-<LID>")
         else:
             result.warnings.append(f"LID(s) {lids} are not in the ibnetdiscover topology: named lid-<LID>")
-    return result
+    return result, state
 
 
-def _replace_topology(state: dict[str, Any], new: Topology) -> None:
-    """Install a new topology; ports connected before but missing now are remembered as down."""
-    old: Topology | None = state.get("topology")
-    gone: set[tuple[str, str]] = set(state.get("gone", set()))
-    if old is not None:
-        gone |= {(n.name, str(p)) for n in old.nodes.values() for p in n.ports}
+def _with_topology(state: PerfqueryState, new: Topology) -> PerfqueryState:
+    """The state with a new topology; ports connected before but missing now are remembered as down."""
+    gone = set(state.gone)
+    if state.topology is not None:
+        gone |= {(n.name, str(p)) for n in state.topology.nodes.values() for p in n.ports}
     gone -= {(n.name, str(p)) for n in new.nodes.values() for p in n.ports}
-    state["topology"] = new
-    state["gone"] = gone
+    devices, ports, gauges = _topology_facts(new, gone)
+    return PerfqueryState(new, frozenset(gone), (tuple(devices), tuple(ports), tuple(gauges)))
 
 
 def _topology_facts(topo: Topology, gone: set[tuple[str, str]]) -> tuple[list[DeviceInfo], list[PortInfo], list[Gauge]]:

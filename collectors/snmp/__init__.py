@@ -84,13 +84,13 @@ class SnmpCollector(Collector):
         )
 
     def _plan(self, rows: list[snmp_fetch.Row]) -> list[snmp_fetch.Oid]:
-        """Subtrees to walk: structure + IF-MIB + the profile the device's sysObjectID picks."""
+        """Subtrees to walk: structure + IF-MIB + the profile the device's sysObjectID/sysDescr picks."""
         profiles = snmp_profiles.load_profiles(tuple(self.options.profile_dirs))
         table = {oid: value for oid, _tag, value in rows}
         sys_oid_text = table.get(snmp_parse.SYS_OBJECT_ID)
         sys_oid = tuple(int(c) for c in sys_oid_text.split(".")) if isinstance(sys_oid_text, str) else None
         descr = snmp_parse.text(table.get(snmp_parse.SYS_DESCR))
-        vendor, _warning = snmp_profiles.select_profile(profiles, sys_oid, descr, self.options.profile)
+        vendor = snmp_profiles.select_profile(profiles, sys_oid, descr, self.options.profile).profile
         roots = [*snmp_parse.STRUCTURE_WALKS, *profiles[snmp_profiles.BASE_PROFILE].walk_oids(), *vendor.walk_oids()]
         return list(dict.fromkeys(roots))
 
@@ -107,8 +107,12 @@ class SnmpCollector(Collector):
         snmp_profiles.load_profiles.cache_clear()  # user profile files may have changed
 
     @classmethod
-    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
-        return snmp_parse.parse_payload(payload, spec)
+    def new_state(cls) -> snmp_parse.SnmpState:
+        return snmp_parse.SnmpState()
+
+    @classmethod
+    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: snmp_parse.SnmpState) -> tuple[ParseResult, snmp_parse.SnmpState]:
+        return snmp_parse.parse_payload(payload, spec, state)
 
 
 __all__ = ["SnmpCollector", "SnmpOptions"]

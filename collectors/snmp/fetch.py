@@ -5,7 +5,7 @@ its sysObjectID picks the vendor profile), then walks every needed column concur
 ``asyncio.gather``. Only the first GET failing fails the poll; a walk that fails is logged
 and the rest kept. The varbinds are written as snmprec text (``snmprec.py``).
 
-pysnmp traps handled here (fabric-reference 5.9): one SnmpEngine per event loop (it binds to
+pysnmp 7.x traps handled here: one SnmpEngine per event loop (lextudio/pysnmp #237: it binds to
 its loop and is costly to build); ``bulk_walk_cmd`` keeps looping on a timeout, so break on
 any errorIndication; ``lookupMib=False`` (2-3x less CPU); ``lexicographicMode=False`` so a
 walk stops at its subtree's end.
@@ -23,7 +23,7 @@ from pyasn1.type import univ
 from pysnmp.hlapi.v3arch import asyncio as hl
 from pysnmp.proto import rfc1902
 
-from fabricmon.collectors.base import FetchError
+from fabricmon.collectors.base import ErrorReason, FetchError
 from fabricmon.collectors.snmp.snmprec import Oid, Value, format_snmprec
 
 log = logging.getLogger(__name__)
@@ -136,15 +136,15 @@ async def _transport(s: Session) -> hl.UdpTransportTarget:
     try:
         return await hl.UdpTransportTarget.create((s.host, s.port), timeout=s.timeout, retries=s.retries)
     except Exception as exc:  # pysnmp raises PySnmpError for unresolvable names
-        raise FetchError(f"cannot resolve SNMP agent address {s.host}: {exc}", "connection") from None
+        raise FetchError(f"cannot resolve SNMP agent address {s.host}: {exc}", ErrorReason.CONNECTION) from None
 
 
 def _error_reason(indication: object) -> str:
     text = str(indication).lower()
     if "timed out" in text or "timeout" in text:
-        return "timeout"
+        return ErrorReason.TIMEOUT
     if any(w in text for w in ("auth", "unknown user", "wrong digest", "decryption", "unsupported security")):
-        return "auth"
+        return ErrorReason.AUTH
     return "protocol"
 
 
@@ -158,10 +158,10 @@ async def get_scalars(s: Session, target: hl.UdpTransportTarget, oids: Sequence[
         engine(), s.auth, target, s.context_data(), *var_binds, lookupMib=False)
     if err_ind:
         reason = _error_reason(err_ind)
-        detail = f"no response from {s.where} within {s.timeout:g} s x {s.retries + 1} tries" if reason == "timeout" else str(err_ind)
+        detail = f"no response from {s.where} within {s.timeout:g} s x {s.retries + 1} tries" if reason == ErrorReason.TIMEOUT else str(err_ind)
         raise FetchError(f"SNMP GET to {s.where} failed: {detail}", reason)
     if err_status:
-        raise FetchError(f"SNMP GET to {s.where} failed: {err_status.prettyPrint()} at index {err_index}", "protocol")
+        raise FetchError(f"SNMP GET to {s.where} failed: {err_status.prettyPrint()} at index {err_index}", ErrorReason.PROTOCOL)
     rows = []
     for name, value in out:
         row = to_row(tuple(name.asTuple()), value)
@@ -182,7 +182,7 @@ async def walk(s: Session, target: hl.UdpTransportTarget, root: Oid) -> list[tup
         if err_ind:  # bulk_walk_cmd would keep retrying a timeout forever
             raise FetchError(f"walk of {'.'.join(map(str, root))} on {s.where}: {err_ind}", _error_reason(err_ind))
         if err_status:
-            raise FetchError(f"walk of {'.'.join(map(str, root))} on {s.where}: {err_status.prettyPrint()}", "protocol")
+            raise FetchError(f"walk of {'.'.join(map(str, root))} on {s.where}: {err_status.prettyPrint()}", ErrorReason.PROTOCOL)
         for name, value in var_binds:
             oid = tuple(name.asTuple())
             if oid[:n] != root:
@@ -203,7 +203,7 @@ async def poll(s: Session, scalars: Sequence[Oid], walks_for: WalkPlanner) -> st
     rows = await get_scalars(s, target, scalars)
     if not rows:  # every scalar answered noSuchObject/noSuchInstance: a view that hides the device
         raise FetchError(f"SNMP agent at {s.where} answered, but none of sysUpTime, sysObjectID ... exists in its view "
-                         "(noSuchObject): check the community/user's view", "protocol")
+                         "(noSuchObject): check the community/user's view", ErrorReason.PROTOCOL)
     roots = walks_for(rows)
     gate = asyncio.Semaphore(MAX_CONCURRENT_WALKS)
 
@@ -225,6 +225,6 @@ async def poll(s: Session, scalars: Sequence[Oid], walks_for: WalkPlanner) -> st
         rows.extend(res)
     if not any(r[0][: len(IF_TABLES[0])] in IF_TABLES for r in rows):
         raise FetchError(f"SNMP agent at {s.where} has no IF-MIB interface rows (its walks ended at once, endOfMibView): "
-                         "check the community/user's view", "protocol")
+                         "check the community/user's view", ErrorReason.PROTOCOL)
     return format_snmprec(rows)
 

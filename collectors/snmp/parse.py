@@ -1,25 +1,35 @@
-"""snmp payload -> ParseResult. Pure: no I/O beyond reading the profile files once.
+"""snmp payload -> ParseResult. Pure: no I/O beyond reading the profile files once and
+logging the profile choice and a name collision once per target (:class:`SnmpState` holds what
+was last logged); the result depends on the payload alone.
 
 The payload is ``{"snmprec": TEXT}`` (recording-format.md). What is read here:
 
 - system group: sysUpTime (TimeTicks, 1/100 s) -> ``clocks[target]``, so rates use the
   device's clock; sysObjectID / sysDescr select the vendor profile;
-- IF-MIB ifName (else ifDescr, else ``ifIndex<N>``) -> the ``port`` label of every sample;
+- IF-MIB ifName (else ifDescr, else ``ifIndex<N>``) -> the ``port`` label of every sample,
+  unique per device even when an agent reports one name twice (``interfaces.py``);
 - the base profile ``if-mib`` and the selected vendor profile -> samples and gauges;
-- LLDP-MIB remote table -> ``links`` (None when the payload has no LLDP rows at all).
+- LLDP-MIB remote table -> ``links`` (None when the payload has no LLDP rows at all), local
+  ports through BRIDGE-MIB dot1dBasePortIfIndex where the LLDP port number is a bridge port;
+- what chose the vendor profile -> ``target_info`` (``fabricmon_target_info``).
 """
 
 from __future__ import annotations
 
 import bisect
+import logging
 from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
-from fabricmon.collectors.base import ParseError
+from fabricmon.collectors.base import ParseError, ResultBuilder
+from fabricmon.collectors.snmp import interfaces
 from fabricmon.collectors.snmp import profiles as prof
-from fabricmon.collectors.snmp.snmprec import COUNTER64, INTEGER, NUMERIC_TAGS, Oid, Value, Varbinds, parse_snmprec
-from fabricmon.core.model import DeviceInfo, Gauge, Link, ParseResult, PortInfo, Sample, TargetSpec
+from fabricmon.collectors.snmp.snmprec import COUNTER64, EXCEPTION_TAGS, INTEGER, NUMERIC_TAGS, Oid, Value, Varbinds, parse_snmprec
+from fabricmon.core.model import DeviceInfo, Link, ParseResult, PortInfo, TargetSpec
 from fabricmon.core.vocabulary import COUNTERS, GAUGES
+
+log = logging.getLogger(__name__)
 
 SYS_DESCR: Oid = (1, 3, 6, 1, 2, 1, 1, 1, 0)
 SYS_OBJECT_ID: Oid = (1, 3, 6, 1, 2, 1, 1, 2, 0)
@@ -28,13 +38,15 @@ SCALARS: tuple[Oid, ...] = (SYS_DESCR, SYS_OBJECT_ID, SYS_UPTIME)
 IF_DESCR: Oid = (1, 3, 6, 1, 2, 1, 2, 2, 1, 2)
 IF_NAME: Oid = (1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 1)
 IF_ALIAS: Oid = (1, 3, 6, 1, 2, 1, 31, 1, 1, 1, 18)
+IF_ADMIN_STATUS: Oid = (1, 3, 6, 1, 2, 1, 2, 2, 1, 7)  # picks which of two same-named ifIndexes keeps the name
+DOT1D_BASE_PORT_IFINDEX: Oid = (1, 3, 6, 1, 2, 1, 17, 1, 4, 1, 2)  # BRIDGE-MIB: LLDP port number -> ifIndex
 LLDP_ROOT: Oid = (1, 0, 8802, 1, 1, 2, 1)
 LLDP_LOC_PORT: Oid = (1, 0, 8802, 1, 1, 2, 1, 3, 7, 1)  # index lldpLocPortNum; .3 PortId, .4 PortDesc
 LLDP_REM: Oid = (1, 0, 8802, 1, 1, 2, 1, 4, 1, 1)  # index TimeMark, LocalPortNum, RemIndex
 REM_CHASSIS, REM_PORT_SUBTYPE, REM_PORT_ID, REM_PORT_DESC, REM_SYS_NAME = 5, 6, 7, 8, 9
 # Subtrees every poll walks, whatever the profile: port names and the LLDP neighbours.
 STRUCTURE_WALKS: tuple[Oid, ...] = (
-    IF_NAME, IF_DESCR, IF_ALIAS,
+    IF_NAME, IF_DESCR, IF_ALIAS, IF_ADMIN_STATUS, DOT1D_BASE_PORT_IFINDEX,
     (*LLDP_LOC_PORT, 3), (*LLDP_LOC_PORT, 4),
     *((*LLDP_REM, c) for c in (REM_CHASSIS, REM_PORT_SUBTYPE, REM_PORT_ID, REM_PORT_DESC, REM_SYS_NAME)),
 )
@@ -67,7 +79,8 @@ class _Index:
 
     def __init__(self, vb: Varbinds) -> None:
         self.vb = vb
-        self.oids = sorted(vb.table)
+        # noSuchObject & co. are an agent saying "no value": no row for any table
+        self.oids = sorted(oid for oid, (tag, _value) in vb.table.items() if tag not in EXCEPTION_TAGS)
 
     def subtree(self, prefix: Oid) -> Iterator[tuple[Oid, str, Value]]:
         n = len(prefix)
@@ -79,17 +92,19 @@ class _Index:
             i += 1
 
 
-def port_names(ix: _Index) -> dict[int, str]:
+def _int_column(ix: _Index, column: Oid) -> dict[int, int]:
+    return {rest[0]: value for rest, _tag, value in ix.subtree(column) if len(rest) == 1 and isinstance(value, int)}
+
+
+def port_names(ix: _Index) -> interfaces.PortNames:
+    """Unique port labels: ifName, else ifDescr; same-named ifIndexes as in interfaces.py."""
     names: dict[int, str] = {}
     for column in (IF_DESCR, IF_NAME):  # ifName overrides ifDescr
         for rest, _tag, value in ix.subtree(column):
             if len(rest) == 1 and text(value):
                 names[rest[0]] = text(value)
-    return names
-
-
-def port_label(names: dict[int, str], if_index: int) -> str:
-    return names.get(if_index) or f"ifIndex{if_index}"
+    bridge_ports = set(_int_column(ix, DOT1D_BASE_PORT_IFINDEX).values())
+    return interfaces.port_names(names, _int_column(ix, IF_ADMIN_STATUS), bridge_ports)
 
 
 def _decode_index(rest: Oid, parts: tuple[prof.IndexPart, ...]) -> dict[str, Any] | None:
@@ -113,7 +128,7 @@ def _decode_index(rest: Oid, parts: tuple[prof.IndexPart, ...]) -> dict[str, Any
             return None
         if (part.lo is not None and raw < part.lo) or (part.hi is not None and raw > part.hi):
             return None
-        if part.role in ("priority", "queue") and raw + part.offset < 0:
+        if part.role in ("priority", "queue", "pg") and raw + part.offset < 0:
             return None  # a 1-based numbering (offset -1) has no class for 0
         if part.role == "ifIndex":
             labels["ifIndex"] = raw
@@ -121,17 +136,19 @@ def _decode_index(rest: Oid, parts: tuple[prof.IndexPart, ...]) -> dict[str, Any
             labels["priority"] = raw + part.offset
         elif part.role == "queue":
             labels["queue"] = part.fmt.format(raw + part.offset)
+        elif part.role == "pg":
+            labels["pg"] = raw + part.offset
         elif part.role == "selector":
             labels["selector"] = raw
     return labels if pos == len(rest) else None
 
 
-class _Emitter:
+class _Emitter(ResultBuilder):
     """Collects samples and gauges, first writer wins per (port, name, labels)."""
 
-    def __init__(self, device: str, names: dict[int, str], result: ParseResult) -> None:
-        self.device, self.names, self.result = device, names, result
-        self.seen: set[tuple[str, str, tuple[Any, ...]]] = set()
+    def __init__(self, device: str, names: interfaces.PortNames, result: ParseResult) -> None:
+        super().__init__(device, result)
+        self.names = names
         self.problems: dict[str, int] = {}
 
     def _note(self, what: str) -> None:
@@ -151,10 +168,9 @@ class _Emitter:
              tag: str, value: Value) -> None:
         defn = COUNTERS[col.name] if col.kind == "counter" else GAUGES[col.name]
         labels.update(col.fixed)
-        port = port_label(self.names, labels["ifIndex"])
+        port = self.names.label(labels["ifIndex"])
         sub = tuple(labels[name] for name in defn.labels)
-        key = (port, col.name, sub)
-        if key in self.seen:
+        if self.has(port, col.name, sub) if col.kind == "counter" else self.has_gauge(port, col.name, sub):
             if not col.fallback:
                 self._note(f"{self._where(profile, table, col)}: duplicate value for a key already set, ignored")
             return
@@ -165,9 +181,8 @@ class _Emitter:
             return
         if col.kind == "counter":
             self._counter(port, col, sub, tag, value)
-        elif not self._gauge(port, col, sub, value):
-            return
-        self.seen.add(key)
+        else:
+            self._gauge(port, col, sub, value)
 
     @staticmethod
     def _where(profile: prof.Profile, table: prof.Table, col: prof.Column) -> str:
@@ -178,39 +193,31 @@ class _Emitter:
         bits = 64 if tag == COUNTER64 else 32
         if tag == INTEGER:  # an Integer32 "count" wraps through negative values
             value &= 0xFFFFFFFF
-        self.result.samples.append(Sample(device=self.device, port=port, counter=col.name, value=value,
-                                          sub=sub, bits=bits, scale=col.scale))
+        self.sample(port, col.name, value, sub, bits=bits, scale=col.scale)
 
-    def _gauge(self, port: str, col: prof.Column, sub: tuple[Any, ...], value: int) -> bool:
+    def _gauge(self, port: str, col: prof.Column, sub: tuple[Any, ...], value: int) -> None:
         reading: float | None = float(value)
         if col.value_map is not None:
             reading = dict(col.value_map).get(value, col.default)
-        if reading is None:
-            return False
-        self.result.gauges.append(Gauge(device=self.device, port=port, name=col.name, value=reading * col.scale, sub=sub))
-        return True
+        if reading is not None:
+            self.gauge(port, col.name, reading * col.scale, sub)
 
 
-def _lldp_local_ports(ix: _Index, names: dict[int, str]) -> dict[int, str]:
-    """lldpLocPortNum -> our port label. The LLDP port number is not always the ifIndex, so
-    match the local port id / description against the interface names first."""
-    by_name = {v: v for v in names.values()}
-    out: dict[int, str] = {}
+def _lldp_local_texts(ix: _Index) -> dict[int, list[str]]:
+    """lldpLocPortNum -> its lldpLocPortId and lldpLocPortDesc texts, in that order."""
     local: dict[int, list[str]] = {}
     for column in (3, 4):
         for rest, _tag, value in ix.subtree((*LLDP_LOC_PORT, column)):
             if len(rest) == 1 and text(value):
                 local.setdefault(rest[0], []).append(text(value))
-    for num, candidates in local.items():
-        hit = next((by_name[c] for c in candidates if c in by_name), None)
-        out[num] = hit or names.get(num) or candidates[0]
-    return out
+    return local
 
 
-def lldp_links(ix: _Index, device: str, names: dict[int, str]) -> list[Link] | None:
+def lldp_links(ix: _Index, device: str, names: interfaces.PortNames) -> list[Link] | None:
     if next(ix.subtree(LLDP_ROOT), None) is None:
         return None
-    local = _lldp_local_ports(ix, names)
+    local = _lldp_local_texts(ix)
+    bridge = _int_column(ix, DOT1D_BASE_PORT_IFINDEX)
     rows: dict[tuple[int, ...], dict[int, Value]] = {}
     for column in (REM_CHASSIS, REM_PORT_SUBTYPE, REM_PORT_ID, REM_PORT_DESC, REM_SYS_NAME):
         for rest, _tag, value in ix.subtree((*LLDP_REM, column)):
@@ -227,12 +234,31 @@ def lldp_links(ix: _Index, device: str, names: dict[int, str]) -> list[Link] | N
         peer_port = port_id if subtype in (5, 7) else (port_desc or port_id)
         if not peer_device or not peer_port:
             continue
-        port = local.get(local_num) or port_label(names, local_num)
+        port = interfaces.lldp_local_port(local_num, local.get(local_num, []), bridge, names)
         links.add(Link(device=device, port=port, peer_device=peer_device, peer_port=peer_port))
     return sorted(links, key=lambda ln: (ln.port, ln.peer_device, ln.peer_port))
 
 
-def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
+@dataclass(frozen=True, slots=True)
+class SnmpState:
+    """The messages last logged for a target (profile choice, name collision), so a fact that
+    holds on every poll is logged once, and again only when it changes. Nothing in it changes
+    a parse result."""
+
+    profile: str = ""
+    name_collision: str = ""
+
+
+def _log_once(last: str, level: int, message: str) -> str:
+    """Log ``message`` unless it is ``last`` (the one logged before); returns it."""
+    if message != last:
+        log.log(level, "%s", message)
+    return message
+
+
+def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: SnmpState) -> tuple[ParseResult, SnmpState]:
+    """(ParseResult, next state); ``state`` only decides whether the profile choice and a name
+    collision are logged (the result itself depends on the payload alone)."""
     if not isinstance(payload, dict) or not isinstance(payload.get("snmprec"), str):
         raise ParseError("snmp payload must be an object with an 'snmprec' text")
     vb = parse_snmprec(payload["snmprec"])
@@ -255,17 +281,24 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
     descr = text(vb.get(SYS_DESCR))
     explicit = spec.options.get("profile")
     try:
-        vendor, warning = prof.select_profile(profiles, sys_oid, descr, str(explicit) if explicit else None)
+        vendor, match, warning = prof.select_profile(profiles, sys_oid, descr, str(explicit) if explicit else None)
     except KeyError:
         raise ParseError(f"unknown SNMP profile {explicit!r}; known: {', '.join(sorted(profiles))}") from None
     if warning:
         result.warnings.append(warning)
+    result.target_info.update(profile=vendor.name, match=match)
+    logged_profile = _log_once(state.profile, logging.INFO, f"target {device}: SNMP profile {vendor.name} ({match})")
+    logged_collision = state.name_collision
 
     uptime = vb.table.get(SYS_UPTIME)
     if uptime is not None and isinstance(uptime[1], int) and uptime[1] >= 0:
         result.clocks[device] = uptime[1] / 100.0
 
     names = port_names(ix)
+    collision = names.warning()
+    if collision:
+        result.warnings.append(collision)
+        logged_collision = _log_once(state.name_collision, logging.WARNING, f"target {device}: {collision}")
     emitter = _Emitter(device, names, result)
     for profile in (profiles[prof.BASE_PROFILE], vendor):
         for table in profile.tables:
@@ -274,7 +307,9 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
 
     result.devices.append(DeviceInfo(name=device, kind="switch", description=descr))
     aliases = {rest[0]: text(v) for rest, _t, v in ix.subtree(IF_ALIAS) if len(rest) == 1}
-    for if_index in sorted(names):
-        result.ports.append(PortInfo(device=device, port=names[if_index], alias=aliases.get(if_index, "")))
+    for if_index, label in names.labels.items():
+        result.ports.append(PortInfo(device=device, port=label, alias=aliases.get(if_index, "")))
     result.links = lldp_links(ix, device, names)
-    return result
+    if (logged_profile, logged_collision) != (state.profile, state.name_collision):
+        state = replace(state, profile=logged_profile, name_collision=logged_collision)
+    return result, state

@@ -16,7 +16,7 @@ Schema (see ``profiles/*.yaml`` for real ones)::
     tables:
       - name: cpfcIfPriorityTable
         entry: 1.3.6.1.4.1.9.9.813.1.2.1
-        index: [ifIndex, priority]   # parts: ifIndex | priority | queue | int | string | implied
+        index: [ifIndex, priority]   # parts: ifIndex | priority | queue | pg | int | string | implied
         columns:                     # or {role: queue, format: "pg{}", values: [0, 2], offset: 0}
           2: {counter: pfc_tx_pause_frames}
           3: {counter: pfc_rx_pause_frames, scale: 0.001, priority: 3, queue: all,
@@ -46,7 +46,7 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -56,7 +56,7 @@ from fabricmon.core.vocabulary import COUNTERS, GAUGES
 SHIPPED_DIR = Path(__file__).resolve().parent / "profiles"
 BASE_PROFILE = "if-mib"  # applied to every target, before the vendor profile
 FALLBACK_PROFILE = "ieee8021-pfc"  # when no vendor profile matches
-ROLES = ("ifIndex", "priority", "queue", "selector", "ignore")
+ROLES = ("ifIndex", "priority", "queue", "pg", "selector", "ignore")  # pg: an ingress priority group
 KINDS = ("int", "string", "implied")
 
 
@@ -125,6 +125,7 @@ _SHORTHANDS = {
     "ifIndex": IndexPart(role="ifIndex"),
     "priority": IndexPart(role="priority", lo=0, hi=7),
     "queue": IndexPart(role="queue"),
+    "pg": IndexPart(role="pg"),
     "selector": IndexPart(role="selector"),
     "int": IndexPart(),
     "string": IndexPart(kind="string"),
@@ -292,29 +293,43 @@ def _oid_prefix(prefix: Oid, oid: Oid) -> bool:
     return len(oid) >= len(prefix) and oid[: len(prefix)] == prefix
 
 
+class Selection(NamedTuple):
+    """The chosen profile, what chose it (shown in the log and ``fabricmon_target_info``),
+    and a warning when nothing matched."""
+
+    profile: Profile
+    match: str
+    warning: str | None
+
+
 def select_profile(profiles: dict[str, Profile], sys_object_id: Oid | None, sys_descr: str,
-                   explicit: str | None = None) -> tuple[Profile, str | None]:
-    """The vendor profile for a device and a warning when none matched.
+                   explicit: str | None = None) -> Selection:
+    """The vendor profile for a device.
 
     An explicit ``profile`` option wins; else a sysDescr regex match (SONiC runs on many
-    vendors' hardware and keeps their sysObjectID), else the longest sysObjectID prefix.
+    vendors' hardware and keeps their sysObjectID; Cumulus Linux 4.x reports net-snmp's
+    1.3.6.1.4.1.8072.3.2.10), else the longest sysObjectID prefix, as LibreNMS's os
+    definitions match on ``sysObjectID`` or ``sysDescr``.
     """
     if explicit:
         if explicit not in profiles:
             raise KeyError(explicit)
-        return profiles[explicit], None
-    best: tuple[int, int, str] | None = None
+        return Selection(profiles[explicit], "option profile", None)
+    best: tuple[int, int, str, str] | None = None
     for prof in profiles.values():
         if prof.name == BASE_PROFILE:
             continue
-        descr_hit = any(p.search(sys_descr) for p in prof.match_descr)
-        oid_len = max((len(p) for p in prof.match_oids if sys_object_id and _oid_prefix(p, sys_object_id)), default=0)
-        if descr_hit or oid_len:
-            rank = (int(descr_hit), oid_len, prof.name)
-            if best is None or rank[:2] > best[:2]:
-                best = rank
+        descr_hit = next((p for p in prof.match_descr if p.search(sys_descr)), None)
+        oid_hit = max((p for p in prof.match_oids if sys_object_id and _oid_prefix(p, sys_object_id)), key=len, default=None)
+        if descr_hit is None and oid_hit is None:
+            continue
+        why = " and ".join([*([f"sysDescr matches {descr_hit.pattern!r}"] if descr_hit is not None else []),
+                            *([f"sysObjectID under {'.'.join(map(str, oid_hit))}"] if oid_hit is not None else [])])
+        rank = (int(descr_hit is not None), len(oid_hit or ()), prof.name, why)
+        if best is None or rank[:2] > best[:2]:
+            best = rank
     if best is not None:
-        return profiles[best[2]], None
+        return Selection(profiles[best[2]], best[3], None)
     shown = ".".join(map(str, sys_object_id)) if sys_object_id else "(none)"
-    return profiles[FALLBACK_PROFILE], (
-        f"no vendor profile matches sysObjectID {shown}; using IF-MIB + IEEE8021-PFC")
+    return Selection(profiles[FALLBACK_PROFILE], "fallback (no profile matched)",
+                     f"no vendor profile matches sysObjectID {shown}; using IF-MIB + IEEE8021-PFC")

@@ -1,9 +1,19 @@
 """The snmpsim ``.snmprec`` text form used as the snmp payload: read it and write it.
 
-One varbind per line, ``OID|TAG|VALUE``: numeric OID without a leading dot; TAG 2 Integer32,
-4 OCTET STRING (``4x`` = hex-encoded), 5 NULL, 6 OBJECT IDENTIFIER, 64 IpAddress, 65 Counter32,
-66 Gauge32, 67 TimeTicks, 68 Opaque, 70 Counter64. A payload written here can be served again by
-snmpsim unchanged, and a ``.snmprec`` file recorded elsewhere parses here. Pure functions.
+One varbind per line, ``OID|TAG|VALUE``: numeric OID without a leading dot; the type tags are
+snmpsim's (the sum of the BER tag's class and number, snmpsim ``grammar/snmprec.py``
+TAG_MAP): 2 Integer32, 4 OCTET STRING, 5 NULL, 6 OBJECT IDENTIFIER, 64 IpAddress,
+65 Counter32, 66 Gauge32, 67 TimeTicks, 68 Opaque, 70 Counter64, 128 noSuchObject,
+129 noSuchInstance, 130 endOfMibView. A tag may carry snmpsim's encoding suffix: ``x`` for a
+hex-encoded value (``4x|00017c0a``, ``64x|0a000001``) or ``e`` for a Python-escaped one
+(``4e|a\\nb``); ``TAG:module`` lines are snmpsim variation modules, not values, and are
+skipped. A payload written here can be served by snmpsim unchanged, and a ``.snmprec`` file
+recorded elsewhere parses here. Pure functions.
+
+Values: int for the numeric types, bytes for OCTET STRING/Opaque, the dotted text for an
+OBJECT IDENTIFIER and for an IpAddress (however the line encoded it), None for NULL and the
+three exception types. Writing is canonical, so parse -> write -> parse -> write gives the
+same bytes.
 """
 
 from __future__ import annotations
@@ -18,7 +28,11 @@ Value = int | bytes | str | None
 
 INTEGER, OCTETS, NULL, OID, IPADDR, COUNTER32, GAUGE32, TIMETICKS, OPAQUE, COUNTER64 = (
     "2", "4", "5", "6", "64", "65", "66", "67", "68", "70")
+NO_SUCH_OBJECT, NO_SUCH_INSTANCE, END_OF_MIB_VIEW = "128", "129", "130"
 NUMERIC_TAGS = frozenset({INTEGER, COUNTER32, GAUGE32, TIMETICKS, COUNTER64})
+# An agent's answer that there is no value: kept so a payload round-trips, never a sample.
+EXCEPTION_TAGS = frozenset({NO_SUCH_OBJECT, NO_SUCH_INSTANCE, END_OF_MIB_VIEW})
+TAGS = frozenset({*NUMERIC_TAGS, *EXCEPTION_TAGS, OCTETS, NULL, OID, IPADDR, OPAQUE})
 _RANGES = {
     INTEGER: (-(2**31), 2**31 - 1),
     COUNTER32: (0, 2**32 - 1),
@@ -26,6 +40,9 @@ _RANGES = {
     TIMETICKS: (0, 2**32 - 1),
     COUNTER64: (0, 2**64 - 1),
 }
+# snmpsim's ``e`` encoding: Python string-literal escapes (snmpsim record/snmprec.py
+# ESCAPE_CHARS), plus \xHH.
+_ESCAPES = {"\\": 92, "'": 39, '"': 34, "a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11}
 _MAX_WARNINGS = 5
 
 
@@ -53,25 +70,61 @@ def parse_oid(text: str) -> Oid:
     return oid
 
 
-def _decode(tag: str, hexed: bool, raw: str) -> Value:
+def _unescape(raw: str) -> bytes:
+    """snmpsim's ``e`` value: backslash escapes as in a Python string literal."""
+    out = bytearray()
+    i = 0
+    while i < len(raw):
+        ch = raw[i]
+        if ch != "\\":
+            out += ch.encode("utf-8", "surrogateescape")
+            i += 1
+            continue
+        nxt = raw[i + 1 : i + 2]
+        if nxt == "x" and len(raw) >= i + 4:
+            out.append(int(raw[i + 2 : i + 4], 16))
+            i += 4
+        elif nxt in _ESCAPES:
+            out.append(_ESCAPES[nxt])
+            i += 2
+        else:
+            raise ValueError(f"unknown escape {raw[i:i + 2]!r}")
+    return bytes(out)
+
+
+def _ip_text(data: bytes) -> str:
+    if len(data) != 4:
+        raise ValueError(f"IpAddress needs 4 octets, got {len(data)}")
+    return ".".join(str(b) for b in data)
+
+
+def _decode(tag: str, encoding: str, raw: str) -> Value:
     if tag in NUMERIC_TAGS:
-        if hexed:
-            raise ValueError("numeric value cannot be hex-encoded")
+        if encoding:
+            raise ValueError(f"a numeric value cannot be {encoding}-encoded")
         value = int(raw)
         lo, hi = _RANGES[tag]
         if not lo <= value <= hi:
             raise ValueError(f"value {value} out of range for type {tag}")
         return value
-    if tag in (OCTETS, OPAQUE):
-        return bytes.fromhex(raw) if hexed else raw.encode("utf-8", "surrogateescape")
-    if tag == OID:
-        return ".".join(str(c) for c in parse_oid(raw))
-    if tag == IPADDR:
-        text = bytes.fromhex(raw).decode("latin-1") if hexed else raw
-        return text
-    if tag == NULL:
+    if tag in (NULL, *EXCEPTION_TAGS):
         return None
-    raise ValueError(f"unknown type tag {tag!r}")
+    if tag == OID:
+        if encoding:
+            raise ValueError(f"an OBJECT IDENTIFIER cannot be {encoding}-encoded")
+        return ".".join(str(c) for c in parse_oid(raw))
+    if encoding == "x":
+        data = bytes.fromhex(raw)
+    elif encoding == "e":
+        data = _unescape(raw)
+    elif tag == IPADDR:
+        parts = raw.strip().split(".")
+        if len(parts) != 4 or not all(p.isascii() and p.isdigit() and int(p) <= 255 for p in parts):
+            raise ValueError(f"bad IpAddress {raw[:40]!r}")
+        data = bytes(int(p) for p in parts)
+    else:
+        data = raw.encode("utf-8", "surrogateescape")
+    return _ip_text(data) if tag == IPADDR else data
 
 
 def parse_snmprec(text: str) -> Varbinds:
@@ -88,9 +141,11 @@ def parse_snmprec(text: str) -> Varbinds:
             tag = tag_text.strip()
             if ":" in tag:
                 raise ValueError(f"variation module tag {tag!r} is not a recorded value")
-            hexed = tag.endswith("x")
-            tag = tag[:-1] if hexed else tag
-            out.table[parse_oid(oid_text)] = (tag, _decode(tag, hexed, raw))
+            encoding = tag[-1] if tag[-1:] in ("x", "e") else ""
+            tag = tag[: len(tag) - len(encoding)]
+            if tag not in TAGS:
+                raise ValueError(f"unknown type tag {tag!r}")
+            out.table[parse_oid(oid_text)] = (tag, _decode(tag, encoding, raw))
         except (ValueError, OverflowError) as exc:
             out.skipped += 1
             if len(out.warnings) < _MAX_WARNINGS:
@@ -100,24 +155,26 @@ def parse_snmprec(text: str) -> Varbinds:
     return out
 
 
-def _printable(data: bytes) -> bool:
+def _plain_text(data: bytes) -> bool:
+    """True when an OCTET STRING can be written as it is: UTF-8 printable text that neither
+    our reader nor snmpsim's (which strips each line and splits on ``|``) would change."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return False
-    return all(ch.isprintable() or ch in "\t" for ch in text) and "|" not in text
+    return text.isprintable() and "|" not in text and text == text.rstrip()
 
 
 def format_line(oid: Oid, tag: str, value: Value) -> str:
-    """One snmprec line; OCTET STRINGs that are not plain printable text go out hex-encoded
-    (a value with a newline or ``|`` would otherwise break the line format)."""
+    """One canonical snmprec line; an OCTET STRING that is not plain text goes out
+    hex-encoded (a newline or ``|`` in it would otherwise break the line format)."""
     oid_text = ".".join(str(c) for c in oid)
     if tag in (OCTETS, OPAQUE):
         data = value if isinstance(value, bytes) else str(value or "").encode()
-        if _printable(data):
+        if _plain_text(data):
             return f"{oid_text}|{tag}|{data.decode('utf-8')}"
         return f"{oid_text}|{tag}x|{data.hex()}"
-    if tag == NULL:
+    if tag in (NULL, *EXCEPTION_TAGS):
         return f"{oid_text}|{tag}|"
     return f"{oid_text}|{tag}|{value}"
 

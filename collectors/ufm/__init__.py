@@ -14,7 +14,7 @@ from fabricmon.core.model import ParseResult, TargetSpec
 
 class UfmOptions(TokenRestOptions):
     auth: Literal["basic", "token"] = "basic"
-    # GET path (after the prefix) of a counters call; its JSON shape is [U], see README.
+    # GET path (after the prefix) of a counters call; its JSON shape is not published (unverified), see README.
     pm_counters_path: str | None = None
     device_name: Literal["node_description", "system_name"] = "node_description"
 
@@ -45,6 +45,6 @@ class UfmCollector(RestCollector):
         return payload_of(await gather_calls(client, paths, optional))
 
     @classmethod
-    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
-        return parse_payload(payload, spec)
+    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: None) -> tuple[ParseResult, None]:
+        return parse_payload(payload, spec), None
 

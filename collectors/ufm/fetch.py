@@ -6,7 +6,8 @@ from typing import Any
 
 from fabricmon.collectors.http_util import HttpClient, HttpResponse, run_all
 
-# ufm_sdk asks for one huge page to work around the links paging bug (fabric-reference 1.5).
+# One huge page, as NVIDIA's own client does (Mellanox/ufm_sdk_3.0 requests
+# page_number=1&rpp=1000000000): it works around a paging bug of resources/links.
 PORTS_PATH = "resources/ports"
 LINKS_PATH = "resources/links?page_number=1&rpp=1000000000"
 SYSTEMS_PATH = "resources/systems"

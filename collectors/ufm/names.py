@@ -12,12 +12,14 @@ counters as ``perfquery``. Three spellings occur:
 Every value from UFM is a 64-bit, wrapping (not saturating) integer: UFM and UFM Telemetry
 read the extended PortCounters. Data counters count 4-octet words (scale 4). The converted
 ``MBOut``/``MBIn`` names suggest megabytes or gigabits, but the UFM guide says they count
-"octets divided by 4" like PortXmitData; that unit is [U] on real hardware (see README).
+"octets divided by 4" like PortXmitData; that unit is unverified on real hardware (see README).
 """
 
 from __future__ import annotations
 
 import re
+
+from fabricmon.collectors.infiniband import COUNTERS
 
 # base name -> (internal counter, scale to base unit)
 _BASE: dict[str, tuple[str, float]] = {}
@@ -28,24 +30,8 @@ def _add(counter: str, scale: float, *names: str) -> None:
         _BASE[n.lower()] = (counter, scale)
 
 
-_add("tx_bytes", 4.0, "PortXmitData", "MBOut")
-_add("rx_bytes", 4.0, "PortRcvData", "MBIn")
-_add("tx_packets", 1.0, "PortXmitPkts", "PckOut")
-_add("rx_packets", 1.0, "PortRcvPkts", "PckIn")
-_add("xmit_wait", 1.0, "PortXmitWait", "XmitWait")
-_add("symbol_errors", 1.0, "SymbolErrorCounter", "SymbolErrors")
-_add("link_error_recovery", 1.0, "LinkErrorRecoveryCounter", "LinkRecovers")
-_add("link_downed", 1.0, "LinkDownedCounter", "LinkDowned")
-_add("rx_errors", 1.0, "PortRcvErrors", "RcvErrors")
-_add("rx_remote_physical_errors", 1.0, "PortRcvRemotePhysicalErrors", "RcvRemotePhysErrors")
-_add("rx_switch_relay_errors", 1.0, "PortRcvSwitchRelayErrors", "RcvSwRelayErrors")
-_add("tx_discards", 1.0, "PortXmitDiscards", "XmtDiscards")
-_add("tx_constraint_errors", 1.0, "PortXmitConstraintErrors", "XmtConstraintErrors")
-_add("rx_constraint_errors", 1.0, "PortRcvConstraintErrors", "RcvConstraintErrors")
-_add("local_link_integrity_errors", 1.0, "LocalLinkIntegrityErrors", "LinkIntegrityErrors")
-_add("excessive_buffer_overrun_errors", 1.0, "ExcessiveBufferOverrunErrors", "ExcBufOverrunErrors")
-_add("vl15_dropped", 1.0, "VL15Dropped")
-_add("qp1_dropped", 1.0, "QP1Dropped")
+for _c in COUNTERS:
+    _add(_c.counter, _c.scale, _c.perfquery, *_c.ufm)
 
 _UNIT_SUFFIX = re.compile(r"_u_[A-Za-z]+$")
 
@@ -91,25 +77,3 @@ def to_int(value: object) -> int | None:
             return to_int(f)
         return n if 0 <= n < 1 << 64 else None
     return None
-
-
-def norm_guid(value: object) -> str:
-    """A GUID as ``0x`` + 16 lowercase hex digits; '' when it is not one.
-
-    UFM writes GUIDs without ``0x`` ("248a070300a29d74"), UFM Telemetry's Prometheus labels
-    also drop leading zeros ("2c90300f172a0"); normalising lets them meet.
-    """
-    if isinstance(value, int) and not isinstance(value, bool):
-        n = value
-    elif isinstance(value, str):
-        s = value.strip().lower()
-        if s.startswith("0x"):
-            s = s[2:]
-        if not s or len(s) > 16 or any(c not in "0123456789abcdef" for c in s):
-            return ""
-        n = int(s, 16)
-    else:
-        return ""
-    if n < 0 or n >= 1 << 64:
-        return ""
-    return f"0x{n:016x}"

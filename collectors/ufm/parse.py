@@ -11,7 +11,8 @@ on a down port.
 Device naming (must equal perfquery's, which uses the IB NodeDescription from
 ibnetdiscover): a port object's ``node_description`` holds the NodeDescription followed by
 ``:<port>`` ("mtlx-cai-ubuntu mlx5_0:1" for NodeDescription "mtlx-cai-ubuntu mlx5_0"), so
-the trailing ``:<port number>`` (or ``:<dname>``) is removed [I]. ``system_name`` is *not*
+the trailing ``:<port number>`` (or ``:<dname>``) is removed (inferred from the samples in
+Mellanox/ufm_sdk_3.0, not verified on hardware). ``system_name`` is *not*
 used by default: for a managed switch UFM shortens it to the host name ("r-ufm-sw95", where
 the NodeDescription is "MF0;r-ufm-sw95:MQM8700/U1"). Option ``device_name: system_name``
 switches to it; a port with neither falls back to its ``0x`` GUID.
@@ -24,14 +25,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from fabricmon.collectors.base import ParseError
-from fabricmon.collectors.ufm.names import lookup, norm_guid, to_int
+from fabricmon.collectors.infiniband import lane_gbps
+from fabricmon.collectors.ufm.names import lookup, to_int
+from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import DeviceInfo, Gauge, Link, ParseResult, PortInfo, Sample, TargetSpec
 
-# Effective data rate per lane, Gb/s (fabric-reference 1.3).
-LANE_GBPS: dict[str, float] = {
-    "SDR": 2.0, "DDR": 4.0, "QDR": 8.0, "FDR10": 10.0, "FDR": 13.64,
-    "EDR": 25.0, "HDR": 50.0, "NDR": 100.0, "XDR": 250.0,
-}
 _WIDTH = re.compile(r"^(?:IB_)?(\d{1,2})X$", re.IGNORECASE)
 _PORT_NAME = re.compile(r"^(?:0x)?([0-9a-fA-F]{1,16})_(\d{1,4})$")
 _KNOWN_ROWS = ("ports", "links", "systems")
@@ -100,13 +98,6 @@ def node_description(obj: dict[str, Any], port: str) -> str:
 def width_lanes(value: Any) -> int | None:
     m = _WIDTH.match(_str(value))
     return int(m.group(1)) if m else None
-
-
-def lane_gbps(value: Any) -> float | None:
-    s = _str(value).upper()
-    if s.startswith("IB_"):
-        s = s[3:]
-    return LANE_GBPS.get(s)
 
 
 class _Index:
@@ -280,7 +271,7 @@ def _systems(rows: list[dict[str, Any]], idx: _Index) -> list[DeviceInfo]:
 
 
 def _counters(body: Any, idx: _Index, result: ParseResult) -> list[Sample]:
-    """Counters from the configured counters call. Shape [U]: see README (a list of per-port objects)."""
+    """Counters from the configured counters call. Shape unverified (UFM does not publish it): see README (a list of per-port objects)."""
     try:
         rows = rows_of(body, "counters")
     except ParseError as exc:

@@ -48,6 +48,6 @@ class UfmTelemetryCollector(RestCollector):
         return await fetch_all(client, shard_paths(o.path, o.num_shards, o.shard, o.sharding_field))
 
     @classmethod
-    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: dict[str, Any]) -> ParseResult:
-        return parse_payload(payload, spec)
+    def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: None) -> tuple[ParseResult, None]:
+        return parse_payload(payload, spec), None
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fabricmon.collectors.base import ParseError
-from fabricmon.collectors.ufm.names import lookup, norm_guid, to_int
+from fabricmon.collectors.ufm.names import lookup, to_int
+from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import ParseResult, PortInfo, Sample, TargetSpec
 
 NODE_GUID_KEYS = ("node_guid", "Node_GUID")

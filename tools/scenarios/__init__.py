@@ -1,6 +1,8 @@
 """Scenario corpus generator: simulated fabrics written as recordings with ground truth.
 
-``python -m tools.scenarios --out tests/scenarios`` regenerates the corpus and
+``python -m tools.scenarios --out tests/scenarios`` regenerates the corpus,
+``python -m tools.scenarios --out tests/scenarios_physics --physics`` the corpus built from
+documented physics (:mod:`tools.scenarios.physics`) and
 ``python -m tools.scenarios --demo agent/demo/demo.jsonl.gz`` the bundled demo recording.
 Both are deterministic: the same seed gives the same bytes. Truth conventions are in
 :mod:`tools.scenarios.catalog`.
@@ -11,15 +13,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from tools.scenarios.catalog import SCENARIOS, demo
+from tools.scenarios.physics import PHYSICS
 from tools.scenarios.writer import Scenario, encode, run, write
 
 DEFAULT_SEED = 20251202
 
 
-def generate_corpus(out: Path, seed: int = DEFAULT_SEED, names: list[str] | None = None) -> dict[str, int]:
-    """Write every scenario (or ``names``) as ``<out>/<name>.jsonl.gz``; returns sizes in bytes."""
+def generate_corpus(out: Path, seed: int = DEFAULT_SEED, names: list[str] | None = None,
+                    physics: bool = False) -> dict[str, int]:
+    """Write every scenario (or ``names``) of the rule corpus, or of the physics corpus, as
+    ``<out>/<name>.jsonl.gz``; returns sizes in bytes."""
     sizes = {}
-    for i, (name, build) in enumerate(SCENARIOS.items()):
+    for i, (name, build) in enumerate((PHYSICS if physics else SCENARIOS).items()):
         if names and name not in names:
             continue
         sizes[name] = write(build(seed + i), out / f"{name}.jsonl.gz")
@@ -30,4 +35,4 @@ def write_demo(path: Path, seed: int = DEFAULT_SEED) -> int:
     return write(demo(seed), path)
 
 
-__all__ = ["DEFAULT_SEED", "SCENARIOS", "Scenario", "encode", "generate_corpus", "run", "write", "write_demo"]
+__all__ = ["DEFAULT_SEED", "PHYSICS", "SCENARIOS", "Scenario", "encode", "generate_corpus", "run", "write", "write_demo"]

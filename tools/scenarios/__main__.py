@@ -1,4 +1,4 @@
-"""python -m tools.scenarios --out DIR | --demo FILE [--seed N] [--only NAME ...]"""
+"""python -m tools.scenarios --out DIR [--physics] | --demo FILE [--seed N] [--only NAME ...]"""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--demo", type=Path, help="write the demo recording to this file")
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
     ap.add_argument("--only", nargs="*", help="only these scenarios")
+    ap.add_argument("--physics", action="store_true", help="the corpus built from documented physics (tools/scenarios/physics.py)")
     args = ap.parse_args(argv)
     if not args.out and not args.demo:
         ap.error("give --out DIR and/or --demo FILE")
     if args.out:
-        for name, size in generate_corpus(args.out, args.seed, args.only).items():
+        for name, size in generate_corpus(args.out, args.seed, args.only, args.physics).items():
             print(f"{args.out / (name + '.jsonl.gz')}: {size} bytes")
     if args.demo:
         print(f"{args.demo}: {write_demo(args.demo, args.seed)} bytes")

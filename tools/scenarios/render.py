@@ -1,7 +1,7 @@
 """Render simulator state as the raw payloads a collector would have received.
 
 - SNMP: snmprec text (``OID|TYPE|VALUE``, numeric OID order) with the system group, IF-MIB,
-  LLDP and the vendor PFC/ECN/queue/watchdog tables of docs/fabric-reference.md section 2.1;
+  LLDP and the vendor PFC/ECN/queue/watchdog tables the SNMP profiles walk (collectors/snmp/profiles/*.yaml);
 - host: ``{"files": {...}, "ethtool": {"eth0": TEXT}}`` (mlx5 hw_counters and ethtool -S);
 - InfiniBand: ``ibnetdiscover`` default-format text and ``perfquery -x`` blocks.
 """
@@ -86,27 +86,32 @@ def render_snmp(fabric: Fabric, dev: Device, t: float, offsets: dict[str, float]
             r.add(_oid("1.0.8802.1.1.2.1.4.1.1.7", 0, i, 1), "4", p.peer[1])
             r.add(_oid("1.0.8802.1.1.2.1.4.1.1.8", 0, i, 1), "4", p.peer[1])
             r.add(_oid("1.0.8802.1.1.2.1.4.1.1.9", 0, i, 1), "4", p.peer[0])
-        _VENDOR[prof](r, p, offsets)
+        _VENDOR[prof](r, p, offsets, dev)
     return {"snmprec": r.text()}
 
 
-def _arista(r: _Rec, p: Port, offsets: dict[str, float]) -> None:
+def _arista(r: _Rec, p: Port, offsets: dict[str, float], dev: Device) -> None:
+    """PFC rows are per priority; queue rows show the priority the device maps to that queue."""
     i = p.index
+    prio_of = {dev.queue_map.get(pr, pr): pr for pr in range(NPRIO)}
     for q in range(NPRIO):
         s = p.prio[q]
+        sq = p.prio[prio_of[q]]
         r.add(_oid("1.3.6.1.4.1.30065.3.11.1.1.1.3", i, q), "70", s.tx_pause_frames)  # Requests: sent
         r.add(_oid("1.3.6.1.4.1.30065.3.11.1.1.1.4", i, q), "70", s.rx_pause_frames)  # Indications: received
         r.add(_oid("1.3.6.1.4.1.30065.3.11.1.2.1.4", i, 0, q), "2", int(s.wd_storms) % 2**31)  # StuckCount
         r.add(_oid("1.3.6.1.4.1.30065.3.11.1.2.1.5", i, 0, q), "2", int(s.wd_restores) % 2**31)  # RecoveredCount
-        r.add(_oid("1.3.6.1.4.1.30065.3.13.1.9.1.3", i, q), "2", 1 if q in (0, 3) else 2)  # EcnQueueEnabled
-        r.add(_oid("1.3.6.1.4.1.30065.3.13.1.9.1.4", i, q), "70", s.ecn_marked)
-        r.add(_oid("1.3.6.1.4.1.30065.3.6.1.2.1.4", i, q, 0), "70", s.q_tx_pkts)
-        r.add(_oid("1.3.6.1.4.1.30065.3.6.1.2.1.5", i, q, 0), "70", s.q_tx_bytes)
-        r.add(_oid("1.3.6.1.4.1.30065.3.6.1.2.1.6", i, q, 0), "70", s.q_drops)
-        r.add(_oid("1.3.6.1.4.1.30065.3.6.1.2.1.9", i, q, 0), "70", s.nobuf_drops)
+        r.add(_oid("1.3.6.1.4.1.30065.3.13.1.9.1.3", i, q), "2", 1 if prio_of[q] in (0, 3) else 2)  # EcnQueueEnabled
+        r.add(_oid("1.3.6.1.4.1.30065.3.13.1.9.1.4", i, q), "70", sq.ecn_marked)
+        r.add(_oid("1.3.6.1.4.1.30065.3.6.1.2.1.4", i, q, 0), "70", sq.q_tx_pkts)
+        r.add(_oid("1.3.6.1.4.1.30065.3.6.1.2.1.5", i, q, 0), "70", sq.q_tx_bytes)
+        r.add(_oid("1.3.6.1.4.1.30065.3.6.1.2.1.6", i, q, 0), "70", sq.q_drops)
+        r.add(_oid("1.3.6.1.4.1.30065.3.6.1.2.1.9", i, q, 0), "70", sq.nobuf_drops)
+        if "arista_ingress" in dev.extras:  # ARISTA-QUEUE-MIB aristaIngressQueueCounterTable PktsDropped
+            r.add(_oid("1.3.6.1.4.1.30065.3.6.1.1.1.3", i, q), "70", sq.ingress_q_drops)
 
 
-def _cisco(r: _Rec, p: Port, offsets: dict[str, float], *, watchdog: bool = True, wait: bool = True) -> None:
+def _cisco(r: _Rec, p: Port, offsets: dict[str, float], dev: Device) -> None:
     i = p.index
     r.add(_oid("1.3.6.1.4.1.9.9.813.1.1.1.1", i), "70", sum(s.tx_pause_frames for s in p.prio))
     r.add(_oid("1.3.6.1.4.1.9.9.813.1.1.1.2", i), "70", sum(s.rx_pause_frames for s in p.prio))
@@ -114,18 +119,16 @@ def _cisco(r: _Rec, p: Port, offsets: dict[str, float], *, watchdog: bool = True
         s = p.prio[q]
         r.add(_oid("1.3.6.1.4.1.9.9.813.1.2.1.2", i, q), "70", s.tx_pause_frames)
         r.add(_oid("1.3.6.1.4.1.9.9.813.1.2.1.3", i, q), "70", s.rx_pause_frames)
-        if watchdog:
-            state = (2 if s.wd_stormed else 1) if q in LOSSLESS else 3
-            r.add(_oid("1.3.6.1.4.1.9.9.813.1.3.1.2", i, q), "2", state)
-            r.add(_oid("1.3.6.1.4.1.9.9.813.1.3.1.3", i, q), "70", s.wd_storms)
-            r.add(_oid("1.3.6.1.4.1.9.9.813.1.3.1.4", i, q), "70", s.wd_restores)
-            r.add(_oid("1.3.6.1.4.1.9.9.813.1.3.1.5", i, q), "70", s.wd_drops)
-        if wait:
-            r.add(_oid("1.3.6.1.4.1.9.9.813.1.4.1.2", i, q), "70", s.rx_pause_us)
-            r.add(_oid("1.3.6.1.4.1.9.9.813.1.4.1.3", i, q), "70", s.tx_pause_us)
+        state = (2 if s.wd_stormed else 1) if q in LOSSLESS else 3
+        r.add(_oid("1.3.6.1.4.1.9.9.813.1.3.1.2", i, q), "2", state)
+        r.add(_oid("1.3.6.1.4.1.9.9.813.1.3.1.3", i, q), "70", s.wd_storms)
+        r.add(_oid("1.3.6.1.4.1.9.9.813.1.3.1.4", i, q), "70", s.wd_restores)
+        r.add(_oid("1.3.6.1.4.1.9.9.813.1.3.1.5", i, q), "70", s.wd_drops)
+        r.add(_oid("1.3.6.1.4.1.9.9.813.1.4.1.2", i, q), "70", s.rx_pause_us)
+        r.add(_oid("1.3.6.1.4.1.9.9.813.1.4.1.3", i, q), "70", s.tx_pause_us)
 
 
-def _sonic(r: _Rec, p: Port, offsets: dict[str, float]) -> None:
+def _sonic(r: _Rec, p: Port, offsets: dict[str, float], dev: Device) -> None:
     """sonic-snmpagent: cpfcIf (priority 3 only, its known bug) and cpfcIfPriority tables;
     csqIfQosGroupStats egress rows (ifIndex, 2, queue + 1, counter id) for 8 unicast + 8
     multicast queues: ids 1/2/5 unicast pkts/bytes/dropped pkts, 3/4/7 multicast (no multicast
@@ -141,10 +144,14 @@ def _sonic(r: _Rec, p: Port, offsets: dict[str, float]) -> None:
             r.add(_oid("1.3.6.1.4.1.9.9.580.1.5.5.1.4", i, 2, q + 1, cid), "70", value)
 
 
-def _onyx(r: _Rec, p: Port, offsets: dict[str, float]) -> None:
+def _onyx(r: _Rec, p: Port, offsets: dict[str, float], dev: Device) -> None:
     i = p.index
     for q in range(NPRIO):
         s = p.prio[q]
+        if "onyx_pg" in dev.extras:  # mlnxQosPgTable, PG n = priority n: QueueDepth .5, NoBuffer .6, SharedBuffer .7
+            r.add(_oid("1.3.6.1.4.1.33049.15.1.3.1.5", i, q), "70", s.pg_occupancy)
+            r.add(_oid("1.3.6.1.4.1.33049.15.1.3.1.6", i, q), "70", s.pg_nobuf_drops)
+            r.add(_oid("1.3.6.1.4.1.33049.15.1.3.1.7", i, q), "70", s.pg_shared_drops)
         r.add(_oid("1.3.6.1.4.1.33049.15.1.2.1.3", i, q), "70", s.rx_pause_frames)
         r.add(_oid("1.3.6.1.4.1.33049.15.1.2.1.4", i, q), "70", s.rx_pause_us // 1000)  # ms
         r.add(_oid("1.3.6.1.4.1.33049.15.1.2.1.5", i, q), "70", s.tx_pause_frames)
@@ -158,7 +165,7 @@ def _onyx(r: _Rec, p: Port, offsets: dict[str, float]) -> None:
     r.add(_oid("1.3.6.1.4.1.33049.15.1.5.1.3", i), "70", sum(s.tx_pause_frames for s in p.prio))
 
 
-def _cumulus(r: _Rec, p: Port, offsets: dict[str, float]) -> None:
+def _cumulus(r: _Rec, p: Port, offsets: dict[str, float], dev: Device) -> None:
     i = p.index
     r.add(_oid("1.3.6.1.4.1.40310.2.2.3.1.1", i), "4", p.name)
     r.add(_oid("1.3.6.1.4.1.40310.2.2.3.1.2", i), "70", 0)  # link-level (802.3x) pause: not used
@@ -167,11 +174,11 @@ def _cumulus(r: _Rec, p: Port, offsets: dict[str, float]) -> None:
         r.add(_oid("1.3.6.1.4.1.40310.2.2.3.1", 4 + 2 * q, i), "70", p.prio[q].rx_pause_frames)
         r.add(_oid("1.3.6.1.4.1.40310.2.2.3.1", 5 + 2 * q, i), "70", p.prio[q].tx_pause_frames)
     r.add(_oid("1.3.6.1.4.1.40310.2.1.2.1.1", i), "4", p.name)
-    r.add(_oid("1.3.6.1.4.1.40310.2.1.2.1.3", i), "70", 0)
+    r.add(_oid("1.3.6.1.4.1.40310.2.1.2.1.3", i), "70", p.c["ingress_overflow"])  # clBufferOverflowDiscards
     r.add(_oid("1.3.6.1.4.1.40310.2.1.2.1.6", i), "70", sum(s.q_drops for s in p.prio))
 
 
-def _ieee(r: _Rec, p: Port, offsets: dict[str, float]) -> None:
+def _ieee(r: _Rec, p: Port, offsets: dict[str, float], dev: Device) -> None:
     """IEEE8021-PFC-MIB: Counter32 totals, no priority split."""
     i = p.index
     r.add(_oid("1.3.111.2.802.1.1.21.1.1.1.2", i), "65", sum(s.tx_pause_frames for s in p.prio) + offsets.get(f"pfc_requests:{p.name}", 0))
@@ -195,7 +202,7 @@ HW_COUNTERS = {
     "local_ack_timeout_err": "local_ack_timeout_err",
     "rnr_nak_retry_err": None,
     "roce_adp_retrans": None,
-    "out_of_buffer": None,
+    "out_of_buffer": "rx_out_of_buffer",
 }
 
 
@@ -215,7 +222,7 @@ def render_host(dev: Device, sysfs: bool = False) -> dict[str, object]:
     stats = [
         ("rx_packets", c["in_pkts"]), ("tx_packets", c["out_pkts"]),
         ("rx_bytes", c["in_octets"]), ("tx_bytes", c["out_octets"]),
-        ("rx_out_of_buffer", 0), ("rx_discards_phy", c["rx_discards_phy"]), ("tx_discards_phy", 0),
+        ("rx_out_of_buffer", c["rx_out_of_buffer"]), ("rx_discards_phy", c["rx_discards_phy"]), ("tx_discards_phy", 0),
         ("rx_prio3_pause", s.rx_pause_frames),
         ("rx_prio3_pause_duration", s.rx_pause_us), ("rx_prio3_pause_transition", s.rx_pause_transitions),
         ("tx_prio3_pause", s.tx_pause_frames), ("tx_prio3_pause_duration", s.tx_pause_us),
@@ -263,6 +270,19 @@ def _g(guid: int) -> str:
     return f"{guid:016x}"
 
 
+# ibnetdiscover devid per ASIC generation: the Mellanox part number in hex. Verified in public
+# topologies: 0xd2f0 Quantum (MQM8700), 0xd2f2 Quantum-2 (MQM9700), 0xcb20 Switch-IB (EDR);
+# rdma-core ibdiag_common.c lists 0xcf08 Switch-IB 2. 0xc738 SwitchX-2 (MT51000) and 0xd2f4
+# Quantum-3 (MT54004) are inferred from the same numbering.
+DEVID = {"quantum": 0xD2F0, "quantum2": 0xD2F2, "quantum3": 0xD2F4, "switchib2": 0xCF08, "switchib": 0xCB20,
+         "switchx": 0xC738, "connectx": 0x1021}
+SPEED_NAME = {56.0: "FDR", 100.0: "EDR", 200.0: "HDR", 400.0: "NDR", 800.0: "XDR"}  # 4x link rates, Gb/s
+
+
+def _rate(p: Port) -> str:
+    return f"{p.lanes}x{SPEED_NAME.get(p.speed_gbps * 4 / p.lanes, 'HDR')}"
+
+
 def render_ibnetdiscover(fabric: Fabric, when: str) -> str:
     """``ibnetdiscover`` default format: switches first, then CAs; only linked ports."""
     ib = [d for d in fabric.devices.values() if d.kind in ("ib_switch", "ib_ca")]
@@ -271,7 +291,7 @@ def render_ibnetdiscover(fabric: Fabric, when: str) -> str:
     first = switches[0]
     out = [f"#\n# Topology file: generated on {when}\n#\n# Initiated from node {_g(first.guid)} port {_g(first.guid)}\n\n"]
     for d in switches:
-        out.append(f"vendid=0x2c9\ndevid=0xcf08\nsysimgguid=0x{d.guid:x}\nswitchguid=0x{d.guid:x}({d.guid:x})\n")
+        out.append(f"vendid=0x2c9\ndevid=0x{DEVID.get(d.asic, 0xCF08):x}\nsysimgguid=0x{d.guid:x}\nswitchguid=0x{d.guid:x}({d.guid:x})\n")
         out.append(f'Switch\t36 "S-{_g(d.guid)}"\t\t# "{d.name}" enhanced port 0 lid {d.lid} lmc 0\n')
         for p in sorted(d.ports.values(), key=lambda p: p.index):
             if p.peer is None or not p.up:
@@ -279,20 +299,20 @@ def render_ibnetdiscover(fabric: Fabric, when: str) -> str:
             peer_dev = fabric.devices[p.peer[0]]
             peer = fabric.port(p.peer)
             if peer_dev.kind == "ib_switch":
-                out.append(f'[{p.index}]\t"S-{_g(peer_dev.guid)}"[{peer.index}]\t\t# "{peer_dev.name}" lid {peer_dev.lid} 4xHDR\n')
+                out.append(f'[{p.index}]\t"S-{_g(peer_dev.guid)}"[{peer.index}]\t\t# "{peer_dev.name}" lid {peer_dev.lid} {_rate(p)}\n')
             else:
                 pg = peer_dev.guid + peer.index
-                out.append(f'[{p.index}]\t"H-{_g(peer_dev.guid)}"[{peer.index}]({pg:x}) \t\t# "{peer_dev.name}" lid {peer_dev.lid} 4xHDR\n')
+                out.append(f'[{p.index}]\t"H-{_g(peer_dev.guid)}"[{peer.index}]({pg:x}) \t\t# "{peer_dev.name}" lid {peer_dev.lid} {_rate(p)}\n')
         out.append("\n")
     for d in cas:
-        out.append(f"vendid=0x2c9\ndevid=0x101b\nsysimgguid=0x{d.guid:x}\ncaguid=0x{d.guid:x}\n")
+        out.append(f"vendid=0x2c9\ndevid=0x{DEVID.get(d.asic, 0x101B):x}\nsysimgguid=0x{d.guid:x}\ncaguid=0x{d.guid:x}\n")
         out.append(f'Ca\t1 "H-{_g(d.guid)}"\t\t# "{d.name}"\n')
         for p in d.ports.values():
             if p.peer is None or not p.up:
                 continue
             sw = fabric.devices[p.peer[0]]
             sp = fabric.port(p.peer)
-            out.append(f'[{p.index}]({d.guid + p.index:x}) \t"S-{_g(sw.guid)}"[{sp.index}]\t\t# lid {d.lid} lmc 0 "{sw.name}" lid {sw.lid} 4xHDR\n')
+            out.append(f'[{p.index}]({d.guid + p.index:x}) \t"S-{_g(sw.guid)}"[{sp.index}]\t\t# lid {d.lid} lmc 0 "{sw.name}" lid {sw.lid} {_rate(p)}\n')
         out.append("\n")
     return "".join(out)
 
@@ -307,7 +327,32 @@ PERFQUERY_FIELDS = (
 )
 
 
-def perfquery_block(lid: int, p: Port) -> str:
+# Basic PortCounters widths (IBA PortCounters attribute): saturating, not wrapping.
+BASIC_FIELDS = (
+    ("SymbolErrorCounter", "symbol_errors", 16), ("LinkErrorRecoveryCounter", "link_error_recovery", 8),
+    ("LinkDownedCounter", "link_downed", 8), ("PortRcvErrors", "rcv_errors", 16),
+    ("PortRcvRemotePhysicalErrors", "", 16), ("PortRcvSwitchRelayErrors", "", 16),
+    ("PortXmitDiscards", "xmit_discards", 16), ("PortXmitConstraintErrors", "", 8), ("PortRcvConstraintErrors", "", 8),
+    ("CounterSelect2", "", 0), ("LocalLinkIntegrityErrors", "", 4), ("ExcessiveBufferOverrunErrors", "", 4),
+    ("QP1Dropped", "", 16), ("VL15Dropped", "", 16), ("PortXmitData", "out_octets/4", 32), ("PortRcvData", "in_octets/4", 32),
+    ("PortXmitPkts", "out_pkts", 32), ("PortRcvPkts", "in_pkts", 32), ("PortXmitWait", "xmit_wait", 32),
+)
+
+
+def basic_block(lid: int, p: Port) -> str:
+    """``perfquery`` (basic PortCounters): every counter saturates at its width."""
+    lines = [f"# Port counters: Lid {lid} port {p.index} (CapMask: 0x1300)\n",
+             f"PortSelect:{'.' * 22}{p.index}\n", f"CounterSelect:{'.' * 19}0x0000\n"]
+    for name, key, width in BASIC_FIELDS:
+        if not width:
+            lines.append(f"{name}:{'.' * (32 - len(name))}0x00\n")
+            continue
+        raw = p.c[key[:-2]] / 4 if key.endswith("/4") else (p.c[key] if key else 0)
+        lines.append(f"{name}:{'.' * (32 - len(name))}{min(int(raw), 2**width - 1)}\n")
+    return "".join(lines)
+
+
+def perfquery_block(lid: int, p: Port, old_firmware: bool = False) -> str:
     c = p.c
     values: dict[str, object] = dict.fromkeys(PERFQUERY_FIELDS, 0)
     values.update({
@@ -319,7 +364,12 @@ def perfquery_block(lid: int, p: Port) -> str:
         "LinkDownedCounter": int(c["link_downed"]), "PortRcvErrors": int(c["rcv_errors"]),
         "PortXmitDiscards": int(c["xmit_discards"]), "PortXmitWait": int(c["xmit_wait"]),
     })
-    lines = [f"# Port extended counters: Lid {lid} port {p.index} (CapMask: 0x5300 CapMask2: 0x0000002)\n"]
+    cap2 = "0x0000002"
+    if old_firmware:  # no CapMask2 bit 1: the 64-bit errors and XmitWait print as 0
+        cap2 = "0x0000000"
+        values.update(dict.fromkeys(PERFQUERY_FIELDS[PERFQUERY_FIELDS.index("CounterSelect2") + 1:], 0))
+        values["CounterSelect2"] = "0x00000000"
+    lines = [f"# Port extended counters: Lid {lid} port {p.index} (CapMask: 0x5300 CapMask2: {cap2})\n"]
     for name in PERFQUERY_FIELDS:
         v = values[name]
         if isinstance(v, int):
@@ -335,7 +385,11 @@ def render_perfquery_runs(fabric: Fabric) -> list[str]:
         for d in fabric.devices.values():
             if d.kind != kind:
                 continue
-            blocks = [perfquery_block(d.lid, p) for p in sorted(d.ports.values(), key=lambda p: p.index) if p.peer is not None]
+            linked = [p for p in sorted(d.ports.values(), key=lambda p: p.index) if p.peer is not None]
+            old = d.firmware == "old"
+            blocks = [perfquery_block(d.lid, p, old) for p in linked]
+            if old:  # the collector adds a basic run for the counters -x cannot give
+                blocks += [basic_block(d.lid, p) for p in linked]
             if blocks:
                 runs.append("".join(blocks))
     return runs

@@ -13,7 +13,13 @@ counter increments that are consistent by construction:
   from the durations: XOFF with quanta 0xFFFF (65535 x 512 bit times) refreshed at half the
   quanta time while continuously paused, XOFF+XON pairs for brief pauses;
 - InfiniBand XmitWait counts ticks of 64 bit times at the link rate (so a fully stalled port
-  gains ``rate x dt / 64`` ticks, the ib-traffic-monitor convention), data in 4-byte words.
+  gains ``rate x dt / 64`` ticks, the ib-traffic-monitor convention), data in 4-byte words,
+  unless the device declares its ASIC generation (``Device.asic``): then the tick is the one
+  NVIDIA's ibdiagnet user manual ("Congestion Assessment on InfiniBand Links") documents for
+  it, see :data:`XMIT_WAIT_TICK`;
+- a port whose credits are rationed (``StepPlan.credit``, a credit loop broken only by
+  head-of-queue lifetime drops) sends at most that fraction of line rate, however long it
+  waited: wait and data are not complementary there.
 
 :func:`propagate_pause` derives the hop-by-hop spreading of a storm: an egress that stays
 paused fills its queue, the ingress buffers holding traffic for it pass XOFF upstream, and
@@ -33,6 +39,18 @@ NPRIO = 8
 QUANTA_BITS = 65535 * 512
 IB_TICK_BITS = 64
 BRIEF_PAUSE_EPISODE_US = 25.0  # a typical short XOFF..XON episode under load
+
+# XmitWait tick per ASIC generation: (bytes of port transmit time per tick, per lane?).
+# NVIDIA ibdiagnet user manual v2.13, "Congestion Assessment on InfiniBand Links": Quantum,
+# Quantum-2 and Quantum-3 count one tick per 8 bytes of port transmit time whatever the width
+# (Tick = 7); Switch-IB 2, Switch-IB and SwitchX one tick per 32 bytes per lane (Tick = 31,
+# lost bytes = ticks x 32 x lanes). ConnectX adapters: 8 bytes, inferred from
+# NVIDIA/ib-traffic-monitor#3 ("(7+1)*8" bits per tick on modern devices).
+XMIT_WAIT_TICK: dict[str, tuple[int, bool]] = {
+    "quantum": (8, False), "quantum2": (8, False), "quantum3": (8, False),
+    "switchib2": (32, True), "switchib": (32, True), "switchx": (32, True),
+    "connectx": (8, False),
+}
 
 
 @dataclass
@@ -54,6 +72,11 @@ class PrioState:
     wd_drops: float = 0.0
     wd_stormed: bool = False
     occupancy: float = 0.0  # bytes, gauge at sample time
+    # Ingress side of the same priority (its priority group / ingress queue on this port).
+    pg_nobuf_drops: float = 0.0
+    pg_shared_drops: float = 0.0
+    pg_occupancy: float = 0.0
+    ingress_q_drops: float = 0.0
 
 
 PORT_COUNTERS = (
@@ -62,7 +85,9 @@ PORT_COUNTERS = (
     "symbol_errors", "link_error_recovery", "link_downed", "rcv_errors", "xmit_discards", "xmit_wait",
     # host NIC
     "tx_pause_storm_warning", "tx_pause_storm_error", "rx_discards_phy", "np_ecn_marked", "np_cnp_sent",
-    "rp_cnp_handled", "out_of_sequence", "packet_seq_err", "local_ack_timeout_err",
+    "rp_cnp_handled", "out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "rx_out_of_buffer",
+    # switch ingress buffer overflow for the whole port (no priority split)
+    "ingress_overflow",
 )
 
 
@@ -73,6 +98,7 @@ class Port:
     index: int  # ifIndex (Ethernet) or port number (InfiniBand)
     speed_gbps: float
     peer: PortRef | None = None
+    lanes: int = 4
     up: bool = True
     c: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PORT_COUNTERS, 0.0))
     prio: list[PrioState] = field(default_factory=lambda: [PrioState() for _ in range(NPRIO)])
@@ -101,6 +127,10 @@ class Device:
     guid: int = 0
     lid: int = 0  # switch LID (port 0); a CA's port LID
     boot_t: float = 0.0
+    asic: str = ""  # InfiniBand ASIC generation (XMIT_WAIT_TICK key); "" = 64 bit times
+    firmware: str = ""  # "old": no CapMask2 bit 1, so no 64-bit XmitWait/errors (basic counters only)
+    extras: frozenset[str] = frozenset()  # optional MIB tables the renderer adds (see render)
+    queue_map: dict[int, int] = field(default_factory=dict)  # priority -> egress queue; unlisted: identity
     ports: dict[str, Port] = field(default_factory=dict)
 
     def add_port(self, name: str, index: int, speed_gbps: float) -> Port:
@@ -122,6 +152,11 @@ class StepPlan:
     # (storms, restores, drops, stormed at the end of the step)
     watchdog: dict[PortRef, dict[int, tuple[int, int, int, bool]]] = field(default_factory=dict)
     wait: dict[PortRef, float] = field(default_factory=dict)  # IB: fraction of the step stalled for credits
+    credit: dict[PortRef, float] = field(default_factory=dict)  # IB: most the credits let through, fraction of line rate
+    # ingress side, keyed by the ingress port: {priority: drops} / {priority: bytes}
+    pg_nobuf_drops: dict[PortRef, dict[int, float]] = field(default_factory=dict)
+    pg_occupancy: dict[PortRef, dict[int, float]] = field(default_factory=dict)
+    ingress_q_drops: dict[PortRef, dict[int, float]] = field(default_factory=dict)
     bump: dict[PortRef, dict[str, float]] = field(default_factory=dict)  # raw counter increments
     down: set[PortRef] = field(default_factory=set)  # link down for the whole step (both ends)
     flaps: set[PortRef] = field(default_factory=set)  # link went down and came back within the step
@@ -240,6 +275,23 @@ class Fabric:
         for ref, bumps in plan.bump.items():
             for name, n in bumps.items():
                 self.port(ref).c[name] += n
+        for attr, field_name in (("pg_nobuf_drops", "pg_nobuf_drops"), ("ingress_q_drops", "ingress_q_drops")):
+            for ref, by_prio in getattr(plan, attr).items():
+                for prio, n in by_prio.items():
+                    st = self.port(ref).prio[prio]
+                    setattr(st, field_name, getattr(st, field_name) + n)
+        for dev in self.devices.values():
+            for p in dev.ports.values():
+                for prio, st in enumerate(p.prio):
+                    st.pg_occupancy = plan.pg_occupancy.get(p.ref, {}).get(prio, 0.0)
+
+    def xmit_wait_ticks(self, p: Port, seconds: float) -> float:
+        """XmitWait ticks for ``seconds`` of waiting on port ``p`` (see XMIT_WAIT_TICK)."""
+        asic = self.devices[p.device].asic
+        if not asic:
+            return seconds * p.speed_gbps * 1e9 / IB_TICK_BITS
+        nbytes, per_lane = XMIT_WAIT_TICK[asic]
+        return seconds * p.bytes_per_s / (nbytes * (p.lanes if per_lane else 1))
 
     def _egress(self, p: Port, q: Port, plan: StepPlan, dt: float, down: bool) -> None:
         ref = p.ref
@@ -254,7 +306,7 @@ class Fabric:
             if down:
                 continue
             frac = paused.get(prio, 0.0)
-            sent = min(loads.get(prio, 0.0), max(0.0, 1.0 - frac), max(0.0, 1.0 - wait))
+            sent = min(loads.get(prio, 0.0), max(0.0, 1.0 - frac), max(0.0, 1.0 - wait), plan.credit.get(ref, 1.0))
             nbytes = p.bytes_per_s * dt * sent
             npkts = nbytes / pkt_size(prio)
             total_bytes += nbytes
@@ -293,7 +345,7 @@ class Fabric:
         p.c["out_pkts"] += total_pkts
         q.c["in_octets"] += total_bytes
         q.c["in_pkts"] += total_pkts
-        p.c["xmit_wait"] += wait * dt * p.speed_gbps * 1e9 / IB_TICK_BITS
+        p.c["xmit_wait"] += self.xmit_wait_ticks(p, wait * dt)
 
 
 def propagate_pause(flows: Iterable[list[PortRef]], seeds: dict[PortRef, float], threshold: float = 0.5) -> dict[PortRef, float]:

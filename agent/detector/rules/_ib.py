@@ -1,14 +1,17 @@
 """InfiniBand XmitWait arithmetic shared by ``credit_deadlock`` and ``congestion``.
 
-PortXmitWait counts ticks during which the port had data but sent none (fabric-reference
-1.1). The tick length is device-defined; NVIDIA/ib-traffic-monitor#3 and the community
-ibdiagnet2 script convert a tick to 64 bits (8 bytes x 8) of transmit time on modern
-devices, so by default ``tick = xmit_wait_tick_bits / line bit rate`` (64 bits: 1.28 ns at
-400G). ``xmit_wait_tick_s`` overrides it with a measured tick.
+PortXmitWait counts ticks during which the port had data to send but sent none (IBTA
+InfiniBand Architecture Specification vol. 1, PortCounters / PortCountersExtended; printed
+by rdma-core's ``perfquery``). The tick length is device-defined; NVIDIA/ib-traffic-monitor#3
+and NVIDIA's ibdiagnet manual give it per ASIC generation (:data:`TICK_BY_DEVID`): one tick
+per 8 bytes of port transmit time on Quantum switches (8 bytes at 400 Gb/s: 0.16 ns), one
+per 32 bytes of one lane's time on Switch-IB and older (32 bytes at 25 Gb/s per lane:
+10.24 ns). Devices not in the table use ``xmit_wait_tick_bits`` (64) of port time;
+``xmit_wait_tick_s`` overrides everything with a measured tick.
 
 * f_wait = dXmitWait * tick / dt: share of the interval spent waiting (0..1).
-* r_wait = dXmitWait / (dXmitWait + dXmitData_words), the OPA ratio: used when the tick is
-  unknown (no link speed and no configured tick). Data words = tx bytes / 4.
+* r_wait = dXmitWait / (dXmitWait + dXmitData_words), the ratio Omni-Path's performance
+  manager uses (cornelisnetworks/opa-fm ``pa_categories.c``): used when the tick is unknown (no link speed and no configured tick). Data words = tx bytes / 4.
 """
 
 from __future__ import annotations
@@ -16,22 +19,88 @@ from __future__ import annotations
 from typing import Any
 
 from fabricmon.agent.detector import DetectContext
-from fabricmon.agent.detector.rules._common import LINK_SPEED, TX_BYTES, speed_bytes
+from fabricmon.agent.detector.rules._common import TX_BYTES, speed_bytes
 from fabricmon.agent.store import PortEntry, PortKey
 
 XMIT_WAIT = ("xmit_wait", ())
+LINK_WIDTH = ("link_width_lanes", ())
 
 IB_DEFAULTS: dict[str, Any] = {
-    "xmit_wait_tick_s": None,  # measured tick length; None = derive from link speed
-    "xmit_wait_tick_bits": 64,  # ib-traffic-monitor#3: (7+1)*8 bits per tick on modern devices
+    "xmit_wait_tick_s": None,  # measured tick length; None = from the device generation and link speed
+    # Devices not in TICK_BY_DEVID (HCAs, unknown switches): bits of port transmit time per
+    # tick. 64 = 8 bytes, what current devices count (NVIDIA/ib-traffic-monitor#3).
+    "xmit_wait_tick_bits": 64,
 }
 
+# XmitWait tick per switch ASIC generation, keyed by the PCI device ID that ibnetdiscover
+# prints as ``devid=`` (and UFM as the system's device ID). NVIDIA's ibdiagnet manual
+# ("Congestion Assessment on InfiniBand Links"): Quantum, Quantum-2 and Quantum-3 count one
+# tick per 8 bytes of port transmit time; Switch-IB 2, Switch-IB and SwitchX one per 32 bytes
+# of one lane's transmit time. Device IDs: 0xd2f2 = Quantum-2 verified (the public
+# ibnetdiscover of an MQM9700 in gary-minghuili/infiniband-exporter); the others from the
+# PCI ID repository (pci-ids.ucw.cz, vendor 15b3), inferred from their names there.
+# Value: (bytes per tick, counted per lane).
+TICK_BY_DEVID: dict[int, tuple[int, bool]] = {
+    0xD2F0: (8, False),  # Quantum (HDR)
+    0xD2F2: (8, False),  # Quantum-2 (NDR)
+    0xD2F4: (8, False),  # Quantum-3 (XDR)
+    0xCF08: (32, True),  # Switch-IB 2 (EDR)
+    0xCB84: (32, True),  # Switch-IB (EDR)
+    0xCB20: (32, True),  # SwitchX-2
+    0xC738: (32, True),  # SwitchX
+}
+# A computed f_wait above this means the tick is wrong for the device (a port cannot wait
+# longer than the interval); the 2 % margin covers the poll clock's jitter against the
+# device's counter latch. Such a port's f_wait is not used: the tick-free tests decide.
+MAX_PLAUSIBLE_F_WAIT = 1.02
+SUSPECT_CACHE_KEY = "xmit_wait_tick_suspect"
+# DetectContext.cache key: port -> (incident id, what it is) for ports in a credit loop or
+# stalled, written by ``credit_deadlock`` (which runs before ``packet_loss`` in the rule
+# registry) so the discards on those ports are reported as part of that one incident.
+INCIDENT_CACHE_KEY = "ib_incidents"
 
-def tick_s(entry: PortEntry, p: dict[str, Any]) -> float | None:
+
+def devid(model: str) -> int | None:
+    """The PCI device ID in a DeviceInfo.model ("0xd2f2", "devid=0xd2f2", "54002"), or None."""
+    text = model.strip().lower().removeprefix("devid=")
+    try:
+        return int(text, 16) if text.startswith("0x") else int(text) if text.isdigit() else None
+    except ValueError:
+        return None
+
+
+def tick_s(entry: PortEntry, p: dict[str, Any], model: str = "") -> float | None:
+    """Seconds of port transmit time per XmitWait tick; None when it cannot be known."""
     if p["xmit_wait_tick_s"]:
         return float(p["xmit_wait_tick_s"])
     speed = speed_bytes(entry)
-    return p["xmit_wait_tick_bits"] / (speed * 8) if speed else None
+    if not speed:
+        return None
+    gen = TICK_BY_DEVID.get(devid(model) or -1)
+    if gen is None:
+        return p["xmit_wait_tick_bits"] / (speed * 8)
+    nbytes, per_lane = gen
+    if not per_lane:
+        return nbytes / speed
+    lanes = entry.gauge(*LINK_WIDTH) or 4.0  # 4x is the common width when the gauge is missing
+    return nbytes / (speed / lanes)
+
+
+def _model(ctx: DetectContext, device: str) -> str:
+    d = ctx.store.devices.get(device)
+    return d.model if d is not None else ""
+
+
+def port_tick(ctx: DetectContext, pk: PortKey, entry: PortEntry, p: dict[str, Any]) -> float | None:
+    """The port's tick, None when unknown or when the self-check found it wrong this pass."""
+    last_wait_fractions(ctx, p)
+    if pk in ctx.cache.get((SUSPECT_CACHE_KEY, _pkey(p)), ()):
+        return None
+    return tick_s(entry, p, _model(ctx, pk[0]))
+
+
+def _pkey(p: dict[str, Any]) -> tuple[Any, Any]:
+    return (p["xmit_wait_tick_s"], p["xmit_wait_tick_bits"])
 
 
 def _fractions(wait: float, data_bytes: float | None, dt: float, tick: float | None) -> tuple[float | None, float | None]:
@@ -44,13 +113,13 @@ def _fractions(wait: float, data_bytes: float | None, dt: float, tick: float | N
     return f, r
 
 
-def wait_last(entry: PortEntry, p: dict[str, Any]) -> tuple[float | None, float | None]:
-    """(f_wait, r_wait) of the last valid interval; None where it cannot be computed."""
-    xw = entry.series.get(XMIT_WAIT)
+def wait_last(entry: PortEntry, tick: float | None) -> tuple[float | None, float | None]:
+    """(f_wait, r_wait) of the last valid interval with ``tick`` (:func:`port_tick`)."""
+    xw = entry.counter(*XMIT_WAIT)
     if xw is None or xw.delta is None or not xw.dt:
         return None, None
-    tx = entry.series.get(TX_BYTES)
-    return _fractions(xw.delta, tx.delta if tx is not None else None, xw.dt, tick_s(entry, p))
+    tx = entry.counter(*TX_BYTES)
+    return _fractions(xw.delta, tx.delta if tx is not None else None, xw.dt, tick)
 
 
 def last_wait_fractions(ctx: DetectContext, p: dict[str, Any]) -> dict[PortKey, float | None]:
@@ -59,18 +128,20 @@ def last_wait_fractions(ctx: DetectContext, p: dict[str, Any]) -> dict[PortKey, 
     Computed once per pass and shared by ``congestion`` and ``credit_deadlock`` (XmitWait
     moves on most ports of a busy fabric, so this is the one per-port loop they need).
     None where the tick is unknown (no link speed and no configured tick: use r_wait via
-    :func:`wait_last`) or the interval is invalid. Ports whose XmitWait did not move have
-    f_wait 0 and are not listed.
+    :func:`wait_last`), the interval is invalid, or the self-check failed (f_wait above
+    :data:`MAX_PLAUSIBLE_F_WAIT`: those ports are listed under :data:`SUSPECT_CACHE_KEY`).
+    Ports whose XmitWait did not move have f_wait 0 and are not listed.
     """
-    key = ("last_wait_fractions", p["xmit_wait_tick_s"], p["xmit_wait_tick_bits"])
+    key = ("last_wait_fractions", *_pkey(p))
     out = ctx.cache.get(key)
     if out is not None:
         return out
     out = ctx.cache[key] = {}
+    suspect: set[PortKey] = ctx.cache.setdefault((SUSPECT_CACHE_KEY, _pkey(p)), set())
     ports = ctx.store.ports
     fixed = float(p["xmit_wait_tick_s"]) if p["xmit_wait_tick_s"] else None
-    bits = float(p["xmit_wait_tick_bits"])
-    for pk, xw in ctx.changes.moved.get(XMIT_WAIT[0], {}).items():  # type: ignore[union-attr]
+    models: dict[str, str] = {}
+    for pk, xw in ctx.changes.moved_series(XMIT_WAIT[0]).items():  # type: ignore[union-attr]
         d, dt = xw.delta, xw.dt
         if d is None or not dt:
             out[pk] = None
@@ -78,23 +149,29 @@ def last_wait_fractions(ctx: DetectContext, p: dict[str, Any]) -> dict[PortKey, 
         tick = fixed
         if tick is None:
             entry = ports.get(pk)
-            g = entry.gauges.get(LINK_SPEED) if entry is not None else None
-            if g is None or g.value <= 0:
+            model = models.get(pk[0])
+            if model is None:
+                model = models[pk[0]] = _model(ctx, pk[0])
+            tick = tick_s(entry, p, model) if entry is not None else None
+            if tick is None:
                 out[pk] = None
                 continue
-            tick = bits / (g.value * 8)
         f = d * tick / dt
+        if f > MAX_PLAUSIBLE_F_WAIT:
+            suspect.add(pk)
+            out[pk] = None
+            continue
         out[pk] = f if f < 1.0 else 1.0
     return out
 
 
-def wait_window(entry: PortEntry, p: dict[str, Any], seconds: float) -> tuple[float | None, float | None, float]:
-    """(f_wait, r_wait, elapsed) over the rolling window."""
-    xw = entry.series.get(XMIT_WAIT)
+def wait_window(entry: PortEntry, tick: float | None, seconds: float) -> tuple[float | None, float | None, float]:
+    """(f_wait, r_wait, elapsed) over the rolling window with ``tick`` (:func:`port_tick`)."""
+    xw = entry.counter(*XMIT_WAIT)
     w = xw.window(seconds) if xw is not None else None
     if w is None or w[1] <= 0:
         return None, None, 0.0
-    tx = entry.series.get(TX_BYTES)
+    tx = entry.counter(*TX_BYTES)
     tw = tx.window(seconds) if tx is not None else None
-    f, r = _fractions(w[0], tw[0] if tw is not None else None, w[1], tick_s(entry, p))
+    f, r = _fractions(w[0], tw[0] if tw is not None else None, w[1], tick)
     return f, r, w[1]

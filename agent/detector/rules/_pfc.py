@@ -1,18 +1,24 @@
 """PFC analysis shared by ``pfc_storm``, ``pfc_deadlock`` and ``congestion``.
 
-Per (port, priority) it classifies the last valid interval (fabric-reference 4.3):
+Per (port, priority) it classifies the last valid interval. The AND of conditions and the
+device-clocked interval follow SONiC's PFC watchdog storm test (sonic-swss
+``orchagent/pfc_detect_mellanox.lua``: occupancy > 0 and the queue's packet counter
+unchanged and pause duration > 0.99 of the poll time):
 
 * **paused**: the port's transmitter was held by its peer: rx pause fraction
   >= ``graph_pause_fraction``, or (no duration counter) pause frames at or above the
   keep-paused floor, or a watchdog storm event on it;
 * **sends**: it holds its peer: tx pause fraction >= ``graph_pause_fraction`` (or frames
   above the floor);
-* **stuck** (storm-level, S2): rx pause fraction >= ``storm_pause_fraction`` AND no transmit
-  progress on that priority AND (queue occupancy > 0 or drops), on a link that stayed up.
-  **S2b** (no duration counter): pause frames received at >= the floor rate, no XOFF->XON
+* **stuck** (storm level, evidence ``signal: pause_time``): rx pause fraction >=
+  ``storm_pause_fraction`` AND no transmit progress on that priority AND (queue occupancy
+  > 0 or drops), on a link that stayed up. Without a duration counter (``signal:
+  pause_frames``, the shape of SONiC's Broadcom test, sonic-swss
+  ``pfc_detect_broadcom.lua``): pause frames received at >= the floor rate, no XOFF->XON
   transition, no progress, backlog.
 
-The floor: one pause frame with the maximum quanta (65535 x 512 bit times) keeps a port
+The floor: one pause frame with the maximum quanta (65535 x 512 bit times, IEEE 802.1Qbb
+clause 36) keeps a port
 paused for 65535*512/bitrate seconds, so staying paused needs at least
 bitrate/(512*65535) frames/s; ``s2b_floor_factor`` (0.5) leaves room for vendors that use
 smaller quanta or refresh late. At 100G the floor is about 1490 frames/s.
@@ -20,7 +26,8 @@ smaller quanta or refresh late. At 100G the floor is about 1490 frames/s.
 Queue index = priority by default (the usual RoCE mapping: DSCP 26 -> priority 3 ->
 traffic class 3); ``priority_to_queue`` overrides it.
 
-**Paused-by graph** (per priority; fabric-reference 4.4). Nodes are paused ports. A port
+**Paused-by graph** (per priority; built by :mod:`fabricmon.agent.detector.pausegraph`,
+the same code ``fabricmon correlate`` uses). Nodes are paused ports. A port
 ``e`` is paused by its cable peer ``peer(e)``; that ingress sends pause because some egress
 of the same switch cannot drain, so ``e -> e2`` for every paused port ``e2`` on
 ``peer(e)``'s device (``e2 != peer(e)``: no hairpin) with a backlog (occupancy, drops or a
@@ -43,23 +50,30 @@ trees exclude deadlock members and the ports blocked only behind a deadlock.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricmon.agent.detector import DetectContext
-from fabricmon.agent.detector.graph import tarjan_scc
+from fabricmon.agent.detector import DetectContext, RuleMetric
+from fabricmon.agent.detector.pausegraph import PausedBy, best_sinks, deadlock_cycles
 from fabricmon.agent.detector.rules._common import RatioGauge, SeriesCache, SubIndex, frac, int_map, link_ok, speed_bytes, tx_progress
 from fabricmon.agent.store import CounterStore, PortEntry, PortKey
 
 PFC_DEFAULTS: dict[str, Any] = {
-    "storm_pause_fraction": 0.95,  # S2, fabric-reference 4.3 (SONiC Mellanox uses 0.99)
-    "graph_pause_fraction": 0.5,  # S3: pause-graph edge / sink threshold
-    "progress_line_fraction": 0.01,  # S2: "< 1 % of line rate" when no per-queue counter
-    "s2b_floor_factor": 0.5,  # S2b: share of the keep-paused frame rate (see module doc)
+    # Paused this share of the interval = storm level. SONiC's Mellanox test uses 0.99 of the
+    # poll time (sonic-swss pfc_detect_mellanox.lua); 0.95 leaves room for poll jitter.
+    "storm_pause_fraction": 0.95,
+    # A port paused at least half the interval is a graph node / a pause sender (a majority:
+    # below it the port mostly transmits; an inferred value, no public standard).
+    "graph_pause_fraction": 0.5,
+    "progress_line_fraction": 0.01,  # "no progress" = below 1 % of line rate without a queue counter (see tx_progress)
+    "s2b_floor_factor": 0.5,  # frames-only test: share of the keep-paused frame rate (see module doc)
     "backlog_unknown_ok": True,  # no occupancy gauge and no drop counter: do not veto
-    "watchdog_window_s": 10.0,  # D2: watchdog events this close count as one episode (>= dt)
-    "fast_raise_dt_s": 10.0,  # S2: k=1 when the interval is at least this long (4.3 S2)
+    # Watchdog events this close count as one episode (>= dt). Watchdogs act within 0.1-5 s
+    # (SONiC pfcwd detection 100-5000 ms, sonic-utilities pfcwd/main.py), so 10 s covers one.
+    "watchdog_window_s": 10.0,
+    # Raise in 1 poll when the interval is this long: 10 s of continuous pause with nothing
+    # sent is 50x SONiC's default 200 ms detection time; a second poll adds no certainty.
+    "fast_raise_dt_s": 10.0,
     "priority_to_queue": None,  # {priority: queue}; None = identity
     "lossless_priorities": [3],  # priority given to a NIC storm event without per-priority data
 }
@@ -90,7 +104,7 @@ class PfcState:
     dt: float | None = None
     paused: bool = False
     sends: bool = False
-    stuck: str | None = None  # "S2" | "S2b"
+    stuck: str | None = None  # "pause_time" | "pause_frames": which test found it stuck
     held: bool = False  # continuously paused with backlog, progress on the priority unknown
     inferred: bool = False
 
@@ -118,28 +132,26 @@ class PfcState:
 
 
 def _active(entry: PortEntry, sub: tuple[int]) -> bool:
-    ser = entry.series
     for name in PAUSE_NAMES:
-        se = ser.get((name, sub))
+        se = entry.counter(name, sub)
         if se is not None and se.delta:
             return True
-    wd = ser.get(("pfc_watchdog_storms", sub))
-    if wd is not None and (wd.delta or wd.history[0][1] != wd.total):
+    wd = entry.counter("pfc_watchdog_storms", sub)
+    if wd is not None and (wd.delta or wd.moved_in_history()):
         return True
-    g = entry.gauges.get(("pfc_watchdog_stormed", sub))
-    return g is not None and g.value >= 1
+    g = entry.gauge("pfc_watchdog_stormed", sub)
+    return g is not None and g >= 1
 
 
 def compute_state(pk: PortKey, entry: PortEntry, prio: int, p: dict[str, Any], qmap: dict[int, int]) -> PfcState:
-    ser = entry.series
     sub = (prio,)
     qs = (qmap.get(prio, prio),)
-    rx_s = ser.get(("pfc_rx_pause_seconds", sub))
-    tx_s = ser.get(("pfc_tx_pause_seconds", sub))
-    rx_f = ser.get(("pfc_rx_pause_frames", sub))
-    tx_f = ser.get(("pfc_tx_pause_frames", sub))
-    tr = ser.get(("pfc_rx_pause_transitions", sub))
-    wd_se = ser.get(("pfc_watchdog_storms", sub))
+    rx_s = entry.counter("pfc_rx_pause_seconds", sub)
+    tx_s = entry.counter("pfc_tx_pause_seconds", sub)
+    rx_f = entry.counter("pfc_rx_pause_frames", sub)
+    tx_f = entry.counter("pfc_tx_pause_frames", sub)
+    tr = entry.counter("pfc_rx_pause_transitions", sub)
+    wd_se = entry.counter("pfc_watchdog_storms", sub)
     st = PfcState(pk, prio, seen=entry.seen)
     st.rx_frac = frac(rx_s)
     st.tx_frac = frac(tx_s)
@@ -147,17 +159,17 @@ def compute_state(pk: PortKey, entry: PortEntry, prio: int, p: dict[str, Any], q
     st.tx_fps = tx_f.rate if tx_f is not None else None
     st.trans = tr.delta if tr is not None else None
     st.dt = (rx_s or rx_f or tx_s or tx_f or wd_se).dt if (rx_s or rx_f or tx_s or tx_f or wd_se) else None
-    g = entry.gauges.get(("pfc_watchdog_stormed", sub))
-    st.wd = bool(wd_se is not None and wd_se.delta) or (g is not None and g.value >= 1)
+    g = entry.gauge("pfc_watchdog_stormed", sub)
+    st.wd = bool(wd_se is not None and wd_se.delta) or (g is not None and g >= 1)
     recent = st.wd
     if not recent and wd_se is not None:
         w = wd_se.window(max(p["watchdog_window_s"], wd_se.dt or 0.0))
         recent = w is not None and w[0] > 0
     st.wd_recent = recent
     st.progress = prio_progress(entry, qs, st.rx_frac, p["progress_line_fraction"])
-    occ = entry.gauges.get(("queue_occupancy_bytes", qs))
-    drops = [ser.get(("queue_drops", qs)), ser.get(("queue_no_buffer_drops", qs)), ser.get(("pfc_watchdog_drops", sub))]
-    if (occ is not None and occ.value > 0) or any(d is not None and d.delta for d in drops):
+    occ = entry.gauge("queue_occupancy_bytes", qs)
+    drops = [entry.counter("queue_drops", qs), entry.counter("queue_no_buffer_drops", qs), entry.counter("pfc_watchdog_drops", sub)]
+    if (occ is not None and occ > 0) or any(d is not None and d.delta for d in drops):
         st.backlog = True
     elif occ is not None:
         st.backlog = False  # an empty queue; zero drops alone do not prove the queue empty
@@ -175,7 +187,7 @@ def compute_state(pk: PortKey, entry: PortEntry, prio: int, p: dict[str, Any], q
     continuous = (st.rx_frac is not None and st.rx_frac >= p["storm_pause_fraction"]) or (rx_floor and not st.trans)
     if st.link_ok and backlog_ok and continuous:
         if st.progress is False:
-            st.stuck = "S2" if st.rx_frac is not None else "S2b"
+            st.stuck = "pause_time" if st.rx_frac is not None else "pause_frames"
         elif st.progress is None:
             st.held = True
     return st
@@ -190,9 +202,8 @@ def prio_progress(entry: PortEntry, queue: tuple[Any, ...], rx_frac: float | Non
     floor made none on any priority. A port TX above the floor says nothing about this
     priority (other, unpaused priorities share the port), so it is unknown, not progress.
     """
-    ser = entry.series
     for name in ("queue_tx_bytes", "queue_tx_packets"):
-        se = ser.get((name, queue))
+        se = entry.counter(name, queue)
         if se is not None and se.delta is not None:
             return tx_progress(entry, queue, min_line_fraction)
     if rx_frac is not None and 1.0 - rx_frac < min_line_fraction:
@@ -209,7 +220,7 @@ class Tree:
     victims: list[PfcState] = field(default_factory=list)
     nic: str | None = None  # "error" | "warning": the origin NIC confirmed the storm
     peer_state: PfcState | None = None  # the origin's cable peer when it is stormed (the origin's own evidence)
-    confirmed: bool = False  # a member is stuck (S2/S2b) or watchdog-fired, not only held
+    confirmed: bool = False  # a member is stuck or watchdog-fired, not only held
     seen: list[float] = field(default_factory=list)  # poll times of the data the tree rests on
     dt: float | None = None
 
@@ -225,7 +236,7 @@ class Tree:
 class Deadlock:
     prio: int
     members: list[PfcState]
-    watchdog: bool  # every member's watchdog fired (D2): the cycle was broken by it
+    watchdog: bool  # every member's watchdog fired: the cycle was broken by it
     blocked_behind: int = 0
 
 
@@ -286,9 +297,8 @@ class PfcTracker:
             watch.discard(pk)
             if entry is None or not self.relevant.get(pk, entry):
                 continue  # no PFC or NIC pause-storm counters (an InfiniBand port)
-            ser = entry.series
-            err = ser.get(NIC_ERR)
-            warn = ser.get(NIC_WARN)
+            err = entry.counter(*NIC_ERR)
+            warn = entry.counter(*NIC_WARN)
             if err is not None and err.delta:
                 self.nic[pk] = "error"
             elif warn is not None and warn.delta:
@@ -325,9 +335,11 @@ class PfcTracker:
             del self.nic[pk]
         if len(watch) > len(ports):
             watch.intersection_update(ports)
-        if len(ports) < len(index._cache):
-            index.forget_missing(ports)
+        index.forget_missing(ports)
         self.relevant.forget_missing(ports)
+
+    def metrics(self) -> tuple[RuleMetric, RuleMetric]:
+        return (self.pause_ratio.metric(), self.pfc_state.metric())
 
     # ------------------------------------------------------------------ analysis
     def analyze(self, ctx: DetectContext) -> Analysis:
@@ -396,84 +408,34 @@ class PfcTracker:
             nodes[peer] = st
         if not nodes:
             return
-        by_device: dict[str, list[PortKey]] = {}
-        for pk in nodes:
-            by_device.setdefault(pk[0], []).append(pk)
         allow_unknown = self.p["backlog_unknown_ok"]
 
-        def blocking(st: PfcState) -> bool:
+        def blocking(pk: PortKey) -> bool:
+            st = nodes[pk]
             return st.backlog is True or st.wd_recent or (st.backlog is None and allow_unknown)
 
-        succ_cache: dict[PortKey, list[PortKey]] = {}
-
-        def succ(pk: PortKey) -> list[PortKey]:
-            got = succ_cache.get(pk)
-            if got is None:
-                pe = topo.peer(*pk) if have_topo else None
-                got = [] if pe is None else [q for q in by_device.get(pe[0], ()) if q != pe and blocking(nodes[q])]
-                succ_cache[pk] = got
-            return got
-
-        def dl_succ(pk: PortKey) -> list[PortKey]:
-            # Hairpins count here: a routing loop sends traffic back out of the port it came
-            # in on, and that is how loops through a leaf close (leaf -> spine -> leaf).
-            pe = topo.peer(*pk) if have_topo else None
-            return [] if pe is None else [q for q in by_device.get(pe[0], ()) if blocking(nodes[q])]
+        graph = PausedBy(nodes, (lambda pk: topo.peer(*pk)) if have_topo else (lambda _pk: None), blocking)
+        succ = graph.successors
 
         # Deadlocks: cycles among stuck / watchdog-fired ports only (every member condition
-        # holds) that cannot drain: a cycle with a path to a stuck port that has nowhere further
-        # to wait (a storm origin's port) is explained by that storm, not a deadlock. With
-        # hairpins this keeps two storms in opposite directions over one link from looking
-        # like a two-port cycle.
+        # holds) that cannot drain.
         dl_nodes = [pk for pk, st in nodes.items() if (st.stuck is not None or st.wd_recent) and st.has_data]
         in_deadlock: set[PortKey] = set()
         deadlocks: list[Deadlock] = []
         if have_topo and len(dl_nodes) >= 2:
-            dl_set = set(dl_nodes)
-            drains: dict[PortKey, bool] = {}
-            for comp in tarjan_scc(dl_nodes, dl_succ):  # sinks first
-                members_set = set(comp)
-                outs = [q for pk in comp for q in dl_succ(pk) if q in dl_set and q not in members_set]
-                drain = (len(comp) == 1 and not outs and not any(q in members_set for q in dl_succ(comp[0]))) or any(
-                    drains[q] for q in outs)
-                for pk in comp:
-                    drains[pk] = drain
-                if len(comp) < 2 or drain:
-                    continue
+            for comp in deadlock_cycles(dl_nodes, lambda pk: graph.successors(pk, hairpin=True)):
                 members = sorted((nodes[pk] for pk in comp), key=lambda s: s.pk)
                 deadlocks.append(Deadlock(prio, members, watchdog=all(m.wd_recent for m in members)))
                 in_deadlock.update(comp)
-        # Storm trees: best sink per SCC of the full paused-by graph, sinks first.
-        comps = tarjan_scc(list(nodes), succ)
-        comp_of: dict[PortKey, int] = {}
-        best: list[PortKey | None] = []
-        blocked: list[bool] = []
-        for i, comp in enumerate(comps):
-            for pk in comp:
-                comp_of[pk] = i
-            cands: list[PortKey] = []
-            behind = any(pk in in_deadlock for pk in comp)
-            for pk in comp:
-                nxt = succ(pk)
-                if not nxt and len(comp) == 1:
-                    cands.append(pk)
-                for q in nxt:
-                    j = comp_of.get(q)
-                    if j is None or j == i:
-                        continue
-                    if best[j] is not None:
-                        cands.append(best[j])  # type: ignore[arg-type]
-                    behind = behind or blocked[j]
-            best.append(max(cands, key=lambda pk: self._score(pk, prio, nodes, topo)) if cands else None)
-            blocked.append(behind)
+        # Storm trees: the best sink each port drains to, and whether it waits behind a deadlock.
+        best, blocked = best_sinks(list(nodes), succ, lambda pk: self._score(pk, prio, nodes, topo), in_deadlock)
         trees: dict[PortKey, Tree] = {}
         for pk, st in sorted(nodes.items()):
             if not (st.stormed or st.held) or not st.has_data or pk in in_deadlock:
                 continue
-            i = comp_of[pk]
-            sink = best[i] if have_topo else None
+            sink = best[pk] if have_topo else None
             if sink is None:
-                if blocked[i]:
+                if blocked[pk]:
                     for d in deadlocks:
                         d.blocked_behind += 1
                     continue
@@ -517,7 +479,7 @@ class PfcTracker:
         if entry is None or entry.seen <= st.seen:
             return False
         sub = (st.prio,)
-        if not any((se := entry.series.get((f"{side}_{unit}", sub))) is not None and se.delta is not None
+        if not any((se := entry.counter(f"{side}_{unit}", sub)) is not None and se.delta is not None
                    for unit in ("seconds", "frames")):
             return False  # the other end cannot tell (no counter, or no valid interval)
         other = self.states.get(peer, {}).get(st.prio)
@@ -542,16 +504,17 @@ class PfcTracker:
         return sink, pauser
 
 
-_TRACKERS: weakref.WeakKeyDictionary[CounterStore, dict[tuple, PfcTracker]] = weakref.WeakKeyDictionary()
+def pfc_key(params: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    """(identity, parameters) of the PFC tracker for a rule's parameters: the PFC ones it
+    sets over :data:`PFC_DEFAULTS`. Rules with the same identity share one tracker."""
+    p = {k: params.get(k, v) for k, v in PFC_DEFAULTS.items()}
+    return tuple(sorted((k, repr(v)) for k, v in p.items())), p
 
 
-def claimed_ports(ctx: DetectContext, params: dict[str, Any]) -> set[tuple[PortKey, int | None]]:
+def claimed_ports(tracker: PfcTracker, ctx: DetectContext) -> set[tuple[PortKey, int | None]]:
     """(port, priority) pairs that a storm tree (origin, its cable peer, victims) or a
     deadlock accounts for in this pass. Other rules use it so the same pause is not reported
-    twice (a stuck port is not also "chronically paused"). Uses the PFC rules' tracker when
-    they run, else one with ``params``."""
-    by = _TRACKERS.get(ctx.store)
-    tracker = next(iter(by.values())) if by else tracker_for(ctx.store, params)
+    twice (a stuck port is not also "chronically paused")."""
     a = tracker.analyze(ctx)
     out: set[tuple[PortKey, int | None]] = set()
     for t in a.trees:
@@ -563,14 +526,3 @@ def claimed_ports(ctx: DetectContext, params: dict[str, Any]) -> set[tuple[PortK
     for d in a.deadlocks:
         out.update((m.pk, m.prio) for m in d.members)
     return out
-
-
-def tracker_for(store: CounterStore, params: dict[str, Any]) -> PfcTracker:
-    """One tracker per store and PFC parameter set, shared by the PFC rules so the updated
-    ports are scanned once per pass."""
-    key = tuple(sorted((k, repr(params[k])) for k in PFC_DEFAULTS))
-    by = _TRACKERS.setdefault(store, {})
-    tr = by.get(key)
-    if tr is None:
-        tr = by[key] = PfcTracker({k: params[k] for k in PFC_DEFAULTS})
-    return tr

@@ -1,27 +1,35 @@
 """congestion: sustained ECN marking, chronic partial pause, InfiniBand XmitWait.
 
-Thresholds (fabric-reference 4.3; none of them has a public universal value, so all are
-parameters). ``raise_polls`` 3: congestion must persist (table: <= 3N latency).
+None of these thresholds has a public universal value (they depend on the workload and the
+buffer sizes), so all are parameters and their defaults are inferred, marked so below.
+``raise_polls`` 3: congestion must persist for three polls before it is a finding (a burst
+of one or two polls is ordinary traffic).
 
-* **C1 ECN** per egress queue: marked / transmitted packets over ``ecn_window_s`` (60 s),
-  >= ``ecn_warning_ratio`` 1 % -> warning, >= ``ecn_critical_ratio`` 10 % -> critical (DCQCN
-  practice), with at least ``ecn_min_packets`` (1000) sent in the window and marks in the
+* **ECN** per egress queue: marked / transmitted packets over ``ecn_window_s`` (60 s),
+  >= ``ecn_warning_ratio`` 1 % -> warning, >= ``ecn_critical_ratio`` 10 % -> critical (inferred:
+  DCQCN, Zhu et al. SIGCOMM 2015, marks from a queue threshold on, so a steady share of
+  marked packets means the queue sits above it), with at least ``ecn_min_packets`` (1000) sent in the window and marks in the
   last interval. Moderate marking under benign heavy load (< 1 %) stays silent.
-* **S4 chronic pause** per priority: pause-time fraction over ``pause_window_s`` (300 s,
+* **Chronic pause** per priority: pause-time fraction over ``pause_window_s`` (300 s,
   bounded by the store's history) >= ``pause_warning_fraction`` 0.05 -> warning,
-  >= ``pause_critical_fraction`` 0.20 -> critical (Microsoft), and the last interval still
+  >= ``pause_critical_fraction`` 0.20 -> critical (inferred; pause as the sign of a slow
+  receiver: Guo et al., "RDMA over Commodity Ethernet at Scale", SIGCOMM 2016), and the last interval still
   at least at the warning level (so a finished storm does not linger as congestion). The
   receive side (the egress being paused) is used; the transmit side (a NIC or ingress
   pausing its peer, a slow receiver) only when the peer's receive side is not monitored,
   so one link gives one finding. An interval that looks like a storm (>=
   ``storm_pause_fraction`` with no transmit progress) is left to ``pfc_storm``, and so is
   any port (or the cable peer of a port) that a storm tree or a PFC deadlock accounts for
-  on that priority: one pause, one finding. Brief pauses (< 5 %) stay silent.
-* **C3 InfiniBand** over ``wait_window_s`` (60 s): f_wait >= ``wait_warning_fraction`` 10 %
-  -> warning, >= ``wait_critical_fraction`` 50 % -> critical; when the tick is unknown,
-  r_wait >= ``wait_warning_ratio`` 1 % -> warning (OPA). The last interval must be at the
+  on that priority: one pause, one finding. After a storm the window starts where the storm
+  last covered the port, so the storm's own pause never becomes a later congestion finding.
+  Brief pauses (< 5 %) stay silent.
+* **InfiniBand** over ``wait_window_s`` (60 s): f_wait >= ``wait_warning_fraction`` 10 %
+  -> warning, >= ``wait_critical_fraction`` 50 % -> critical (inferred); when the tick is
+  unknown, r_wait >= ``wait_warning_ratio`` 1 % -> warning (the highest of Omni-Path's
+  congestion thresholds, 1 % to 0.01 %: cornelisnetworks/opa-fm ``pa_categories.c``). The last interval must be at the
   warning level too. A stalled port (f_wait >= 0.95 with no data) is left to
-  ``credit_deadlock``.
+  ``credit_deadlock``, and so is any port that rule put in a credit loop or stall incident
+  this pass (it runs first: one fault, one incident).
 
 Finding priority: the PFC priority (for ECN, the priority mapped to the queue; identity
 by default), None for InfiniBand. Exports
@@ -35,8 +43,15 @@ from typing import Any
 
 from fabricmon.agent.detector import DetectContext, Observation, Rule, RuleMetric
 from fabricmon.agent.detector.rules._common import RatioGauge, SubIndex, frac, int_map, link_ok, tx_progress, window_frac
-from fabricmon.agent.detector.rules._ib import IB_DEFAULTS, last_wait_fractions, wait_last, wait_window
-from fabricmon.agent.detector.rules._pfc import PFC_DEFAULTS, claimed_ports
+from fabricmon.agent.detector.rules._ib import (
+    IB_DEFAULTS,
+    INCIDENT_CACHE_KEY,
+    last_wait_fractions,
+    port_tick,
+    wait_last,
+    wait_window,
+)
+from fabricmon.agent.detector.rules._pfc import claimed_ports
 from fabricmon.agent.store import PortEntry, PortKey
 
 
@@ -45,6 +60,7 @@ class CongestionRule(Rule):
     kinds = ("congestion",)
     raise_polls = 3
     clear_polls = 2
+    pfc_use = "reader"  # which pauses a storm tree or deadlock already accounts for
     defaults: dict[str, Any] = {
         "ecn_warning_ratio": 0.01,
         "ecn_critical_ratio": 0.10,
@@ -70,6 +86,9 @@ class CongestionRule(Rule):
         self.queue_prio = {q: p for p, q in self.qmap.items()}
         self.ecn_index = SubIndex(["ecn_marked_packets"])
         self.pause_index = SubIndex(["pfc_rx_pause_seconds", "pfc_tx_pause_seconds"])
+        # (port, priority) -> when a storm tree or deadlock last accounted for its pause: the
+        # chronic-pause window starts after it, so a storm's pause never reads as congestion.
+        self.storm_seen: dict[tuple[PortKey, int | None], float] = {}
         self.ecn_ratio = RatioGauge(
             "fabricmon_queue_ecn_mark_ratio", "Share of the packets sent by an egress queue in the last interval that were ECN-marked.",
             ("device", "port", "queue"),
@@ -101,15 +120,23 @@ class CongestionRule(Rule):
                 prios = self.pause_index.subs(pk, entry)
                 if prios:
                     if claimed is None:
-                        claimed = claimed_ports(ctx, {**PFC_DEFAULTS, **{k: p[k] for k in PFC_DEFAULTS if k in p}})
+                        claimed = claimed_ports(self.pfc, ctx)
+                        self._note_storms(ctx.t, claimed)
                     found.extend(self._pause(ctx, pk, entry, prios, claimed))
-            if pk in ib:
-                found.extend(self._ib(pk, entry, ib[pk]))
+            if pk in ib and pk not in ctx.cache.get(INCIDENT_CACHE_KEY, {}):  # a loop or stall reports it
+                found.extend(self._ib(pk, entry, ib[pk], port_tick(ctx, pk, entry, p)))
             if found and link_ok(entry):
                 yield from found
-        if len(ports) < len(self.ecn_index._cache):
-            self.ecn_index.forget_missing(ports)
-            self.pause_index.forget_missing(ports)
+        self.ecn_index.forget_missing(ports)
+        self.pause_index.forget_missing(ports)
+
+    def _note_storms(self, t: float, claimed: set[tuple[PortKey, int | None]]) -> None:
+        seen = self.storm_seen
+        seen.update(dict.fromkeys(claimed, t))
+        if len(seen) > len(claimed):
+            limit = t - self.params["pause_window_s"]
+            for key in [k for k, v in seen.items() if v < limit]:
+                del seen[key]
 
     def _level(self, value: float, warn: float, crit: float) -> str | None:
         return "critical" if value >= crit else "warning" if value >= warn else None
@@ -117,8 +144,8 @@ class CongestionRule(Rule):
     def _ecn(self, pk: PortKey, entry: PortEntry, queues: tuple) -> Iterable[Observation]:
         p = self.params
         for q in queues:
-            marked = entry.series.get(("ecn_marked_packets", (q,)))
-            sent = entry.series.get(("queue_tx_packets", (q,)))
+            marked = entry.counter("ecn_marked_packets", (q,))
+            sent = entry.counter("queue_tx_packets", (q,))
             if marked is None or sent is None:
                 continue
             if marked.delta is not None and sent.delta:
@@ -148,11 +175,11 @@ class CongestionRule(Rule):
             if not isinstance(prio, int) or (pk, prio) in claimed or (peer is not None and (peer, prio) in claimed):
                 continue  # the storm or deadlock finding covers this pause
             for side in ("rx", "tx"):
-                se = entry.series.get((f"pfc_{side}_pause_seconds", (prio,)))
+                se = entry.counter(f"pfc_{side}_pause_seconds", (prio,))
                 last = frac(se)
                 if last is None or last < warn:
                     continue
-                if side == "tx" and peer_entry is not None and ("pfc_rx_pause_seconds", (prio,)) in peer_entry.series:
+                if side == "tx" and peer_entry is not None and peer_entry.counter("pfc_rx_pause_seconds", (prio,)) is not None:
                     continue  # the peer's receive side reports this link
                 if last >= p["storm_pause_fraction"]:
                     if side == "tx":
@@ -160,7 +187,11 @@ class CongestionRule(Rule):
                     q = self.qmap.get(prio, prio)
                     if tx_progress(entry, (q,), p["progress_line_fraction"]) is False:
                         continue  # storm territory
-                w = window_frac(se, p["pause_window_s"])
+                window = p["pause_window_s"]
+                storm_t = max(self.storm_seen.get((pk, prio), 0.0), self.storm_seen.get((peer, prio), 0.0) if peer else 0.0)
+                if storm_t:
+                    window = min(window, ctx.t - storm_t)  # only the pause since the storm ended
+                w = window_frac(se, window) if window > 0 else None
                 if w is None:
                     continue
                 level = self._level(w[0], warn, crit)
@@ -174,9 +205,9 @@ class CongestionRule(Rule):
                     )
                     break
 
-    def _ib(self, pk: PortKey, entry: PortEntry, f_last: float | None) -> Iterable[Observation]:
+    def _ib(self, pk: PortKey, entry: PortEntry, f_last: float | None, tick: float | None) -> Iterable[Observation]:
         p = self.params
-        r_last = None if f_last is not None else wait_last(entry, p)[1]
+        r_last = None if f_last is not None else wait_last(entry, tick)[1]
         if f_last is not None:
             if f_last < p["wait_warning_fraction"]:
                 return  # not congested now (a finished episode must not linger through the window)
@@ -184,7 +215,7 @@ class CongestionRule(Rule):
                 return  # stalled: credit_deadlock reports it
         elif r_last is None or r_last < p["wait_warning_ratio"]:
             return
-        f, r, elapsed = wait_window(entry, p, p["wait_window_s"])
+        f, r, elapsed = wait_window(entry, tick, p["wait_window_s"])
         if f is not None:
             level = self._level(f, p["wait_warning_fraction"], p["wait_critical_fraction"])
             value, label = f, "of the time waiting for credits"

@@ -4,17 +4,18 @@ Link flaps (LinkDowned, LinkErrorRecovery) are the ``link_flap`` rule's; both ru
 kind ``link_degraded`` on the port with role None, so the detector merges them into one
 finding per port (the higher severity wins).
 
-* **B1/B2 symbol BER.** BER = symbol errors / bits carried by the link (``link_speed_bytes``
+* **Symbol BER.** BER = symbol errors / bits carried by the link (``link_speed_bytes``
   x 8 x elapsed), summed over valid intervals only. Zero errors justify BER <= B only after
-  about 3/B bits (fabric-reference 4.2 "BER floor"), so the estimate is judged over a
+  about 3/B bits (the "rule of three": with no event in n trials the 95 % upper bound on
+  the rate is 3/n; Hanley & Lippman-Hand, JAMA 1983), so the estimate is judged over a
   tumbling window of 3 / (``ber_threshold`` x bit rate) seconds (7.5 s at 400G for 1e-12):
   > ``ber_threshold`` (1e-12, ibdiagnet ``--ber_test``) -> critical. It is decided early
   when the errors already exceed what the full window allows (> 3 errors). The UFM PDR
-  check runs the same way over ``pdr_window_s`` (720 s) with ``pdr_ber`` 1e-14, i.e.
+  plugin's check (Mellanox/ufm_sdk_3.0 ``plugins/pdr_deterministic_plugin``) runs the same way over ``pdr_window_s`` (720 s) with ``pdr_ber`` 1e-14, i.e.
   > LinkBW x 720 s x 1e-14 errors (2.88 at 400G) -> warning. A verdict holds until the
   next window of that length completes. ``raise_polls`` 1: the window is the persistence.
   Ports without a known speed are skipped.
-* **B4 downgrade.** ``link_width_lanes`` below ``expected_width_lanes`` or
+* **Downgrade.** ``link_width_lanes`` below ``expected_width_lanes`` or
   ``link_speed_bytes`` below ``expected_speed_bytes`` on a link that is up -> warning
   (both None = off; set them from the cabling plan).
 """
@@ -67,7 +68,7 @@ class LinkDegradedRule(Rule):
         # keep accumulating until it completes).
         for pk in ctx.moved(SYMBOL[0]) | ctx.watched(self.windows):
             entry = ports.get(pk)
-            if entry is not None and SYMBOL in entry.series:
+            if entry is not None and entry.counter(*SYMBOL) is not None:
                 yield from self._ber(pk, entry)
         if self.params["expected_width_lanes"] or self.params["expected_speed_bytes"]:
             changed = ctx.changes.gauge_ports(("link_up", "link_speed_bytes", "link_width_lanes"))  # type: ignore[union-attr]
@@ -86,7 +87,7 @@ class LinkDegradedRule(Rule):
             self.downgraded.intersection_update(ports)
 
     def _ber(self, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:
-        se = entry.series[SYMBOL]
+        se = entry.counter(*SYMBOL)
         wins = self.windows.get(pk)
         if wins is None and not se.delta:
             return  # state only for ports that have shown errors
@@ -126,14 +127,14 @@ class LinkDegradedRule(Rule):
         )
 
     def _downgrade(self, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:
-        up = entry.gauges.get(LINK_UP)
-        if up is not None and up.value <= 0:
+        up = entry.gauge(*LINK_UP)
+        if up is not None and up <= 0:
             return
         p = self.params
         ev: dict[str, Any] = {}
-        width = entry.gauges.get(("link_width_lanes", ()))
-        if p["expected_width_lanes"] and width is not None and 0 < width.value < p["expected_width_lanes"]:
-            ev.update(width_lanes=width.value, expected_width_lanes=p["expected_width_lanes"])
+        width = entry.gauge("link_width_lanes")
+        if p["expected_width_lanes"] and width is not None and 0 < width < p["expected_width_lanes"]:
+            ev.update(width_lanes=width, expected_width_lanes=p["expected_width_lanes"])
         speed = speed_bytes(entry)
         if p["expected_speed_bytes"] and speed is not None and speed < p["expected_speed_bytes"]:
             ev.update(speed_bytes=speed, expected_speed_bytes=p["expected_speed_bytes"])

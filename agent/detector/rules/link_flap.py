@@ -1,10 +1,12 @@
-"""link_flap: a link that went down or retrained within the last poll (table B4).
+"""link_flap: a link that went down or retrained within the last poll.
 
 Signals: LinkDowned (``link_downed``), LinkErrorRecovery (``link_error_recovery``, a
 retrain that kept the link), and the ``link_up`` gauge falling to 0 when the source has no
 such counter (SNMP ifOperStatus). The hardware already counted the event, so it is raised
 on the first poll that shows it (``raise_polls`` 1). ``critical_flaps`` (3) events within
-``window_s`` (600 s, bounded by the store's history) escalate to critical. Kind
+``window_s`` (600 s, bounded by the store's history) escalate to critical: one flap is an
+event to look at, repeated flaps within minutes a link to take out (the UFM PDR plugin
+isolates a port on link-down events; Mellanox/ufm_sdk_3.0 ``plugins/pdr_deterministic_plugin``). Kind
 ``link_degraded``, the same key as the ``link_degraded`` rule's, so one port gives one
 finding.
 """
@@ -37,7 +39,7 @@ class LinkFlapRule(Rule):
             now = ev = 0.0
             win = 0.0
             evidence: dict[str, float] = {}
-            found = [(key, se) for key in EVENTS if (se := entry.series.get(key)) is not None]
+            found = [(key, se) for key in EVENTS if (se := entry.counter(*key)) is not None]
             if found:
                 for key, se in found:
                     w = se.window(self.params["window_s"])
@@ -46,8 +48,8 @@ class LinkFlapRule(Rule):
                         now += se.delta
                         evidence[f"{key[0]}_delta"] = se.delta
             else:
-                g = entry.gauges.get(("link_up", ()))
-                if g is not None and g.value <= 0:
+                g = entry.gauge("link_up")
+                if g is not None and g <= 0:
                     now = win = ev = 1.0
                     evidence["link_up"] = 0
             if not now:

@@ -4,25 +4,30 @@ Hardware-counted, so raised on the first poll that shows it (``raise_polls`` 1);
 from valid intervals only, and not on a port whose link is down or flapped this interval
 (``link_degraded`` reports that).
 
-* **L1, lossless class** (critical): ``queue_drops`` or ``queue_no_buffer_drops`` on the
+* **Lossless class** (critical: PFC exists so that these priorities never drop, IEEE
+  802.1Qbb): ``queue_drops`` or ``queue_no_buffer_drops`` on the
   queue of a priority in ``lossless_priorities`` ([3]; queue = priority unless
   ``priority_to_queue`` says otherwise); WJH buffer drops, ``wjh_drops`` with group
   ``wjh_group`` ("buffer") and a reason in ``wjh_reasons`` (503 tail drop, 504 WRED, 505 TC
-  congestion threshold: table L1) whose traffic class (third label) is the queue of a
+  congestion threshold: NVIDIA WJH buffer drop reasons, Cumulus Linux user guide "What Just
+  Happened") whose traffic class (third label) is the queue of a
   lossless priority, or unknown ("" or no third label: an aggregate without the class is
   kept, as before, rather than missed); a WJH drop on a known lossy class is ordinary
   congestion, not a lossless violation. The finding carries the priority when every counted
   WJH drop names the queue of one lossless priority. ``rx_discards_phy`` on a NIC (its port
   buffer overflowed: a lossless violation).
-* **L4, InfiniBand discards** (ports with an XmitWait counter): ``tx_discards`` in the last
-  interval -> warning, >= ``tx_discards_critical`` (200, UFM's event threshold) within
+* **InfiniBand discards** (ports with an XmitWait counter): ``tx_discards`` in the last
+  interval -> warning, >= ``tx_discards_critical`` (200 per 300 s, the default threshold of UFM's
+  port-discard event, NVIDIA UFM Enterprise user manual "Events") within
   ``ib_window_s`` (300 s, bounded by the store's history) -> critical;
   ``excessive_buffer_overrun_errors`` >= ``buffer_overrun_critical`` (100, UFM) -> critical.
-* **L2, transport loss** on NICs: ``transport_counters`` (out_of_sequence,
+* **Transport loss** on NICs: ``transport_counters`` (out_of_sequence,
   packet_seq_err, local_ack_timeout_err) increasing in >= ``transport_min_polls`` (3) of the
   last ``transport_polls`` (5) intervals -> warning; then critical when the rate over
   ``transport_window_s`` (60 s) is >= ``transport_critical_per_min`` (10/min) or the count
-  per received packet is >= ``transport_critical_ratio`` (1e-4) (Meta). The 3-of-5 rule
+  per received packet is >= ``transport_critical_ratio`` (1e-4) (inferred: RoCE
+  retransmits go-back-N, so 1e-4 of packets lost costs about a percent of goodput at
+  typical windows). The 3-of-5 rule
   filters stray single events; an interval with >= ``transport_burst`` (100) errors of one
   counter is a retransmission burst, not a stray, and counts at once (so a hardware-counted
   burst is reported on the first poll that shows it, like every other loss here).
@@ -31,17 +36,12 @@ from valid intervals only, and not on a port whose link is down or flapped this 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from itertools import pairwise
 from typing import Any
 
 from fabricmon.agent.detector import DetectContext, Observation, Rule
 from fabricmon.agent.detector.rules._common import SeriesCache, int_map, link_ok, moved
-from fabricmon.agent.store import PortEntry, PortKey, Series
-
-
-def _intervals_with_increase(se: Series, polls: int) -> int:
-    hist = se.history[-(polls + 1):]
-    return sum(1 for (_, a), (_, b) in pairwise(hist) if b > a)
+from fabricmon.agent.detector.rules._ib import INCIDENT_CACHE_KEY
+from fabricmon.agent.store import PortEntry, PortKey
 
 
 class PacketLossRule(Rule):
@@ -104,7 +104,7 @@ class PacketLossRule(Rule):
                 watch.discard(pk)
                 continue
             watch.add(pk)
-            found = [*self._lossless(pk, entry), *self._ib(pk, entry), *self._transport(pk, entry)]
+            found = [*self._lossless(pk, entry), *self._ib(ctx, pk, entry), *self._transport(pk, entry)]
             if found and link_ok(entry):
                 yield from found
         if len(watch) > len(ports):
@@ -116,7 +116,7 @@ class PacketLossRule(Rule):
         ("" = unknown). Scans the port's series: only reached when a relevant series moved."""
         by_reason: dict[str, float] = {}
         classes: set[str] = set()
-        for (name, sub), se in entry.series.items():
+        for name, sub, se in entry.counters():
             if name != "wjh_drops" or not se.delta or not self._wjh_lossless(sub):
                 continue
             by_reason[sub[1]] = by_reason.get(sub[1], 0.0) + se.delta
@@ -124,13 +124,12 @@ class PacketLossRule(Rule):
         return by_reason, classes
 
     def _lossless(self, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:
-        ser = entry.series
         wjh, wjh_classes = self._wjh(entry)
         queued = False
         for prio, q in self.lossless:
             drops = {}
             for name in ("queue_drops", "queue_no_buffer_drops"):
-                se = ser.get((name, (q,)))
+                se = entry.counter(name, (q,))
                 if se is not None and se.delta:
                     drops[name] = se.delta
             if drops:
@@ -145,7 +144,7 @@ class PacketLossRule(Rule):
                 )
         if queued:
             wjh = {}  # one loss event, one finding: the queue's priority is the more precise report
-        phy = ser.get(("rx_discards_phy", ()))
+        phy = entry.counter("rx_discards_phy", ())
         if wjh or (phy is not None and phy.delta):
             ev = {}
             prio = None
@@ -166,15 +165,14 @@ class PacketLossRule(Rule):
                 summary=f"{pk[0]} {pk[1]}: {what}{where}", evidence=ev,
             )
 
-    def _ib(self, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:
-        ser = entry.series
-        if ("xmit_wait", ()) not in ser:
+    def _ib(self, ctx: DetectContext, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:
+        if entry.counter("xmit_wait") is None:
             return
         p = self.params
         ev: dict[str, Any] = {}
         severity = None
         for name, crit in (("tx_discards", p["tx_discards_critical"]), ("excessive_buffer_overrun_errors", p["buffer_overrun_critical"])):
-            se = ser.get((name, ()))
+            se = entry.counter(name, ())
             if se is None or not se.delta:
                 continue
             w = se.window(p["ib_window_s"])
@@ -187,26 +185,31 @@ class PacketLossRule(Rule):
                 severity = "warning"
         if severity:
             ev["window_s"] = p["ib_window_s"]
+            what = ", ".join(k for k in ev if not k.endswith(("_window", "_s")))
+            # Discards on a port that is blocked for credits are that incident's consequence
+            # (the head-of-queue lifetime drops what the port could not send): linked to it.
+            incident = ctx.cache.get(INCIDENT_CACHE_KEY, {}).get(pk)
+            part = ""
+            if incident is not None:
+                ev["incident"], part = incident[0], f": part of {incident[1]}, fix that first"
             yield Observation(
                 kind="packet_loss", severity=severity, device=pk[0], port=pk[1],
-                summary=f"{pk[0]} port {pk[1]} discarded packets ({', '.join(k for k in ev if not k.endswith(('_window', '_s')))})",
-                evidence=ev,
+                summary=f"{pk[0]} port {pk[1]} discarded packets ({what}){part}", evidence=ev,
             )
 
     def _transport(self, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:
         p = self.params
-        ser = entry.series
         hits: dict[str, int] = {}
         severity = None
         per_min: dict[str, float] = {}
         last: dict[str, float] = {}
-        rx = ser.get(("rx_packets", ()))
+        rx = entry.counter("rx_packets", ())
         rxw = rx.window(p["transport_window_s"]) if rx is not None else None
         for key in self.transport:
-            se = ser.get(key)
-            if se is None or se.delta is None or se.total == se.history[0][1]:
+            se = entry.counter(*key)
+            if se is None or se.delta is None or not se.moved_in_history():
                 continue
-            n = _intervals_with_increase(se, p["transport_polls"])
+            n = se.increases(p["transport_polls"])
             if n < p["transport_min_polls"] and se.delta < p["transport_burst"]:
                 continue
             hits[key[0]] = n

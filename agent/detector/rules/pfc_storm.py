@@ -1,18 +1,20 @@
 """pfc_storm: a priority stuck by pause, reported as one tree (origin + victims).
 
-Signals (fabric-reference 4.3; the shared classification is documented in ``_pfc``):
+Signals (the shared classification is documented in ``_pfc``):
 
-* **S1, device-confirmed** (raised in 1 poll): a switch PFC watchdog storm event on the port
+* **Device-confirmed** (raised in 1 poll): a switch PFC watchdog storm event on the port
   and priority (delta of ``pfc_watchdog_storms`` > 0 or ``pfc_watchdog_stormed`` = 1), or a
   host NIC pause-storm event (``tx_pause_storm_error_events`` -> critical,
   ``tx_pause_storm_warning_events`` -> warning). A NIC event marks the NIC as the origin:
   it is the port that kept sending pause.
-* **S2, from counters** (``raise_polls``, default 2; 1 when the interval is at least
-  ``fast_raise_dt_s`` = 10 s, per the table): rx pause fraction >= ``storm_pause_fraction``
-  (0.95; SONiC uses 0.99) AND no transmit progress on the priority's queue (no
+* **From pause time** (``raise_polls``, default 2; 1 when the interval is at least
+  ``fast_raise_dt_s`` = 10 s): rx pause fraction >= ``storm_pause_fraction``
+  (0.95; SONiC's Mellanox watchdog test uses 0.99, sonic-swss ``pfc_detect_mellanox.lua``) AND no transmit progress on the priority's queue (no
   ``queue_tx_packets``, or ``tx_bytes`` below ``progress_line_fraction`` = 1 % of line rate)
   AND (occupancy > 0 or drops).
-* **S2b, frames only** (``s2b_raise_polls`` = 3, SONiC Broadcom): pause frames at or above
+* **From pause frames only** (``s2b_raise_polls`` = 3: frame counts are a weaker signal
+  than pause time, so one more poll; the test's shape is SONiC's Broadcom one, sonic-swss
+  ``pfc_detect_broadcom.lua``): pause frames at or above
   the keep-paused floor, no XOFF->XON transition, no progress, backlog.
 
 With a topology, stormed ports are grouped by the origin they drain to (the paused-by
@@ -32,8 +34,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from fabricmon.agent.detector import DetectContext, Observation, Rule, RuleMetric
-from fabricmon.agent.detector.rules._pfc import PFC_DEFAULTS, PfcState, PfcTracker, Tree, tracker_for
+from fabricmon.agent.detector import DetectContext, Observation, Rule
+from fabricmon.agent.detector.rules._pfc import PFC_DEFAULTS, PfcState, Tree
 
 MAX_LISTED = 20
 
@@ -42,29 +44,35 @@ def _name(pk: tuple[str, str] | None) -> str | None:
     return f"{pk[0]}:{pk[1]}" if pk else None
 
 
+def _first_step(tree: Tree, faces_pauser: bool) -> str:
+    """What to do first about a storm, in words: the device that keeps sending pause is the
+    one to fix (a NIC or host that cannot drain its receive buffer), not its victims.
+    ``faces_pauser``: the origin is the switch port facing an unmonitored pauser."""
+    if faces_pauser and tree.origin_peer is not None:
+        return (f"check {tree.origin_peer[0]} {tree.origin_peer[1]} (not monitored), which keeps pausing "
+                f"{tree.origin[0]} {tree.origin[1]}; isolate that link if it does not recover")
+    return f"check {tree.origin[0]} {tree.origin[1]}: it keeps sending pause (a stalled NIC or host); isolate it if it does not recover"
+
+
 class PfcStormRule(Rule):
     name = "pfc_storm"
     kinds = ("pfc_storm",)
     raise_polls = 2
     clear_polls = 2
     defaults: dict[str, Any] = {**PFC_DEFAULTS, "s2b_raise_polls": 3}
-
-    def __init__(self, params: dict[str, Any] | None = None) -> None:
-        super().__init__(params)
-        self._tracker: PfcTracker | None = None
+    pfc_use = "owner"
 
     def _need(self, st: PfcState) -> int:
         if st.wd:
             return 1
-        if st.stuck == "S2b" or (st.held and st.rx_frac is None):
+        if st.stuck == "pause_frames" or (st.held and st.rx_frac is None):
             return int(self.params["s2b_raise_polls"])
         if st.dt is not None and st.dt >= self.params["fast_raise_dt_s"]:
             return 1
         return self.raise_polls
 
     def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
-        tracker = self._tracker = tracker_for(ctx.store, self.params)
-        analysis = tracker.analyze(ctx)
+        analysis = self.pfc.analyze(ctx)
         fresh = ctx.updated_devices
         for tree in analysis.trees:
             yield from self._tree(tree, fresh)
@@ -107,13 +115,15 @@ class PfcStormRule(Rule):
             if ost is not None:
                 ev.update(ost.evidence())
             why = f"NIC pause-storm {tree.nic} event" if tree.nic else "pause source"
-            if tree.origin_peer is not None and not tree.nic and tree.origin_peer not in {v.pk for v in victims}:
+            faces = tree.origin_peer is not None and not tree.nic and tree.origin_peer not in {v.pk for v in victims}
+            if faces:
                 why = f"facing {_name(tree.origin_peer)}, which keeps it paused"
             spread = f", {len(victims)} victim port(s)" if victims else ""
             yield Observation(
                 kind="pfc_storm", severity=severity, device=tree.origin[0], port=tree.origin[1], priority=tree.prio,
                 role="origin", evidence=ev, raise_polls=need,
-                summary=f"PFC storm on {prio_txt} originates at {tree.origin[0]} {tree.origin[1]} ({why}){spread}",
+                summary=f"PFC storm on {prio_txt} originates at {tree.origin[0]} {tree.origin[1]} ({why}){spread}. "
+                        f"First {_first_step(tree, faces)}",
             )
         for v in victims:
             if v.pk[0] not in fresh:
@@ -124,8 +134,3 @@ class PfcStormRule(Rule):
                 evidence=ev, raise_polls=max(self._need(v), floor),
                 summary=f"{v.pk[0]} {v.pk[1]} priority {v.prio} is stuck by a PFC storm from {origin}",
             )
-
-    def metrics(self) -> Iterable[RuleMetric]:
-        if self._tracker is None:
-            return ()
-        return (self._tracker.pause_ratio.metric(), self._tracker.pfc_state.metric())

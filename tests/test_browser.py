@@ -1,0 +1,176 @@
+"""The web view in a real browser: headless Chromium against ``fabricmon replay --serve``.
+
+For the storm and the deadlock recordings: every page loads without a console message
+(Chromium logs console output and uncaught errors as ``CONSOLE`` lines with
+``--enable-logging=stderr``), the finding page's SVG, as the browser built the DOM
+(``--dump-dom``), has the nodes and edges the recording's truth lines imply, and a
+screenshot of each page is written to the test output (``$TEST_OUTPUT_DIR/browser``, else
+pytest's temporary directory). scripts/screenshots reuses :func:`chromium` and :func:`serve`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCEN = ROOT / "tests" / "scenarios"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--enable-logging=stderr", "--v=0", "--hide-scrollbars"]
+
+
+def chromium(url: str, *, screenshot: Path | None = None, size: str = "1280,1000") -> tuple[str, list[str]]:
+    """Load ``url`` once in a fresh profile: (the DOM as serialised, console lines)."""
+    with tempfile.TemporaryDirectory(prefix="fabricmon-chromium-") as profile:
+        args = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--window-size={size}"]
+        args += [f"--screenshot={screenshot}"] if screenshot else ["--dump-dom"]
+        r = subprocess.run([*args, url], capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, f"chromium exited {r.returncode} on {url}: {r.stderr[-2000:]}"
+    return r.stdout, [ln for ln in r.stderr.splitlines() if ":CONSOLE" in ln]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serve(recording: Path, speed: float | None = None) -> Iterator[str]:
+    """``fabricmon replay --serve RECORDING``: ``--fast`` until it finished, or paced at ``speed`` once it answers.
+
+    Yields the base URL; stops the process afterwards.
+    """
+    port = _free_port()
+    listen = f"127.0.0.1:{port}"
+    pace = ["--fast"] if speed is None else ["--speed", str(speed)]
+    cmd = [sys.executable, "-m", "fabricmon.agent", "replay", *pace, "--quiet", str(recording), "--serve", listen]
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                err.seek(0)
+                if ("still serving" in err.read()) if speed is None else _up(port):
+                    break
+                assert proc.poll() is None and time.monotonic() < deadline, f"{cmd} did not come up"
+                time.sleep(0.2)
+            yield f"http://{listen}"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def _up(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def truth(recording: Path) -> list[dict]:
+    with gzip.open(recording, "rt") as f:
+        return [d for d in map(json.loads, f) if d.get("type") == "truth"]
+
+
+def finding_url(base: str, kind: str) -> str:
+    """The finding page of the first finding of ``kind``, found through the summary page's links."""
+    with urllib.request.urlopen(f"{base}/", timeout=30) as r:
+        page = r.read().decode()
+    ids = re.findall(rf"<a href='(/findings/[0-9a-f]{{12}})'>{kind}</a>", page)
+    assert ids, f"no {kind} finding linked from / at {base}"
+    return base + ids[0]
+
+
+def svg_structure(dom: str) -> tuple[set[str], set[tuple[str, str]]]:
+    """(data-node values, paused (data-from, data-to) pairs) of the finding picture."""
+    pic = dom[dom.index('id="picture"'):]
+    pic = pic[: pic.index("</svg>")]
+    nodes = set(re.findall(r'data-node="([^"]*)"', pic))
+    edges = set(re.findall(r'class="edge paused[^"]*" data-from="([^"]*)" data-to="([^"]*)"', pic))
+    return nodes, edges
+
+
+@pytest.fixture(scope="module")
+def out_dir(tmp_path_factory) -> Path:
+    base = os.environ.get("TEST_OUTPUT_DIR")
+    d = Path(base) / "browser" if base else tmp_path_factory.mktemp("browser")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _require_chromium() -> None:
+    if not Path(CHROMIUM).exists():
+        pytest.skip("headless Chromium is not installed (scripts/test installs the Debian chromium package)")
+
+
+def _pages_clean_and_shot(base: str, finding: str, target: str, out: Path, stem: str) -> str:
+    """Every page loads without console output and is screenshotted; returns the finding page's DOM."""
+    dom = ""
+    for name, url in (("summary", f"{base}/"), ("fabric", f"{base}/fabric"), ("finding", finding),
+                      ("target", f"{base}/targets/{target}")):
+        d, console = chromium(url)
+        assert not console, f"{url}: console output {console}"
+        assert "<main>" in d, f"{url}: no page body in the DOM"
+        chromium(url, screenshot=out / f"{stem}-{name}.png")
+        assert (out / f"{stem}-{name}.png").stat().st_size > 1000
+        if name == "finding":
+            dom = d
+    return dom
+
+
+def test_storm_page_draws_the_pause_tree(out_dir) -> None:
+    _require_chromium()
+    rec = SCEN / "nic_pause_storm_arista.jsonl.gz"
+    lines = truth(rec)
+    origin = next(t for t in lines if t["role"] == "origin")
+    victims = {t["device"] for t in lines if t["role"] == "victim"}
+    with serve(rec) as base:
+        dom = _pages_clean_and_shot(base, finding_url(base, "pfc_storm"), origin["device"], out_dir, "storm")
+    nodes, edges = svg_structure(dom)
+    # the truth's origin is the switch port the pausing NIC (peer) is cabled to: that cable is paused from the NIC
+    assert {origin["device"], origin["peer_device"], *victims} <= nodes, nodes
+    assert (origin["peer_device"], origin["device"]) in edges, edges
+    assert {dst for _, dst in edges} >= victims, edges
+    reach, frontier = {origin["peer_device"]}, [origin["peer_device"]]
+    while frontier:  # a tree: every victim is reached from the pausing NIC along the arrows
+        n = frontier.pop()
+        for a, b in edges:
+            if a == n and b not in reach:
+                reach.add(b)
+                frontier.append(b)
+    assert victims <= reach, (victims, edges)
+
+
+def test_deadlock_page_draws_the_cycle(out_dir) -> None:
+    _require_chromium()
+    rec = SCEN / "pfc_deadlock.jsonl.gz"
+    members = {f"{t['device']}:{t['port']}" for t in truth(rec) if t["role"] == "member"}
+    with serve(rec) as base:
+        dom = _pages_clean_and_shot(base, finding_url(base, "pfc_deadlock"), "spine01", out_dir, "deadlock")
+    nodes, edges = svg_structure(dom)
+    assert nodes == members, nodes
+    assert len(edges) == len(members), edges
+    assert {a for a, _ in edges} == members and {b for _, b in edges} == members, edges
+    n, seen = next(iter(members)), set()
+    nxt = dict(edges)
+    while n not in seen:  # one cycle through all members
+        seen.add(n)
+        n = nxt[n]
+    assert seen == members
