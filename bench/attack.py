@@ -326,9 +326,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ports", type=int, default=30_000, help="ports of the UFM Telemetry target of the stop agent")
     ap.add_argument("--attack-ports", type=int, default=2000, help="ports of the UFM Telemetry target of the attacked agent")
     ap.add_argument("--nofile", type=int, default=1024, help="the agent's soft RLIMIT_NOFILE (a unit without LimitNOFILE: 1024)")
+    ap.add_argument("--no-files", action="store_true", help="skip the hostile-file attacks (bench/attack_files.py)")
     a = ap.parse_args(argv)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    return asyncio.run(run(a))
+    held = asyncio.run(run(a))
+    if a.no_files:
+        return held
+    from bench import attack_files  # replays, YAML and state files at full size, each in its own process
+
+    print("\nhostile files:")
+    return max(held, attack_files.main([]))
 
 
 if __name__ == "__main__":
