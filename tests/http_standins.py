@@ -221,3 +221,11 @@ class FaultServer:
         finally:
             self._open.discard(writer)
             writer.transport.abort()
+
+
+async def fetch_once(collector: Any) -> dict[str, Any]:
+    """One poll's raw payload from a REST collector, its HTTP client closed afterwards."""
+    try:
+        return await collector.fetch()
+    finally:
+        await collector.close()

@@ -21,12 +21,12 @@ from fabricmon.collectors.base import FetchError, ParseError
 from fabricmon.collectors.nvue import NvueCollector
 from fabricmon.collectors.sanitize import MAX_NAME, MAX_TEXT, clean, sanitize_result
 from fabricmon.core.model import Link, ParseResult, Poll, Sample, TargetSpec
-from tests.http_standins import BasicAuthRule, Reply, StandIn, self_signed_cert
+from tests.http_standins import BasicAuthRule, Reply, StandIn, fetch_once, self_signed_cert
 from tests.test_nvue import PASSWORD as NVUE_PASSWORD
 from tests.test_nvue import USER as NVUE_USER
 from tests.test_nvue import make as make_nvue
 from tests.test_nvue import routes_from_case as nvue_routes
-from tests.test_ufm import AUTH, USER, collector, fetch_once, recorded_bodies, ufm_routes
+from tests.test_ufm import AUTH, USER, collector, recorded_bodies, ufm_routes
 
 SURROGATE = "\ud800"
 HOSTILE = f"sw{SURROGATE}\x1b[31m\n" + "x" * 10_000
@@ -108,10 +108,7 @@ async def test_nvue_surrogate_interface_name_does_not_blind_the_exporter(cert, t
     routes["/nvue_v1/interface"] = Reply(listing)
     async with StandIn(routes, auth={"/nvue_v1": BasicAuthRule(NVUE_USER, NVUE_PASSWORD)}, tls=cert) as srv:
         c = make_nvue(srv, cert)
-        try:
-            payload = await c.fetch()
-        finally:
-            await c.close()
+        payload = await fetch_once(c)
     res, _ = NvueCollector.parse_poll(payload, c.spec(), NvueCollector.new_state())
     ports = {s.port for s in res.samples} | {g.port for g in res.gauges}
     assert "swp\ufffd9" in ports or any("swp\ufffd9" in w for w in res.warnings)

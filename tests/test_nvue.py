@@ -21,7 +21,7 @@ from fabricmon.collectors.nvue import NvueCollector, NvueOptions
 from fabricmon.collectors.nvue.parse import NvueState, classify, parse_payload, to_count
 from fabricmon.core.model import ParseResult, TargetSpec
 from tests.conftest import public_fixture
-from tests.http_standins import BasicAuthRule, Reply, StandIn, self_signed_cert
+from tests.http_standins import BasicAuthRule, Reply, StandIn, fetch_once, self_signed_cert
 
 CASE = Path(__file__).resolve().parent.parent / "collectors" / "nvue" / "testcases" / "cli_derived"
 USER, PASSWORD = "cumulus", "Nv-ue!pw 9"
@@ -57,10 +57,7 @@ async def test_full_poll_over_tls_with_basic_auth(cert, monkeypatch):
     routes["/nvue_v1/interface/swp1/link/stats"] = Reply(json.loads(public_fixture(LINK_STATS_FIXTURE).read_text()))
     async with StandIn(routes, auth={"/nvue_v1": BasicAuthRule(USER, PASSWORD)}, tls=cert) as srv:
         c = make(srv, cert)
-        try:
-            payload = await c.fetch()
-        finally:
-            await c.close()
+        payload = await fetch_once(c)
     assert all(s.query.get("rev") == "operational" for s in srv.seen)
     # swp1, swp16, swp2 match ^swp\d; eth0 and lo are not polled.
     asked = {s.path_qs.split("?")[0] for s in srv.seen}
@@ -106,10 +103,7 @@ async def test_tls_verified_by_default_and_opt_out(cert, tmp_path):
             await c.close()
         c = make(srv, cert, ca_file=None, tls_insecure_skip_verify=True, password_env=None,
                  password_file=str(pwfile), interfaces=["swp1"], wjh_path=None)
-        try:
-            payload = await c.fetch()
-        finally:
-            await c.close()
+        payload = await fetch_once(c)
     paths = [r["path"] for r in payload["responses"]]
     assert paths[0].startswith("/nvue_v1/interface/swp1/") and not any(p.startswith("/nvue_v1/interface?") for p in paths)
     assert not any("wjh" in p for p in paths) and c.spec().options["wjh_path"] == ""

@@ -20,7 +20,7 @@ from fabricmon.collectors.ufm.parse import lane_gbps, link_up, node_description,
 from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import TargetSpec
 from tests.conftest import free_port
-from tests.http_standins import BasicAuthRule, Reply, StandIn, TokenAuthRule, self_signed_cert
+from tests.http_standins import BasicAuthRule, Reply, StandIn, TokenAuthRule, fetch_once, self_signed_cert
 
 CASES = Path(__file__).resolve().parent.parent / "collectors" / "ufm" / "testcases"
 USER, PASSWORD, TOKEN = "admin", "s3cret-Pw!", "czQYeCfKIeXqlwSqtorunOPysaSp2r"
@@ -57,13 +57,6 @@ def cert(tmp_path_factory) -> tuple[Path, Path]:
 
 def collector(srv: StandIn, **opts) -> UfmCollector:
     return UfmCollector("ufm01", "127.0.0.1", UfmOptions(port=srv.port, **opts))
-
-
-async def fetch_once(c: UfmCollector) -> dict:
-    try:
-        return await c.fetch()
-    finally:
-        await c.close()
 
 
 async def test_basic_auth_over_tls_with_ca_file(cert, tmp_path):
