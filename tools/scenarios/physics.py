@@ -109,6 +109,20 @@ def ib_leaky_credit_loop(seed: int) -> Scenario:
     return sc
 
 
+def _stall(p: StepPlan, port: PortRef, rng: random.Random) -> None:
+    """A port whose peer returns no credits: it holds data (97-100 % XmitWait), sends nothing,
+    and drops what outlives the head-of-queue lifetime in bursts (IBTA vol. 1, HOQLife)."""
+    p.wait[port] = rng.uniform(0.97, 1.0)
+    p.credit[port] = 0.0
+    p.bump[port] = {"xmit_discards": rng.randint(100, 900)}
+
+
+def _stall_truth(sc: Scenario, port: PortRef, s: int, e: int) -> None:
+    """A stalled port is congestion, and its head-of-queue drops are loss."""
+    sc.add_truth("congestion", port[0], port[1], None, None, s, e)
+    sc.add_truth("packet_loss", port[0], port[1], None, None, s, e)
+
+
 def ib_stalled_hca_mixed_generations(seed: int) -> Scenario:
     """A fat tree of Quantum-2 spines, a Switch-IB 2 leaf (EDR) and a Quantum leaf (HDR):
     an HCA behind the Switch-IB 2 leaf stops returning credits.
@@ -134,16 +148,13 @@ def ib_stalled_hca_mixed_generations(seed: int) -> Scenario:
     def plan(k: int) -> StepPlan:
         p, _ = tr.plan(rng)
         if window(k, s, e):
-            p.wait[port] = rng.uniform(0.97, 1.0)
-            p.credit[port] = 0.0
-            p.bump[port] = {"xmit_discards": rng.randint(100, 900)}
+            _stall(p, port, rng)
         return p
 
     sc = Scenario("ib_stalled_hca_mixed_generations", f"mixed Quantum-2 / Switch-IB 2 / Quantum fat tree: "
                   f"{ib.cas[1].name} stops returning credits behind the EDR leaf", fab,
                   [Target("ib-fabric", "perfquery")], plan, polls=30, seed=seed)
-    sc.add_truth("congestion", port[0], port[1], None, None, s, e)
-    sc.add_truth("packet_loss", port[0], port[1], None, None, s, e)
+    _stall_truth(sc, port, s, e)
     sc.notes[s] = f"{ib.cas[1].name} stalls"
     return sc
 
@@ -173,9 +184,7 @@ def ib_old_firmware_counter_clear(seed: int) -> Scenario:
     def plan(k: int) -> StepPlan:
         p, _ = tr.plan(rng)
         if window(k, s, e):
-            p.wait[port] = rng.uniform(0.97, 1.0)
-            p.credit[port] = 0.0
-            p.bump[port] = {"xmit_discards": rng.randint(100, 900)}
+            _stall(p, port, rng)
         if k == clear:
             p.resets.add(ib.leaves[0].name)
         return p
@@ -183,8 +192,7 @@ def ib_old_firmware_counter_clear(seed: int) -> Scenario:
     sc = Scenario("ib_old_firmware_counter_clear", f"old-firmware Switch-IB {ib.leaves[0].name}: 32-bit saturating "
                   f"XmitWait only; {ib.cas[0].name} stalls and the counters are cleared mid-stall", fab,
                   [Target("ib-fabric", "perfquery")], plan, polls=30, seed=seed)
-    sc.add_truth("congestion", port[0], port[1], None, None, s, e)
-    sc.add_truth("packet_loss", port[0], port[1], None, None, s, e)
+    _stall_truth(sc, port, s, e)
     sc.notes[s] = f"{ib.cas[0].name} stalls"
     sc.notes[clear] = f"perfquery -R on every port of {ib.leaves[0].name}"
     return sc
