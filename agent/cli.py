@@ -1,4 +1,4 @@
-"""``fabricmon`` command line: run, demo, record, replay, check-config, eval, correlate."""
+"""``fabricmon`` command line: run, demo, record, replay, check-config, eval, audit, correlate."""
 
 from __future__ import annotations
 
@@ -224,8 +224,24 @@ REPLAY_EXIT_CODES = """exit codes:
      an unwritable --findings-out)"""
 
 
+def _replay_config(args: argparse.Namespace) -> str | None:
+    """``--config.file``, else the ``X.yml`` beside recording ``X.jsonl[.gz]`` when there is one
+    (as ``fabricmon eval`` does): a recording holds what the devices sent, not the operator's
+    ``fabric:`` layout or thresholds, so a recording shipped with its config replays as taken."""
+    if args.config is not None:
+        return args.config
+    from fabricmon.agent.evaluate import config_beside
+
+    beside = config_beside(Path(args.file))
+    if not beside.is_file():
+        return None
+    if not args.quiet:
+        print(f"using the config beside the recording: {beside}", file=sys.stderr)
+    return str(beside)
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
-    loaded = _load_config(args.config)
+    loaded = _load_config(_replay_config(args))
     limits = Limits(max_line_bytes=args.max_line_bytes, max_total_bytes=args.max_total_bytes, max_targets=args.max_targets)
     speed = None if args.fast else (args.speed if args.speed is not None else (1.0 if args.serve else None))
     try:
@@ -329,6 +345,49 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+# ---------------------------------------------------------------------- audit
+AUDIT_EXIT_CODES = """exit codes:
+  0  no check failed (every check passed, or could not be verified: unknown)
+  1  at least one check failed
+  2  could not audit (unreadable or invalid recording or config, no input given)"""
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """The lossless-fabric checklist of one poll (``--config.file``) or of a recording."""
+    from fabricmon.agent import audit
+
+    if args.recording is None and args.config is None:
+        print("fabricmon audit needs a recording to read or --config.file FILE to poll the configured targets once",
+              file=sys.stderr)
+        return 2
+    try:
+        loaded = load(args.config) if args.config else None
+    except ConfigError as exc:
+        for p in exc.problems:
+            print(p, file=sys.stderr)
+        return 2
+    pipeline_log = logging.getLogger("fabricmon.agent.pipeline")
+    level = pipeline_log.level
+    if args.log_level != "debug":  # failed targets are listed in the audit's notes
+        pipeline_log.setLevel(logging.ERROR)
+    try:
+        result = audit.audit_recording(args.recording, loaded) if args.recording else asyncio.run(audit.audit_live(loaded))
+    except RecordingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as exc:  # an unreadable path (ValueError: a NUL byte in it)
+        print(f"error: {getattr(exc, 'strerror', None) or exc}" + (f": {exc.filename}" if getattr(exc, "filename", None) else ""),
+              file=sys.stderr)
+        return 2
+    finally:
+        pipeline_log.setLevel(level)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=1, sort_keys=False))
+    else:
+        print(audit.format_text(result), end="")
+    return 1 if result.failed else 0
+
+
 # ---------------------------------------------------------------------- correlate
 def cmd_correlate(args: argparse.Namespace) -> int:
     from fabricmon.agent.correlate import Correlator
@@ -418,7 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
     pace.add_argument("--fast", action="store_true", help="no sleeping: as fast as possible (default without --serve)")
     rep.add_argument("--serve", metavar="ADDR", help="serve /metrics etc. on ADDR during and after the replay")
     rep.add_argument("--findings-out", metavar="PATH", help="write findings as JSON lines to PATH ('-' for stdout)")
-    rep.add_argument("--config.file", dest="config", help="config for rule thresholds and static links")
+    rep.add_argument("--config.file", dest="config",
+                     help="config for rule thresholds, the fabric: section and static links (default: X.yml beside recording "
+                          "X.jsonl[.gz] when it exists)")
     rep.add_argument("--web.config.file", dest="web_config_file", help="exporter-toolkit web config for --serve")
     rep.add_argument("--quiet", action="store_true", help="no progress display on stderr")
     d = Limits()
@@ -443,6 +504,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--min-recall", type=float, default=0.95)
     ev.add_argument("--min-origin-top1", type=float, default=0.90)
     ev.set_defaults(func=cmd_eval)
+
+    au = sub.add_parser("audit", help="check the lossless-fabric (RoCEv2) configuration on every port and link; exits 1 on failures",
+                        epilog=AUDIT_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    au.add_argument("recording", nargs="?", help="a recording to audit (its end state); without it, poll the configured targets once")
+    au.add_argument("--config.file", dest="config", help="configuration: the targets to poll, the fabric: section, static links")
+    au.add_argument("--json", action="store_true", help="the checklist as JSON, for machines")
+    au.set_defaults(func=cmd_audit)
 
     co = sub.add_parser("correlate", help="join sharded agents through Prometheus: PFC storms and deadlocks that span shards")
     co.add_argument("--prometheus", required=True, metavar="URL", help="Prometheus (or Thanos Query, VictoriaMetrics) base URL")

@@ -240,10 +240,16 @@ class Config(Strict):
     @model_validator(mode="after")
     def _one_fabric_layout(self) -> Config:
         """A rule-level copy of a ``fabric:`` key (the pre-``fabric:`` layout) must agree with
-        it: two different lossless priority sets would make rules disagree about one fabric."""
-        given = self.fabric.model_fields_set
+        it: two different lossless priority sets would make rules disagree about one fabric.
+        A key only rules set is taken into ``fabric:`` (all of them must agree), so every rule
+        reads the same layout."""
+        given = set(self.fabric.model_fields_set)
         for rule, params in self.rules.items():
             for key in FABRIC_KEYS:
+                if key in (params or {}) and key not in given:
+                    self.fabric = self.fabric.model_validate({**self.fabric.model_dump(exclude_unset=True), key: params[key]})
+                    given.add(key)
+                    continue  # the later rules are checked against this first one
                 if key in (params or {}) and key in given:
                     mine = getattr(self.fabric, key)
                     theirs = params[key]

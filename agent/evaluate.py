@@ -13,6 +13,12 @@ the earliest pfc_storm origin finding overlapping it (critical before warning) i
 Findings that match an already matched truth line (duplicates) are not false, and count as
 matched for precision.
 
+``misconfig`` (the lossless-fabric checklist) is matched on its check instead of a role: the
+truth line's ``check`` must equal the finding's ``evidence.check``; the two ends of a link count
+as the same place (a link check names the end to fix first, which a truth line may name the
+other way round); and a priority given on one side only matches any (a truth line may leave a
+link-wide check's priority null).
+
 A truth line with ``"optional": true`` names what a correct detector may report but need not
 (a partially paused storm victim, the loss on a credit-loop member that the loop finding
 explains): a finding matching it is correct (not false), and no finding for it is not a miss.
@@ -58,12 +64,14 @@ class _F:
     severity: str = ""
     peer: tuple[str, str | None] | None = None
     optional: bool = False
+    check: str | None = None  # misconfig: the checklist item (truth ``check``, finding ``evidence.check``)
     raw: Any = None
 
     def label(self) -> str:
         prio = "" if self.priority is None else f" prio {self.priority}"
         role = f" {self.role}" if self.role else ""
-        return f"{self.kind}{role} {self.device} {self.port}{prio}"
+        check = f" {self.check}" if self.check else ""
+        return f"{self.kind}{role}{check} {self.device} {self.port}{prio}"
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -77,25 +85,35 @@ def _norm(obj: Any) -> _F:
     prio = _get(obj, "priority")
     end = _get(obj, "end")
     port = _get(obj, "port")
+    evidence = _get(obj, "evidence")
+    check = _get(obj, "check") or (evidence.get("check") if isinstance(evidence, Mapping) else None)
     return _F(
         kind=str(_get(obj, "kind")), device=str(_get(obj, "device")), port=None if port is None else str(port),
         priority=None if prio is None else int(prio), role=_get(obj, "role"), start=float(_get(obj, "start")),
         end=None if end is None else float(end), severity=str(_get(obj, "severity") or ""),
         peer=(str(peer_dev), _get(obj, "peer_port")) if peer_dev is not None else None,
-        optional=_get(obj, "optional") is True, raw=obj,
+        optional=_get(obj, "optional") is True, check=None if check is None else str(check), raw=obj,
     )
 
 
 def _same_place(f: _F, t: _F) -> bool:
     if (f.device, f.port) == (t.device, t.port):
         return True
-    if t.role != "origin":
+    if t.role != "origin" and t.kind != "misconfig":
         return False
     return (t.peer is not None and (f.device, f.port) == t.peer) or (f.peer is not None and f.peer == (t.device, t.port))
 
 
+def _same_what(f: _F, t: _F) -> bool:
+    if f.kind != t.kind:
+        return False
+    if f.kind == "misconfig":
+        return f.check == t.check and (f.priority is None or t.priority is None or f.priority == t.priority)
+    return (f.priority, f.role) == (t.priority, t.role)
+
+
 def matches(f: _F, t: _F, tol_s: float) -> bool:
-    if (f.kind, f.priority, f.role) != (t.kind, t.priority, t.role) or not _same_place(f, t):
+    if not _same_what(f, t) or not _same_place(f, t):
         return False
     t_end = INF if t.end is None else t.end
     f_end = INF if f.end is None else f.end
@@ -263,16 +281,38 @@ def recording_paths(paths: Iterable[str | Path]) -> list[Path]:
     return out
 
 
+def config_beside(recording: Path) -> Path:
+    """Where the config of the fabric a recording was taken on sits, if it has one: ``X.yml``
+    beside ``X.jsonl`` / ``X.jsonl.gz``. A recording holds what the devices sent, not how the
+    operator configured the agent (the ``fabric:`` layout, a non-identity priority map); a
+    scenario that needs one states it there, as an operator's config file would."""
+    return recording.with_name(recording.name.removesuffix(".gz").removesuffix(".jsonl") + ".yml")
+
+
+def _config_for(recording: Path, default: Any) -> Any:
+    """The recording's own config (:func:`config_beside`) when present, else ``default``."""
+    from fabricmon.agent.config import ConfigError, load
+
+    own = config_beside(recording)
+    if not own.is_file():
+        return default
+    try:
+        return load(own)
+    except ConfigError as exc:  # the CLI reports ValueError as a clear error, not a traceback
+        raise ValueError("; ".join(exc.problems)) from None
+
+
 def run_eval(paths: Iterable[str | Path], floors: Mapping[str, Any] | None = None, config: Any = None,
              tolerance_polls: float = 2.0) -> tuple[str, bool]:
-    """Replay each recording (fabricmon.agent.replay.replay_recording) and score it; (report text, ok)."""
+    """Replay each recording (fabricmon.agent.replay.replay_recording) with its own config
+    (:func:`config_beside`) or ``config``, and score it; (report text, ok)."""
     from fabricmon.agent.replay import replay_recording  # the replay pipeline is only needed here
 
     findings: dict[str, list[Any]] = {}
     truth: dict[str, list[Any]] = {}
     intervals: dict[str, float] = {}
     for path in recording_paths(paths):
-        res = replay_recording(path, config)
+        res = replay_recording(path, _config_for(path, config))
         findings[str(path)] = list(res.findings)
         truth[str(path)] = list(res.truth)
         intervals[str(path)] = float(res.poll_interval or 10.0)

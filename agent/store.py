@@ -1,4 +1,4 @@
-"""Counter store: raw counter readings in, correct deltas and rates out.
+"""Counter store: raw counter readings in, correct deltas and rates out, in numpy columns.
 
 Per (device, port, counter, sub) it keeps the last reading and a short history of the
 accumulated value, and gives the last interval's delta and rate. The rules, in order:
@@ -22,36 +22,54 @@ Each series also carries ``total``: the first value seen plus every valid delta,
 units. It is what the exporter publishes as the counter, so Prometheus sees a monotonic
 counter across wraps, resets and saturation, and never a false reset of its own.
 
-Memory is proportional to the number of series: one slotted object each, with a history
-of at most ``history`` (time, total) pairs. Series not updated for ``stale_after``
-seconds are dropped by :meth:`CounterStore.expire`.
+**Columns.** Every series is one row of one table of numpy arrays (:class:`_Table`): last raw
+value, width, saturation, scale, poll and device clock, total, delta, interval, status and a
+ring of ``history`` (time, total) points. A port's series are one contiguous block of rows;
+the port's *schema* (its series keys in order, key -> offset) is shared by every port with
+the same series, so a 100,000-port fabric of a few device kinds holds a few schemas, not
+millions of dict entries. A block moves only when its port's set of series changes. One
+poll is applied as whole-array operations (:meth:`CounterStore.update_columns`), with the
+rules above exactly as the object-per-series store had them (tests/store_reference.py is
+that store, and tests/test_store_equivalence.py checks both agree on random runs over
+every edge case). Raw values are uint64; a reading that is not an integer in [0, 2^64)
+(NVUE can report larger integers, a restored state may hold floats) is kept as a Python
+number and goes through the same array code on object arrays, so its arithmetic is exact.
+
+Series not updated for ``stale_after`` seconds are dropped by :meth:`CounterStore.expire`.
 
 **Changes.** While it updates, the store notes which ports had a counter increase (every
 counter except the traffic counters in :data:`DENSE`, which move on every port of a busy
 fabric) and which ports had a state gauge change (:data:`TRACKED_GAUGES`), and hands them
-out with :meth:`CounterStore.take_changes`. The detector's rules start from these sets
-instead of visiting every port: on a 100,000-port fabric an error counter moves on a
-handful of ports per poll, and a rule that looked at all of them would cost seconds.
+out with :meth:`CounterStore.take_changes`. The increases come out of the same array pass
+(total after != total before); the detector's rules start from these sets instead of
+visiting every port.
 
 **The read API** is what the rules and the state file use, and all they use (a layout test
 checks that nothing else touches the store's private names): per port
-:meth:`PortEntry.counter` (a :class:`Series`: ``delta``, ``rate``, ``window()``,
+:meth:`PortEntry.counter` (a :class:`Series` view: ``delta``, ``rate``, ``window()``,
 ``moved_in_history()``, ``increases()``), :meth:`PortEntry.gauge`, :meth:`PortEntry.counters`;
-in bulk :meth:`Changes.moved_series` (every port where a counter moved, in one mapping) and
-:meth:`Changes.ports`; :meth:`CounterStore.port`; and :meth:`CounterStore.save` /
-:meth:`CounterStore.restore` for persistence. A columnar store can replace what is behind
-these signatures.
+in bulk :meth:`Changes.moved_series` and :meth:`Changes.ports`; :meth:`CounterStore.port`;
+:meth:`CounterStore.save` / :meth:`CounterStore.restore` for persistence. A :class:`Series`
+is a view of one row (two references), created when asked for and kept by its port, so
+the same series is the same object while its port lives.
+
+**Bulk reads** for a columnar renderer: :meth:`CounterStore.family_rows` gives, per counter
+name, the series keys in exposition order and their row numbers (cached until the set of
+series changes, see ``series_layout``); :meth:`CounterStore.totals` and
+:meth:`CounterStore.rates` give the arrays those rows index.
 """
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Iterable, Iterator
+import weakref
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any
+from typing import Any, NamedTuple
 
-from fabricmon.core.model import DeviceInfo, Gauge, PortInfo, Sample
+import numpy as np
+
+from fabricmon.core.model import CounterColumns, DeviceInfo, Gauge, PortInfo, Sample
 
 # Why the last interval has (or has no) delta.
 OK = "ok"
@@ -60,6 +78,8 @@ WRAP = "wrap"
 RESET = "reset"
 SATURATED = "saturated"
 CLOCK = "clock"  # the clock did not advance: interval invalid
+_STATUS = (OK, FIRST, WRAP, RESET, SATURATED, CLOCK)  # status code (the table's int8) -> name
+_S_OK, _S_FIRST, _S_WRAP, _S_RESET, _S_SAT, _S_CLOCK = range(6)
 
 PortKey = tuple[str, str]
 SeriesKey = tuple[str, tuple[Any, ...]]
@@ -71,6 +91,14 @@ DENSE = frozenset({"rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "queue_tx
 # State gauges whose changes the rules act on (a link going down, a speed drop, a watchdog
 # entering storm state). Occupancy and temperature change on every poll and are read directly.
 TRACKED_GAUGES = frozenset({"link_up", "link_speed_bytes", "link_width_lanes", "pfc_watchdog_stormed"})
+
+# Widths a reading may declare: 1..64 are the counters that exist (4, 8, 16, 32, 64 bits);
+# wider is accepted (it never wraps and no uint64 reaches its cap). Anything else is refused
+# as a series, since no rule can apply to a counter of width 0 or below.
+_MAX_BITS = 1024
+_CAP = np.array([(1 << b) - 1 for b in range(65)], dtype=np.uint64)  # all-ones of each width
+_MOD = np.array([1 << b for b in range(33)], dtype=np.uint64)  # wrap modulus (widths up to 32)
+_HALF = np.array([1 << b >> 1 for b in range(33)], dtype=np.uint64)  # half of it
 
 
 @dataclass(slots=True)
@@ -109,50 +137,184 @@ class Changes:
         return out
 
 
+# ---------------------------------------------------------------------------- the columns
+_COLS: dict[str, Any] = {
+    "value": np.uint64, "bits": np.int16, "sat": np.bool_, "dense": np.bool_, "scale": np.float64,
+    "poll_t": np.float64, "dev_t": np.float64, "has_dev": np.bool_, "total": np.float64,
+    "delta": np.float64, "delta_ok": np.bool_, "dt": np.float64, "dt_ok": np.bool_, "status": np.int8,
+    "head": np.uint16, "npts": np.uint16,
+}
+
+
+class _Table:
+    """One row per series. ``hist_t``/``hist_v`` are the ring of (poll time, total) points,
+    ``head`` the next slot to write and ``npts`` how many are kept. ``big`` holds, by row,
+    the raw values that are not integers in [0, 2^64) (the ``value`` column then reads 0)."""
+
+    __slots__ = (*_COLS, "big", "hist_t", "hist_v")
+
+    def __init__(self, history: int, cap: int) -> None:
+        for name, dtype in _COLS.items():
+            setattr(self, name, np.zeros(cap, dtype))
+        self.hist_t = np.zeros((cap, history))
+        self.hist_v = np.zeros((cap, history))
+        self.big: dict[int, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self.total)
+
+    def resize(self, cap: int) -> None:
+        n = min(cap, len(self))
+        for name in (*_COLS, "hist_t", "hist_v"):
+            old = getattr(self, name)
+            new = np.zeros((cap, *old.shape[1:]), old.dtype)
+            new[:n] = old[:n]
+            setattr(self, name, new)
+
+    def move_rows(self, src: np.ndarray, dst: np.ndarray, into: _Table) -> None:
+        """Copy rows ``src`` to rows ``dst`` of ``into`` (may be self); big values move."""
+        for name in (*_COLS, "hist_t", "hist_v"):
+            getattr(into, name)[dst] = getattr(self, name)[src]
+        if self.big:
+            for s, d in zip(src.tolist(), dst.tolist(), strict=True):
+                if s in self.big:
+                    into.big[d] = self.big.pop(s)
+
+    def nbytes(self) -> int:
+        return sum(getattr(self, name).nbytes for name in (*_COLS, "hist_t", "hist_v"))
+
+    def history_index(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row, the ring slots oldest first (H columns; the first H - npts are not points)."""
+        h = self.hist_t.shape[1]
+        return (self.head[rows].astype(np.intp)[:, None] + np.arange(h)) % h, self.npts[rows].astype(np.intp)
+
+
+class _Schema:
+    """The series keys of a port in creation order, and key -> offset in the port's block.
+    Interned: every port with the same keys shares one."""
+
+    __slots__ = ("__weakref__", "index", "keys")
+
+    def __init__(self, keys: tuple[SeriesKey, ...]) -> None:
+        self.keys = keys
+        self.index = {k: i for i, k in enumerate(keys)}
+
+
+_SCHEMAS: weakref.WeakValueDictionary[tuple[SeriesKey, ...], _Schema] = weakref.WeakValueDictionary()
+
+
+def _schema(keys: tuple[SeriesKey, ...]) -> _Schema:
+    s = _SCHEMAS.get(keys)
+    if s is None:
+        s = _SCHEMAS[keys] = _Schema(keys)
+    return s
+
+
+_NO_SERIES = _schema(())
+
+
+# ---------------------------------------------------------------------------- the read API
 class Series:
-    """One counter series. ``delta``/``rate`` are None when the last interval was invalid."""
+    """A view of one counter series. ``delta``/``rate`` are None when the last interval was invalid."""
 
-    __slots__ = ("_hist", "bits", "delta", "device_t", "dt", "poll_t", "saturating", "scale", "status", "total", "value")
+    __slots__ = ("_entry", "_off")
 
-    def __init__(self, sample: Sample, poll_t: float, device_t: float | None) -> None:
-        self.value = sample.value
-        self.bits = sample.bits
-        self.saturating = sample.saturating
-        self.scale = sample.scale
-        self.poll_t = poll_t
-        self.device_t = device_t
-        self.total = float(sample.value) * sample.scale
-        self.delta: float | None = None
-        self.dt: float | None = None
-        self.status = SATURATED if self.at_cap(sample.value) else FIRST
-        # History as one flat array of doubles (t0, total0, t1, total1, ...): ~200 bytes for
-        # 8 points instead of ~1 KB as a list of tuples, which matters at millions of series.
-        self._hist = array("d", (poll_t, self.total))
+    def __init__(self, entry: PortEntry, off: int) -> None:
+        self._entry = entry
+        self._off = off
+
+    def _at(self) -> tuple[_Table, int]:
+        e = self._entry
+        return e.table, e.base + self._off
+
+    @property
+    def value(self) -> int | float:
+        t, i = self._at()
+        return t.big[i] if t.big and i in t.big else t.value.item(i)
+
+    @property
+    def bits(self) -> int:
+        t, i = self._at()
+        return t.bits.item(i)
+
+    @property
+    def saturating(self) -> bool:
+        t, i = self._at()
+        return t.sat.item(i)
+
+    @property
+    def scale(self) -> float:
+        t, i = self._at()
+        return t.scale.item(i)
+
+    @property
+    def total(self) -> float:
+        e = self._entry  # (inlined _at: the exporter reads this once per series per render)
+        return e.table.total.item(e.base + self._off)
+
+    @property
+    def poll_t(self) -> float:
+        t, i = self._at()
+        return t.poll_t.item(i)
+
+    @property
+    def device_t(self) -> float | None:
+        t, i = self._at()
+        return t.dev_t.item(i) if t.has_dev.item(i) else None
+
+    @property
+    def delta(self) -> float | None:
+        e = self._entry
+        t, i = e.table, e.base + self._off
+        return t.delta.item(i) if t.delta_ok.item(i) else None
+
+    @property
+    def dt(self) -> float | None:
+        t, i = self._at()
+        return t.dt.item(i) if t.dt_ok.item(i) else None
+
+    @property
+    def status(self) -> str:
+        t, i = self._at()
+        return _STATUS[t.status.item(i)]
+
+    @property
+    def rate(self) -> float | None:
+        """Base units per second over the last interval."""
+        t, i = self._at()
+        if not t.delta_ok.item(i):
+            return None
+        dt = t.dt.item(i)
+        return t.delta.item(i) / dt if dt else None
+
+    def _slots(self) -> tuple[_Table, int, list[int]]:
+        """The ring slots of the kept points, oldest first."""
+        t, i = self._at()
+        h = t.hist_t.shape[1]
+        head, n = t.head.item(i), t.npts.item(i)
+        return t, i, [(head + k) % h for k in range(h - n, h)]
 
     @property
     def history(self) -> list[tuple[float, float]]:
         """(poll time, total) pairs, oldest first."""
-        h = self._hist
-        return list(zip(h[0::2], h[1::2], strict=True))
+        t, i, idx = self._slots()
+        ts, vs = t.hist_t[i].tolist(), t.hist_v[i].tolist()
+        return [(ts[j], vs[j]) for j in idx]
 
-    @history.setter
-    def history(self, points: Iterable[tuple[float, float]]) -> None:
-        self._hist = array("d", [x for pt in points for x in pt])
+    def _totals(self) -> list[float]:
+        t, i, idx = self._slots()
+        vs = t.hist_v[i].tolist()
+        return [vs[j] for j in idx]
 
     def moved_in_history(self) -> bool:
         """Any increase within the kept history (includes the last interval)."""
-        return self.total != self._hist[1]
+        totals = self._totals()
+        return self.total != totals[0]
 
     def increases(self, intervals: int) -> int:
         """How many of the last ``intervals`` kept intervals saw an increase."""
-        totals = self._hist[1::2][-(intervals + 1):]
+        totals = self._totals()[-(intervals + 1):]
         return sum(1 for a, b in pairwise(totals) if b > a)
-
-    @property
-    def rate(self) -> float | None:
-        """Base units per second over the last interval (computed: one float less per series)."""
-        d = self.delta
-        return None if d is None or not self.dt else d / self.dt
 
     def at_cap(self, value: int | float) -> bool:
         return self.saturating and value >= (1 << self.bits) - 1
@@ -163,12 +325,11 @@ class Series:
         Uses the oldest history point no older than ``seconds``; None with fewer than two
         points. The increase includes only valid intervals (totals skip resets).
         """
-        h = self._hist
-        if len(h) < 4:
+        h = self.history
+        if len(h) < 2:
             return None
-        t_now, total_now = h[-2], h[-1]
-        for i in range(0, len(h), 2):
-            t, total = h[i], h[i + 1]
+        t_now, total_now = h[-1]
+        for t, total in h:
             if t_now - t <= seconds + 1e-9:
                 if t == t_now:
                     return None
@@ -182,20 +343,63 @@ class GaugeValue:
     t: float
 
 
-@dataclass(slots=True)
+class _SeriesMap(Mapping[SeriesKey, Series]):
+    """``PortEntry.series``: the port's series as a read-only mapping of views (for the
+    exporter's per-series loop; views made here are not kept, so a full render does not
+    leave one object per series behind)."""
+
+    __slots__ = ("_entry",)
+
+    def __init__(self, entry: PortEntry) -> None:
+        self._entry = entry
+
+    def __getitem__(self, key: SeriesKey) -> Series:
+        e = self._entry
+        off = e.schema.index[key]
+        views = e.views
+        return (views.get(off) or Series(e, off)) if views else Series(e, off)
+
+    def __iter__(self) -> Iterator[SeriesKey]:
+        return iter(self._entry.schema.keys)
+
+    def __len__(self) -> int:
+        return len(self._entry.schema.keys)
+
+
 class PortEntry:
-    """Everything the store holds for one port."""
+    """Everything the store holds for one port: its schema and block of rows in ``table``,
+    its gauges, its descriptive info, when it was last updated and by which target."""
 
-    series: dict[SeriesKey, Series] = field(default_factory=dict)
-    gauges: dict[SeriesKey, GaugeValue] = field(default_factory=dict)
-    info: PortInfo | None = None
-    seen: float = 0.0
-    target: str = ""
+    __slots__ = ("base", "gauges", "info", "schema", "seen", "table", "target", "views")
 
-    # The read API the rules use (a columnar store keeps these signatures).
+    def __init__(self, table: _Table, target: str = "", seen: float = 0.0) -> None:
+        self.table = table
+        self.schema = _NO_SERIES
+        self.base = 0
+        self.views: dict[int, Series] | None = None  # offset -> the view handed out for it
+        self.gauges: dict[SeriesKey, GaugeValue] = {}
+        self.info: PortInfo | None = None
+        self.seen = seen
+        self.target = target
+
+    def view(self, off: int) -> Series:
+        views = self.views
+        if views is None:
+            views = self.views = {}
+        se = views.get(off)
+        if se is None:
+            se = views[off] = Series(self, off)
+        return se
+
+    @property
+    def series(self) -> Mapping[SeriesKey, Series]:
+        return _SeriesMap(self)
+
+    # The read API the rules use.
     def counter(self, name: str, sub: tuple[Any, ...] = ()) -> Series | None:
         """The series of counter ``name`` with sub-labels ``sub`` (priority, queue, ...), or None."""
-        return self.series.get((name, sub))
+        off = self.schema.index.get((name, sub))
+        return None if off is None else self.view(off)
 
     def gauge(self, name: str, sub: tuple[Any, ...] = ()) -> float | None:
         g = self.gauges.get((name, sub))
@@ -203,11 +407,37 @@ class PortEntry:
 
     def counters(self) -> Iterator[tuple[str, tuple[Any, ...], Series]]:
         """Every counter series of the port as (name, sub, series)."""
-        for (name, sub), se in self.series.items():
-            yield name, sub, se
+        for off, (name, sub) in enumerate(self.schema.keys):
+            yield name, sub, self.view(off)
 
     def series_count(self) -> int:
-        return len(self.series)
+        return len(self.schema.keys)
+
+
+class FamilyRows(NamedTuple):
+    """One counter's series for a bulk reader: ``keys[i]`` = (port, sub) is row ``rows[i]``
+    of :meth:`CounterStore.totals` / :meth:`CounterStore.rates`. In exposition order: ports
+    sorted, then sub-labels by their text."""
+
+    keys: list[tuple[PortKey, tuple[Any, ...]]]
+    rows: np.ndarray
+
+
+class _Plan(NamedTuple):
+    """How one target's columns map to rows, kept per target while its layout holds."""
+
+    token: Any  # the producer's layout token (None: ports, port_of and keys below are compared)
+    ports: Sequence[PortKey]
+    port_of: np.ndarray
+    keys: Sequence[SeriesKey]
+    gen: int
+    entries: list[PortEntry | None]
+    rows: np.ndarray  # per input row; -1 where refused
+    passes: list[np.ndarray | None]  # positions per pass (None: every reading, once each)
+    index: list[slice | np.ndarray]  # per pass, its rows (a slice when they are contiguous)
+    new: np.ndarray | None  # first readings of new series (None: none; never cached)
+    refused_ports: int
+    refused_series: int
 
 
 # Bounds on what readings can create, so a hostile device or recording cannot grow the store
@@ -221,8 +451,8 @@ MAX_SERIES_PER_PORT = 1024
 class CounterStore:
     def __init__(self, history: int = 8, stale_after: float = 600.0, max_ports: int = MAX_PORTS,
                  max_series_per_port: int = MAX_SERIES_PER_PORT) -> None:
-        if history < 2:
-            raise ValueError("history must keep at least 2 points")
+        if not 2 <= history <= 65535:
+            raise ValueError("history must keep at least 2 points (and at most 65535)")
         self.history = history
         self.stale_after = stale_after
         self.max_ports = max_ports
@@ -236,7 +466,15 @@ class CounterStore:
         self.device_seen: dict[str, float] = {}
         self._device_clock: dict[str, tuple[float, float]] = {}  # device -> (device clock, poll t)
         self.layout = 0  # bumped when a port is added or dropped: renderers cache the sorted port list
+        self.series_layout = 0  # bumped when the set of series changes: family_rows() is rebuilt
         self._changes = Changes()
+        self._t = _Table(history, 1024)
+        self._end = 0  # rows in use or freed; rows from here on were never used
+        self._free: dict[int, list[int]] = {}  # block size -> bases of freed blocks
+        self._free_rows = 0
+        self._gen = 0  # bumped whenever rows move or are freed: cached plans are then stale
+        self._plans: dict[str, _Plan] = {}
+        self._families: tuple[int, dict[str, FamilyRows]] | None = None
 
     def take_changes(self) -> Changes:
         """The counters that moved and the state gauges that changed since the last call."""
@@ -252,46 +490,265 @@ class CounterStore:
         gauges: Iterable[Gauge] = (),
         target: str = "",
     ) -> set[PortKey]:
-        """Feed one poll's readings. Returns the ports that were updated."""
-        clocks = clocks or {}
-        clock_reset: set[str] = set()
+        """Feed one poll's readings as objects. Returns the ports that were updated."""
+        return self.update_columns(CounterColumns.from_samples(samples, list(gauges), clocks, target), poll_t)
+
+    def update_columns(self, cols: CounterColumns, poll_t: float) -> set[PortKey]:
+        """Feed one poll's readings as columns. Returns the ports that were updated."""
+        clock_bad = self._clocks(cols.clocks, poll_t)
+        touched: set[PortKey] = set()
+        plan = self._plan(cols, poll_t, touched)
+        self.refused["port"] += plan.refused_ports
+        self.refused["series"] += plan.refused_series
+        if len(plan.rows):
+            self._apply(cols, plan, poll_t, clock_bad)
+        self._gauges(cols.gauges, cols.target, poll_t, touched)
+        for device, _ in touched:
+            self.device_seen[device] = poll_t
+            if cols.target:
+                self.device_target[device] = cols.target
+        return touched
+
+    def _clocks(self, clocks: dict[str, float], poll_t: float) -> set[str]:
+        """Record the device clocks; the devices whose clock did not advance (rebooted or
+        uptime wrapped: every interval of theirs is invalid)."""
+        bad: set[str] = set()
         for device, dev_t in clocks.items():
             prev = self._device_clock.get(device)
             if prev is not None and dev_t <= prev[0]:
-                clock_reset.add(device)  # rebooted or uptime wrapped: every interval is invalid
+                bad.add(device)
             self._device_clock[device] = (dev_t, poll_t)
-        touched: set[PortKey] = set()
-        pk: PortKey | None = None
-        entry: PortEntry | None = None
-        moved = self._changes.moved
-        for s in samples:
-            if pk is None or s.device != pk[0] or s.port != pk[1]:  # parsers emit a port's samples together
-                pk = (s.device, s.port)
-                entry = self._touch(pk, target, poll_t, touched)
-            if entry is None:
-                continue  # a new port over max_ports: refused and counted
-            key = (s.counter, s.sub)
-            dev_t = clocks.get(s.device)
-            series = entry.series.get(key)
-            if series is None:
-                if len(entry.series) >= self.max_series_per_port:
-                    self.refused["series"] += 1
-                    continue
-                key = _KEYS.setdefault(key, key)  # one key tuple per (counter, sub), shared by all ports
-                entry.series[key] = Series(s, poll_t, dev_t)
+        return bad
+
+    def _touch(self, pk: PortKey, target: str, poll_t: float, touched: set[PortKey]) -> PortEntry | None:
+        """The port's entry (created on first sight), marked as updated by this poll; None for a
+        new port the store has no room for (counted by the caller)."""
+        entry = self.ports.get(pk)
+        if entry is None:
+            if len(self.ports) >= self.max_ports:
+                return None
+            entry = self.ports[pk] = PortEntry(self._t, target=target)
+            self.layout += 1
+        if pk not in touched:
+            touched.add(pk)
+            entry.seen = poll_t
+            if target:
+                entry.target = target
+        return entry
+
+    def _plan(self, cols: CounterColumns, poll_t: float, touched: set[PortKey]) -> _Plan:
+        """Rows of this poll's readings. The target's last plan is reused while its layout holds
+        (the producer's token is the same, or without one the same ports and keys as the poll
+        that made it); otherwise rows are found by key, series created and blocks of ports
+        that grew moved."""
+        target = cols.target
+        cached = self._plans.get(target)
+        if cached is not None and cached.gen == self._gen and _same_layout(cached, cols):
+            # The plan's entries are still the store's (no port was dropped or moved since:
+            # that bumps the generation); a refused port (None) is refused again.
+            for pk, e in zip(cols.ports, cached.entries, strict=True):
+                if e is not None:
+                    touched.add(pk)
+                    e.seen = poll_t
+                    if target:
+                        e.target = target
+            return cached
+        entries = [self._touch(pk, target, poll_t, touched) for pk in cols.ports]
+        n = len(cols.keys)
+        bits = np.asarray(cols.bits, dtype=np.int64).reshape(n)
+        bad_bits = set(np.flatnonzero((bits < 1) | (bits > _MAX_BITS)).tolist()) if n else set()
+        offs = [-1] * n
+        new: list[int] = []
+        grown: dict[PortEntry, dict[SeriesKey, int]] = {}
+        refused_series = 0
+        limit = self.max_series_per_port
+        for i, (g, key) in enumerate(zip(_as_list(cols.port_of), cols.keys, strict=True)):
+            e = entries[g]
+            if e is None or (bad_bits and i in bad_bits):
+                refused_series += e is not None
+                continue
+            off = e.schema.index.get(key)
+            if off is None:
+                pend = grown.get(e)
+                if pend is None:
+                    pend = grown[e] = {}
+                off = pend.get(key)
+                if off is None:
+                    size = len(e.schema.keys) + len(pend)
+                    if size >= limit:
+                        refused_series += 1
+                        continue
+                    off = pend[_KEYS.setdefault(key, key)] = size
+                    new.append(i)
+            offs[i] = off
+        if grown:
+            self._reserve(sum(len(e.schema.keys) + len(pend) for e, pend in grown.items()))
+        for e, pend in grown.items():
+            self._grow(e, pend)
+        base = np.array([e.base if e is not None else 0 for e in entries], dtype=np.int64)
+        offs_a = np.array(offs, dtype=np.int64)
+        port_of = np.asarray(cols.port_of, dtype=np.int32).reshape(n)
+        rows = base[port_of] + offs_a
+        rows[offs_a < 0] = -1
+        new_mask = None
+        if new:
+            new_mask = np.zeros(n, bool)
+            new_mask[new] = True
+        passes = _passes(rows, self._end)
+        plan = _Plan(cols.layout, cols.ports, port_of, cols.keys, self._gen, entries, rows, passes,
+                     [_index(rows if pos is None else rows[pos]) for pos in passes], new_mask,
+                     entries.count(None), refused_series)
+        if bad_bits:
+            self._plans.pop(target, None)
+        else:
+            self._plans[target] = plan._replace(new=None)
+        return plan
+
+    def _apply(self, cols: CounterColumns, plan: _Plan, poll_t: float, clock_bad: set[str]) -> None:
+        """One vectorised pass over the readings (one pass per repeat of a series in the poll)."""
+        t = self._t
+        n = len(plan.rows)
+        values, exotic = _values(cols.values, n)
+        bits = np.asarray(cols.bits, dtype=np.int64).reshape(n).clip(0, _MAX_BITS).astype(np.int16)
+        sat = np.asarray(cols.saturating, dtype=bool).reshape(n)
+        scale = np.asarray(cols.scale, dtype=np.float64).reshape(n)
+        clocks = cols.clocks
+        port_of = plan.port_of
+        if clocks:
+            g_dev = [clocks.get(d) for d, _ in cols.ports]
+            has_dev = np.array([x is not None for x in g_dev], dtype=bool)[port_of]
+            dev_t = np.array([0.0 if x is None else x for x in g_dev], dtype=np.float64)[port_of]
+        else:
+            has_dev, dev_t = np.zeros(n, bool), np.zeros(n)
+        bad = np.array([d in clock_bad for d, _ in cols.ports], dtype=bool)[port_of] if clock_bad else np.zeros(n, bool)
+        big_rows = np.fromiter(t.big, np.int64, len(t.big)) if t.big else None
+        moved = np.zeros(n, bool)
+        for pos, idx in zip(plan.passes, plan.index, strict=True):
+            pick = (lambda a: a) if pos is None else (lambda a, pos=pos: a[pos])
+            r = pick(plan.rows)
+            big = None if exotic is None else pick(exotic)
+            if big_rows is not None:
+                in_big = np.isin(r, big_rows)
+                big = in_big if big is None else big | in_big
+            new = None if plan.new is None else pick(plan.new)
+            if (big is None or not big.any()) and (new is None or not new.any()):  # the steady state
+                mv = self._advance(idx, pick(values), pick(bits), pick(sat), pick(scale), pick(dev_t), pick(has_dev),
+                                   pick(bad), poll_t, False)
+                moved[slice(None) if pos is None else pos] = mv & ~t.dense[idx]
+                continue
+            p_all = np.arange(n) if pos is None else pos
+            big = np.zeros(len(r), bool) if big is None else big
+            new = np.zeros(len(r), bool) if new is None else new
+            for obj in (False, True):
+                for first in (True, False):
+                    m = (big if obj else ~big) & (new if first else ~new)
+                    if not m.any():
+                        continue
+                    p, rr = p_all[m], r[m]
+                    v = _object_values(cols.values, p) if obj else values[p]
+                    if first:
+                        self._first(rr, v, bits[p], sat[p], scale[p], dev_t[p], has_dev[p], poll_t,
+                                    [cols.keys[i][0] in DENSE for i in p.tolist()], obj)
+                    else:
+                        mv = self._advance(rr, v, bits[p], sat[p], scale[p], dev_t[p], has_dev[p], bad[p], poll_t, obj)
+                        moved[p] = mv & ~t.dense[rr]
+        if moved.any():
+            got_by_name = self._changes.moved
+            entries, keys, ports = plan.entries, cols.keys, cols.ports
+            at = np.flatnonzero(moved)
+            for i, g, row in zip(at.tolist(), plan.port_of[at].tolist(), plan.rows[at].tolist(), strict=True):
+                name = keys[i][0]
+                got = got_by_name.get(name)
+                if got is None:
+                    got = got_by_name[name] = {}
+                e = entries[g]
+                got[ports[g]] = e.view(row - e.base)  # type: ignore[union-attr]
+
+    def _first(self, rows: np.ndarray, value: np.ndarray, bits: np.ndarray, sat: np.ndarray, scale: np.ndarray,
+               dev_t: np.ndarray, has_dev: np.ndarray, poll_t: float, dense: list[bool], obj: bool) -> None:
+        """A new series: total starts at the value; no delta until the next reading."""
+        t = self._t
+        self._store_values(rows, value, obj)
+        t.bits[rows], t.sat[rows], t.scale[rows], t.dense[rows] = bits, sat, scale, dense
+        t.poll_t[rows], t.dev_t[rows], t.has_dev[rows] = poll_t, dev_t, has_dev
+        total = _float(value, obj) * scale
+        t.total[rows] = total
+        t.delta_ok[rows] = t.dt_ok[rows] = False
+        t.delta[rows] = t.dt[rows] = 0.0
+        t.status[rows] = np.where(_capped(value, bits, sat, obj), _S_SAT, _S_FIRST)
+        t.hist_t[rows, 0] = poll_t
+        t.hist_v[rows, 0] = total
+        t.head[rows] = 1 % self.history
+        t.npts[rows] = 1
+
+    def _advance(self, rows: slice | np.ndarray, value: np.ndarray, bits: np.ndarray, sat: np.ndarray, scale: np.ndarray,
+                 dev_t: np.ndarray, has_dev: np.ndarray, clock_bad: np.ndarray, poll_t: float, obj: bool) -> np.ndarray:
+        """The rules of the module docstring on whole arrays; True where the total changed."""
+        t = self._t
+        with np.errstate(all="ignore"):
+            prev = _object_prev(t, rows) if obj else t.value[rows]
+            # The interval: device clock when both readings have it, else the poll clock.
+            dt = np.where(has_dev & t.has_dev[rows], dev_t - t.dev_t[rows], poll_t - t.poll_t[rows])
+            changed = (bits != t.bits[rows]) | (scale != t.scale[rows]) | (sat != t.sat[rows])
+            clock = ~changed & (clock_bad | (dt <= 0))
+            rest = ~(changed | clock)
+            cap_v = _capped(value, bits, sat, obj)
+            cap_p = _capped(prev, bits, sat, obj)
+            up = _bool(value >= prev)
+            saturated = rest & cap_v
+            rise = saturated & ~cap_p & _bool(value > prev)  # rose to the cap: at least this much
+            ok = rest & ~cap_v & up
+            down = rest & ~cap_v & ~up & ~cap_p & ~sat & (bits <= 32)  # may be one wrap
+            small = np.minimum(bits, 32)
+            mod, half = (_MOD[small], _HALF[small]) if not obj else (_obj_pow(small), _obj_pow(small - 1))
+            wrapped = mod - (prev - value)
+            wrap = down & _bool(wrapped < half)
+            status = np.full(len(value), _S_RESET, np.int8)  # changed width/scale, cleared, or too far down
+            status[ok], status[wrap], status[saturated], status[clock] = _S_OK, _S_WRAP, _S_SAT, _S_CLOCK
+            dt_ok = dt > 0
+            has_delta = (ok | wrap) & dt_ok
+            raw = np.where(ok, value - prev, np.where(wrap, wrapped, 0))
+            d = _float(raw, obj) * scale
+            before = t.total[rows].copy()  # (a view when rows is a slice)
+            total = np.where(has_delta, before + d, before)
+            if rise.any():
+                total[rise] += _float((value - prev)[rise], obj) * scale[rise]
+            moved = total != before
+        self._store_values(rows, value, obj)
+        t.bits[rows], t.sat[rows], t.scale[rows] = bits, sat, scale
+        t.poll_t[rows], t.dev_t[rows], t.has_dev[rows] = poll_t, dev_t, has_dev
+        t.status[rows] = status
+        t.dt[rows], t.dt_ok[rows] = dt, dt_ok
+        t.delta[rows], t.delta_ok[rows] = d, has_delta
+        t.total[rows] = total
+        head = t.head[rows].astype(np.intp)
+        pairs = np.arange(rows.start, rows.stop) if isinstance(rows, slice) else rows
+        t.hist_t[pairs, head] = poll_t
+        t.hist_v[pairs, head] = total
+        t.head[rows] = (head + 1) % self.history
+        t.npts[rows] = np.minimum(t.npts[rows] + 1, self.history)
+        return moved
+
+    def _store_values(self, rows: np.ndarray, value: np.ndarray, obj: bool) -> None:
+        t = self._t
+        if not obj:
+            t.value[rows] = value
+            return
+        for r, v in zip(rows.tolist(), value.tolist(), strict=True):
+            if type(v) is int and 0 <= v < 1 << 64:
+                t.value[r] = v
+                t.big.pop(r, None)
             else:
-                before = series.total
-                self._advance(series, s, poll_t, dev_t, s.device in clock_reset)
-                if series.total != before and s.counter not in DENSE:
-                    got = moved.get(s.counter)
-                    if got is None:
-                        got = moved[s.counter] = {}
-                    got[pk] = series
+                t.value[r] = 0
+                t.big[r] = v
+
+    def _gauges(self, gauges: Iterable[Gauge], target: str, poll_t: float, touched: set[PortKey]) -> None:
         changed = self._changes.gauges
         for g in gauges:
             pk = (g.device, g.port)
             entry = self._touch(pk, target, poll_t, touched)
             if entry is None:
+                self.refused["port"] += 1
                 continue
             key = (g.name, g.sub)
             value = float(g.value)
@@ -306,76 +763,80 @@ class CounterStore:
                 prev, old.value, old.t = old.value, value, poll_t
             if g.name in TRACKED_GAUGES and prev != value:
                 changed.setdefault(g.name, {}).setdefault(pk, prev)
-        for device, _ in touched:
-            self.device_seen[device] = poll_t
-            if target:
-                self.device_target[device] = target
-        return touched
 
-    def _touch(self, pk: PortKey, target: str, poll_t: float, touched: set[PortKey]) -> PortEntry | None:
-        """The port's entry (created on first sight), marked as updated by this poll; None for a
-        new port the store has no room for (counted in ``refused``)."""
-        entry = self.ports.get(pk)
-        if entry is None:
-            if len(self.ports) >= self.max_ports:
-                self.refused["port"] += 1
-                return None
-            entry = self.ports[pk] = PortEntry(target=target)
-            self.layout += 1
-        if pk not in touched:
-            touched.add(pk)
-            entry.seen = poll_t
-            if target:
-                entry.target = target
-        return entry
+    # ----------------------------------------------------------------- rows
+    def _reserve(self, n: int) -> None:
+        """Room for ``n`` more rows: exactly, plus an eighth for the growth still to come (a
+        fabric's first poll creates every series at once; rows are most of the store's bytes)."""
+        need = self._end + n
+        if need > len(self._t):
+            self._t.resize(need + need // 8)
 
-    def _advance(self, se: Series, s: Sample, poll_t: float, dev_t: float | None, clock_reset: bool) -> None:
-        value = s.value
-        # The interval: device clock when both readings have it, else the poll clock.
-        if dev_t is not None and se.device_t is not None:
-            dt = dev_t - se.device_t
+    def _alloc(self, n: int) -> int:
+        """The base of a free block of ``n`` rows."""
+        free = self._free.get(n)
+        if free:
+            self._free_rows -= n
+            return free.pop()
+        base = self._end
+        self._end += n
+        if self._end > len(self._t):
+            self._t.resize(max(self._end, len(self._t) * 9 // 8))
+        return base
+
+    def _release(self, base: int, n: int) -> None:
+        if n:
+            self._free.setdefault(n, []).append(base)
+            self._free_rows += n
+            if self._t.big:
+                for r in range(base, base + n):
+                    self._t.big.pop(r, None)
+        self._gen += 1
+
+    def _grow(self, e: PortEntry, new_keys: dict[SeriesKey, int]) -> None:
+        """Give a port its new series: a block for the larger schema, the old rows copied in."""
+        n_old = len(e.schema.keys)
+        schema = _schema(e.schema.keys + tuple(new_keys))
+        base = self._alloc(len(schema.keys))
+        if n_old:
+            self._t.move_rows(np.arange(e.base, e.base + n_old), np.arange(base, base + n_old), self._t)
+            self._release(e.base, n_old)
+        e.base, e.schema = base, schema
+        self._gen += 1
+        self.series_layout += 1
+
+    def _drop(self, e: PortEntry) -> None:
+        """Free a port's rows; views somebody still holds keep its last values (a copy)."""
+        n = len(e.schema.keys)
+        if e.views and n:
+            own = _Table(self.history, n)
+            self._t.move_rows(np.arange(e.base, e.base + n), np.arange(n), own)
+            self._release(e.base, n)
+            e.table, e.base = own, 0
         else:
-            dt = poll_t - se.poll_t
-        prev = se.value
-        delta: float | None
-        if s.bits != se.bits or s.scale != se.scale or s.saturating != se.saturating:
-            status, delta = RESET, None
-            se.bits, se.scale, se.saturating = s.bits, s.scale, s.saturating
-        elif clock_reset or dt <= 0:
-            status, delta = CLOCK, None
-        elif se.at_cap(value):
-            status, delta = SATURATED, None
-            if not se.at_cap(prev) and value > prev:
-                # It rose to the cap: the true increase is at least this much, the rate unknown.
-                se.total += (value - prev) * se.scale
-        elif value >= prev:
-            status, delta = OK, value - prev
-        elif se.at_cap(prev):
-            status, delta = RESET, None  # was stuck at the cap and went down: cleared
-        elif not se.saturating and se.bits <= 32:
-            wrapped = value + (1 << se.bits) - prev
-            if wrapped < (1 << (se.bits - 1)):
-                status, delta = WRAP, wrapped
-            else:
-                status, delta = RESET, None
-        else:
-            status, delta = RESET, None
-        se.value = value
-        se.poll_t = poll_t
-        se.device_t = dev_t
-        se.status = status
-        se.dt = dt if dt > 0 else None
-        if delta is not None and dt > 0:
-            d = delta * se.scale
-            se.delta = d
-            se.total += d
-        else:
-            se.delta = None
-        hist = se._hist
-        hist.append(poll_t)
-        hist.append(se.total)
-        if len(hist) > 2 * self.history:
-            del hist[0:2]
+            self._release(e.base, n)
+        if n:
+            self.series_layout += 1
+
+    def _compact(self) -> None:
+        """Move every block to the front of a new table once more than half the rows are free."""
+        if self._free_rows <= max(4096, self._end // 2):
+            return
+        live = [e for e in self.ports.values() if e.schema.keys]
+        sizes = [len(e.schema.keys) for e in live]
+        n = sum(sizes)
+        src = np.concatenate([np.arange(e.base, e.base + k) for e, k in zip(live, sizes, strict=True)]) if live \
+            else np.zeros(0, np.int64)
+        table = _Table(self.history, max(1024, n * 5 // 4))
+        self._t.move_rows(src, np.arange(n), table)
+        base = 0
+        for e, k in zip(live, sizes, strict=True):
+            e.table, e.base = table, base
+            base += k
+        for e in self.ports.values():
+            e.table = table
+        self._t, self._end, self._free, self._free_rows = table, n, {}, 0
+        self._gen += 1
 
     def set_devices(self, devices: Iterable[DeviceInfo], target: str = "") -> None:
         for d in devices:
@@ -387,7 +848,7 @@ class CounterStore:
         for info in infos:
             entry = self.ports.get((info.device, info.port))
             if entry is None:
-                entry = self.ports[(info.device, info.port)] = PortEntry(seen=poll_t)
+                entry = self.ports[(info.device, info.port)] = PortEntry(self._t, seen=poll_t)
                 self.layout += 1
             entry.info = info
 
@@ -396,9 +857,11 @@ class CounterStore:
         limit = now - self.stale_after
         stale = [pk for pk, e in self.ports.items() if e.seen < limit]
         for pk in stale:
-            del self.ports[pk]
+            self._drop(self.ports.pop(pk))
         if stale:
             self.layout += 1
+            self._plans.clear()  # their rows are stale now; a target gone from the config keeps none
+            self._compact()
         for device in [d for d, seen in self.device_seen.items() if seen < limit]:
             del self.device_seen[device]
             self._device_clock.pop(device, None)
@@ -409,15 +872,31 @@ class CounterStore:
     # ----------------------------------------------------------------- persistence
     def save(self) -> dict[str, Any]:
         """A JSON-able copy of every series and device clock (see :meth:`restore`)."""
+        live = [(pk, e) for pk, e in self.ports.items() if e.schema.keys]
+        t = self._t
+        rows = np.concatenate([np.arange(e.base, e.base + len(e.schema.keys)) for _, e in live]) if live \
+            else np.zeros(0, np.int64)
+        cols = {name: getattr(t, name)[rows].tolist() for name in ("value", "bits", "sat", "scale", "total", "poll_t",
+                                                                    "dev_t", "has_dev")}
+        idx, npts = t.history_index(rows)
+        hist_t = np.take_along_axis(t.hist_t[rows], idx, 1).tolist()
+        hist_v = np.take_along_axis(t.hist_v[rows], idx, 1).tolist()
+        h = t.hist_t.shape[1]
+        npts_l = npts.tolist()
+        big = t.big
+        rows_l = rows.tolist()
         ports = []
-        for (device, port), entry in self.ports.items():
-            series = [
-                [counter, list(sub), se.value, se.bits, se.saturating, se.scale, se.total, se.poll_t, se.device_t,
-                 [list(h) for h in se.history]]
-                for (counter, sub), se in entry.series.items()
-            ]
-            if series:
-                ports.append([device, port, entry.target, entry.seen, series])
+        i = 0
+        for (device, port), entry in live:
+            series = []
+            for counter, sub in entry.schema.keys:
+                k = npts_l[i]
+                series.append([counter, list(sub), big[rows_l[i]] if big and rows_l[i] in big else cols["value"][i],
+                               cols["bits"][i], cols["sat"][i], cols["scale"][i], cols["total"][i], cols["poll_t"][i],
+                               cols["dev_t"][i] if cols["has_dev"][i] else None,
+                               [[a, b] for a, b in zip(hist_t[i][h - k:], hist_v[i][h - k:], strict=True)]])
+                i += 1
+            ports.append([device, port, entry.target, entry.seen, series])
         return {"device_clocks": {d: list(v) for d, v in self._device_clock.items()}, "ports": ports}
 
     def restore(self, data: dict[str, Any], now: float) -> int:
@@ -429,7 +908,7 @@ class CounterStore:
         everything was read.
         """
         limit = now - self.stale_after
-        entries: dict[PortKey, PortEntry] = {}
+        read: dict[PortKey, tuple[str, float, dict[SeriesKey, tuple]]] = {}
         ports = data.get("ports", [])
         clocks_in = data.get("device_clocks") or {}
         if not isinstance(ports, list) or not isinstance(clocks_in, dict):
@@ -438,14 +917,15 @@ class CounterStore:
             if not isinstance(rec, list) or len(rec) != 5 or not isinstance(rec[4], list):
                 raise ValueError(f"ports[{i}]: not [device, port, target, seen, series]")
             device, port, target, seen, series = rec
-            entry = PortEntry(target=valid_text(target, f"ports[{i}] target"), seen=_number(seen, f"ports[{i}] seen"))
+            target, seen = valid_text(target, f"ports[{i}] target"), _number(seen, f"ports[{i}] seen")
             pk = (valid_text(device, f"ports[{i}] device"), valid_text(port, f"ports[{i}] port"))
+            got: dict[SeriesKey, tuple] = {}
             for j, srec in enumerate(series):
-                key, se = self._restored_series(srec, f"ports[{i}] series[{j}]")
-                if se.poll_t >= limit:
-                    entry.series[_KEYS.setdefault(key, key)] = se
-            if entry.series:
-                entries[pk] = entry
+                key, fields = self._restored_series(srec, f"ports[{i}] series[{j}]")
+                if fields[5] >= limit:
+                    got[_KEYS.setdefault(key, key)] = fields
+            if got:
+                read[pk] = (target, seen, got)
         clocks: dict[str, tuple[float, float]] = {}
         for device, v in clocks_in.items():
             if not isinstance(v, list) or len(v) != 2:
@@ -453,16 +933,49 @@ class CounterStore:
             pair = (_number(v[0], "device clock"), _number(v[1], "device clock poll time"))
             if pair[1] >= limit:
                 clocks[valid_text(device, "device_clocks key")] = pair
-        self.ports.update(entries)
+        restored = 0
+        self._reserve(sum(len(got) for _, _, got in read.values()))
+        for pk, (target, seen, got) in read.items():
+            old = self.ports.pop(pk, None)
+            if old is not None:
+                self._drop(old)
+            entry = self.ports[pk] = PortEntry(self._t, target=target, seen=seen)
+            self._grow(entry, {k: i for i, k in enumerate(got)})
+            self._put_restored(entry, list(got.values()))
+            restored += len(got)
         self.layout += 1
         self._device_clock.update(clocks)
-        for (device, _port), entry in entries.items():
-            self.device_seen[device] = max(self.device_seen.get(device, 0.0), entry.seen)
-            if entry.target:
-                self.device_target.setdefault(device, entry.target)
-        return sum(len(e.series) for e in entries.values())
+        for (device, _port), (target, seen, _) in read.items():
+            self.device_seen[device] = max(self.device_seen.get(device, 0.0), seen)
+            if target:
+                self.device_target.setdefault(device, target)
+        return restored
 
-    def _restored_series(self, rec: Any, where: str) -> tuple[SeriesKey, Series]:
+    def _put_restored(self, entry: PortEntry, fields: list[tuple]) -> None:
+        """Write restored series into the entry's rows: the restored reading is the
+        "previous" one, so the status is FIRST and there is no delta until the next."""
+        t = self._t
+        rows = np.arange(entry.base, entry.base + len(fields))
+        values, bits, sat, scale, total, poll_t, dev_t, hist = zip(*fields, strict=True)
+        u = [v if type(v) is int else 0 for v in values]
+        t.value[rows] = np.array(u, dtype=np.uint64)
+        for r, v in zip(rows.tolist(), values, strict=True):
+            if type(v) is not int:
+                t.big[r] = v
+        t.bits[rows], t.sat[rows], t.scale[rows], t.total[rows], t.poll_t[rows] = bits, sat, scale, total, poll_t
+        t.dense[rows] = [k[0] in DENSE for k in entry.schema.keys]
+        t.has_dev[rows] = [d is not None for d in dev_t]
+        t.dev_t[rows] = [0.0 if d is None else d for d in dev_t]
+        t.status[rows] = _S_FIRST
+        t.delta_ok[rows] = t.dt_ok[rows] = False
+        for r, points in zip(rows.tolist(), hist, strict=True):
+            n = len(points)
+            t.hist_t[r, :n] = [p[0] for p in points]
+            t.hist_v[r, :n] = [p[1] for p in points]
+            t.npts[r] = n
+            t.head[r] = n % self.history
+
+    def _restored_series(self, rec: Any, where: str) -> tuple[SeriesKey, tuple]:
         if not isinstance(rec, list) or len(rec) != 10:
             raise ValueError(f"{where}: not a 10-item series record")
         counter, sub, value, bits, saturating, scale, total, poll_t, device_t, hist = rec
@@ -479,15 +992,14 @@ class CounterStore:
             raise ValueError(f"{where}: value must be a number 0..2^64")
         if not isinstance(hist, list) or not all(isinstance(h, list) and len(h) == 2 for h in hist):
             raise ValueError(f"{where}: history must be a list of [time, total] pairs")
-        sample = Sample("", "", valid_text(counter, f"{where} counter"), value, tuple(sub), bits, saturating,
-                        _number(scale, f"{where} scale"))
-        se = Series(sample, _number(poll_t, f"{where} poll time"),
-                    None if device_t is None else _number(device_t, f"{where} device time"))
-        se.total = _number(total, f"{where} total")
-        se.status = FIRST  # the restored reading is the "previous" one: no delta until the next
+        counter = valid_text(counter, f"{where} counter")
+        scale = _number(scale, f"{where} scale")
+        poll_t = _number(poll_t, f"{where} poll time")
+        device_t = None if device_t is None else _number(device_t, f"{where} device time")
+        total = _number(total, f"{where} total")
         points = [(_number(t, f"{where} history"), _number(v, f"{where} history")) for t, v in hist][-self.history:]
-        se.history = points or [(se.poll_t, se.total)]
-        return (sample.counter, sample.sub), se
+        return (counter, tuple(sub)), (value, bits, saturating, scale, total, poll_t, device_t,
+                                       points or [(poll_t, total)])
 
     # ----------------------------------------------------------------- queries
     def port(self, pk: PortKey) -> PortEntry | None:
@@ -495,7 +1007,7 @@ class CounterStore:
 
     def get(self, device: str, port: str, counter: str, sub: tuple[Any, ...] = ()) -> Series | None:
         entry = self.ports.get((device, port))
-        return entry.series.get((counter, sub)) if entry else None
+        return entry.counter(counter, sub) if entry else None
 
     def rate(self, device: str, port: str, counter: str, sub: tuple[Any, ...] = ()) -> float | None:
         se = self.get(device, port, counter, sub)
@@ -514,11 +1026,146 @@ class CounterStore:
 
     def iter_series(self) -> Iterator[tuple[PortKey, SeriesKey, Series]]:
         for pk, entry in self.ports.items():
-            for sk, se in entry.series.items():
-                yield pk, sk, se
+            series = entry.series
+            for sk in entry.schema.keys:
+                yield pk, sk, series[sk]
 
     def series_count(self) -> int:
-        return sum(len(e.series) for e in self.ports.values())
+        return sum(len(e.schema.keys) for e in self.ports.values())
+
+    # ----------------------------------------------------------------- bulk reads
+    def family_rows(self) -> dict[str, FamilyRows]:
+        """Counter name -> its series keys and rows, in exposition order (ports sorted, then
+        sub-labels by text). Cached until ``series_layout`` or ``layout`` changes; the rows
+        index :meth:`totals` and :meth:`rates` of the same moment."""
+        stamp = (self.series_layout, self.layout, self._gen)
+        if self._families is not None and self._families[0] == stamp:
+            return self._families[1]
+        keys: dict[str, list[tuple[tuple[str, ...], PortKey, tuple[Any, ...], int]]] = {}
+        for pk in sorted(self.ports):
+            e = self.ports[pk]
+            for off, (name, sub) in enumerate(e.schema.keys):
+                keys.setdefault(name, []).append((tuple(str(x) for x in sub), pk, sub, e.base + off))
+        out: dict[str, FamilyRows] = {}
+        for name in sorted(keys):
+            items = keys[name]
+            items.sort(key=lambda it: (it[1], it[0]))
+            out[name] = FamilyRows([(pk, sub) for _, pk, sub, _ in items],
+                                   np.array([r for *_, r in items], dtype=np.int64))
+        self._families = (stamp, out)
+        return out
+
+    def totals(self) -> np.ndarray:
+        """The accumulated totals of every row (index with :meth:`family_rows`); read-only."""
+        v = self._t.total.view()
+        v.setflags(write=False)
+        return v
+
+    def rates(self) -> np.ndarray:
+        """Base units per second of every row over its last interval; NaN where it has none."""
+        t = self._t
+        with np.errstate(all="ignore"):
+            return np.where(t.delta_ok & (t.dt != 0), t.delta / t.dt, np.nan)
+
+
+# ---------------------------------------------------------------------------- array helpers
+def _as_list(col: Any) -> list[Any]:
+    return col.tolist() if isinstance(col, np.ndarray) else col
+
+
+def _values(values: Any, n: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """The values as uint64, and which of them are not integers in [0, 2^64) (None: all are)."""
+    a = np.asarray(values) if n else np.zeros(0, np.uint64)
+    if a.dtype.kind == "u" or (a.dtype.kind == "i" and (not n or a.min() >= 0)):
+        return a.astype(np.uint64).reshape(n), None
+    items = values.tolist() if isinstance(values, np.ndarray) else list(values)
+    exotic = np.array([not (type(v) is int and 0 <= v < 1 << 64) for v in items], dtype=bool)
+    return np.array([0 if x else v for v, x in zip(items, exotic.tolist(), strict=True)], dtype=np.uint64), exotic
+
+
+def _object_values(raw: Any, pos: np.ndarray) -> np.ndarray:
+    """The readings at ``pos`` as Python numbers (exact arithmetic on object arrays)."""
+    items = raw.tolist() if isinstance(raw, np.ndarray) else raw
+    out = np.empty(len(pos), dtype=object)
+    out[:] = [items[i] for i in pos.tolist()]
+    return out
+
+
+def _object_prev(t: _Table, rows: np.ndarray) -> np.ndarray:
+    out = np.empty(len(rows), dtype=object)
+    big = t.big
+    out[:] = [big[r] if r in big else t.value.item(r) for r in rows.tolist()]
+    return out
+
+
+def _obj_pow(bits: np.ndarray) -> np.ndarray:
+    out = np.empty(len(bits), dtype=object)
+    out[:] = [1 << b if b >= 0 else 0 for b in bits.tolist()]
+    return out
+
+
+def _capped(value: np.ndarray, bits: np.ndarray, sat: np.ndarray, obj: bool) -> np.ndarray:
+    """Saturating and at all-ones of its width."""
+    if obj:
+        cap = np.empty(len(bits), dtype=object)
+        cap[:] = [(1 << b) - 1 for b in bits.tolist()]
+        return sat & _bool(value >= cap)
+    return sat & (bits <= 64) & (value >= _CAP[np.minimum(bits, 64)])
+
+
+def _bool(a: Any) -> np.ndarray:
+    return np.asarray(a, dtype=bool)
+
+
+def _float(a: np.ndarray, obj: bool) -> np.ndarray:
+    """As float64, each value rounded once (as Python's float() of an int)."""
+    if obj:
+        return np.array([float(x) for x in a.tolist()], dtype=np.float64)
+    return a.astype(np.float64)
+
+
+def _passes(rows: np.ndarray, end: int) -> list[np.ndarray | None]:
+    """Positions of the valid readings, split so no row appears twice in one pass (a series
+    read twice in one poll is advanced twice, in order, as one reading after the other).
+    ``[None]`` when every reading is valid and each series comes once: the common case."""
+    valid = rows >= 0
+    pos = np.flatnonzero(valid)
+    r = rows[pos]
+    seen = np.zeros(end, bool)
+    seen[r] = True
+    if np.count_nonzero(seen) == len(r):
+        return [None] if len(pos) == len(rows) else [pos]
+    order = np.argsort(r, kind="stable")
+    sr = r[order]
+    start = np.r_[True, sr[1:] != sr[:-1]]
+    group_start = np.maximum.accumulate(np.where(start, np.arange(len(sr)), 0))
+    rank = np.empty(len(sr), np.int64)
+    rank[order] = np.arange(len(sr)) - group_start
+    return [pos[rank == k] for k in range(int(rank.max()) + 1)]
+
+
+def _index(rows: np.ndarray) -> slice | np.ndarray:
+    """The rows as a slice when they are one contiguous ascending run (reads and writes are
+    then views, not gathers), else as they are."""
+    if len(rows) and rows[-1] - rows[0] == len(rows) - 1 and (len(rows) == 1 or bool(np.all(np.diff(rows) == 1))):
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return rows
+
+
+def _same_layout(plan: _Plan, cols: CounterColumns) -> bool:
+    if cols.layout is not None or plan.token is not None:
+        return plan.token == cols.layout
+    return _same(plan.keys, cols.keys) and _same(plan.port_of, cols.port_of) and _same(plan.ports, cols.ports)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    if len(a) != len(b):
+        return False
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return bool(np.array_equal(a, b))
+    return bool(a == b)
 
 
 def valid_text(v: Any, what: str) -> str:

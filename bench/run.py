@@ -3,6 +3,8 @@
     python -m bench                  # 10k, 50k and 100k ports + SNMP comparison (64 switches)
     python -m bench --quick          # 10k and 50k ports, 2 polls, SNMP on 16 switches
     python -m bench --sizes 100000 --snmp-switches 0 --out /tmp/b.json
+    python -m bench.render           # the render stage alone, 10k-200k ports (also part of python -m bench)
+    python -m bench --store-sizes 0  # without the counter store stage (old vs new store)
 
 Each fabric size runs in its own process (bench/size.py) so its peak RSS is its own. The
 targets of the scale issue are checked on the largest size and printed as met / gap.
@@ -20,6 +22,9 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from bench import render as render_stage
+from bench import store_stage
 
 ROOT = Path(__file__).resolve().parent.parent
 INTERVAL = 10.0
@@ -128,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", type=lambda v: [int(x) for x in v.split(",")], default=None, help="comma-separated port counts")
     ap.add_argument("--polls", type=int, default=None, help="polls per size (the first is warm-up)")
     ap.add_argument("--snmp-switches", type=int, default=None, help="switches in the SNMP comparison (0: skip)")
+    ap.add_argument("--store-sizes", type=lambda v: [int(x) for x in v.split(",") if int(x)], default=None,
+                    help="port counts of the counter store stage, old vs new store (0: skip; bench/store_stage.py)")
+    ap.add_argument("--no-render", action="store_true", help="skip the render stage (bench/render.py)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results.json"), help="JSON output path")
     a = ap.parse_args(argv)
     sizes = a.sizes or ([10_000, 50_000] if a.quick else [10_000, 50_000, 100_000])
@@ -144,8 +152,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[bench] {n:,} ports ...", file=sys.stderr, flush=True)
         results["sizes"][str(n)] = run_size(n, polls)
         save()
+    if not a.no_render:  # the exposition alone: templates vs generate_latest, gzip levels, scrapes
+        results["render"] = render_stage.run(a.sizes or (sizes if a.quick else render_stage.SIZES))  # 10k-200k ports
+        save()
     if snmp_n > 0:
         results["snmp"] = run_snmp(snmp_n)
+        save()
+    store_sizes = a.store_sizes if a.store_sizes is not None else ([10_000, 50_000] if a.quick else store_stage.SIZES)
+    if store_sizes:
+        results["store"] = store_stage.run(store_sizes, polls)
         save()
     results["machine"]["loadavg_end"] = os.getloadavg()
     ok = [r for r in results["sizes"].values() if "error" not in r]
@@ -159,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nTargets at {int(sums[-1]['ports']):,} ports (poll interval {INTERVAL:.0f} s):")
         for v in results["targets"]:
             print(f"  {'met ' if v['met'] else 'GAP '} {v['target']:<28} {v['value']:>10.3f} {v['unit']:<5} (limit {v['limit']})")
+    rendered = [render_stage.row(r) for r in results.get("render", {}).values() if "error" not in r]
+    if rendered:
+        print("\nRender stage (bench/render.py):\n" + render_stage.table(rendered))
     snmp = results.get("snmp")
     if snmp and "fabricmon" in snmp:
         from bench import snmp_compare
@@ -166,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n" + snmp_compare.table(snmp))
     elif snmp:
         print(f"\nSNMP comparison: {snmp.get('skipped') or snmp.get('error')}")
+    if results.get("store"):
+        print("\n" + store_stage.table(results["store"]))
     save()
     print(f"\nJSON: {a.out}")
     return 0

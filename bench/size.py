@@ -155,8 +155,8 @@ def agent_path(fab: Fabric, polls: int, clients: int, rounds: int) -> dict[str, 
     steady = per_poll[1:] or per_poll  # poll 0 builds every object: not the steady state
     avg = {k: sum(x[k] for x in steady) / len(steady) for k in steady[0]}
     body = expo.text
-    with Clock() as c_gz:
-        gz = expo.body(True, True)  # what Prometheus asks for: OpenMetrics, gzip (built once per render)
+    with Clock() as c_gz:  # what Prometheus asks for: OpenMetrics, gzip (the body compressed once per render)
+        gz = b"".join(expo.response(True, True, exporter.process_tail(True)))
     result: dict[str, Any] = {
         "ports": len(p.store.ports), "counter_series": p.store.series_count(), "polls": polls,
         "steady_poll_cpu_s": avg, "first_poll_cpu_s": per_poll[0],
@@ -173,7 +173,7 @@ def agent_path(fab: Fabric, polls: int, clients: int, rounds: int) -> dict[str, 
     result["peak_rss_mb_full"] = peak_rss_mb()
     rss["after_scrapes"] = rss_mb()
     result["rss_mb"] = rss
-    result["exposition_full"]["held_mb"] = (len(expo.text) + len(expo.openmetrics) + sum(len(b) for b in expo._gz.values())) / 2**20
+    result["exposition_full"]["held_mb"] = expo.held_bytes() / 2**20
     # Health level: the same store, rendered for Prometheus at the health level.
     p.exposition_policy = ExpositionPolicy(level="health")
     with Clock() as c_h:

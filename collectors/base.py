@@ -10,11 +10,12 @@ package knows which source it is.
 from __future__ import annotations
 
 import abc
+import reprlib
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fabricmon.collectors.sanitize import MAX_TEXT, clean, sanitize_result
 from fabricmon.core.model import Gauge, ParseResult, Sample, TargetSpec
@@ -115,13 +116,40 @@ class SourceOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ParseOptions(BaseModel):
+    """Base of each collector's parse options: the few target options that change how a payload
+    is read, as the recording header carries them (:meth:`Collector.spec`). A parser reads its
+    options only through its subclass's :meth:`from_spec`, never from ``spec.options``.
+
+    Frozen, strict (a header's ``"3"`` is not the integer 3, ``true`` is not 1) and closed (an
+    option this version does not know is an error rather than silently ignored: the payload
+    would be parsed differently from how it was recorded). Each field mirrors the field of the
+    same name in the collector's :class:`SourceOptions`, so every live target's header validates."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    @classmethod
+    def from_spec(cls, spec: TargetSpec) -> Self:
+        """The typed options of ``spec``, or a ParseError naming the target, each bad option and
+        what is wrong with it (never a pydantic traceback or its help links)."""
+        try:
+            return cls.model_validate(spec.options)
+        except ValidationError as exc:
+            problems = []
+            for err in exc.errors(include_url=False):
+                where = "option " + ".".join(str(part) for part in err["loc"]) if err["loc"] else "options"
+                problems.append(f"{where}: {err['msg']} (got {reprlib.repr(err['input'])})")  # bounded, however big
+            raise ParseError(f"target {spec.name!r} ({spec.source}): " + "; ".join(problems)) from None
+
+
 class Collector(abc.ABC):
     """One collector instance polls one target."""
 
     source: ClassVar[str]
     options_model: ClassVar[type[SourceOptions]] = SourceOptions
-    # Option names that change how payloads are parsed; they go into the recording header.
-    parse_options: ClassVar[tuple[str, ...]] = ()
+    # The options that change how payloads are parsed, typed; their values go into the recording
+    # header, in field order. The base class has none (perfquery).
+    parse_options_model: ClassVar[type[ParseOptions]] = ParseOptions
 
     def __init__(self, name: str, address: str, options: SourceOptions) -> None:
         self.name = name
@@ -131,7 +159,7 @@ class Collector(abc.ABC):
     def spec(self) -> TargetSpec:
         """The parse-relevant view of this target, as written to a recording header."""
         dumped = self.options.model_dump(mode="json")
-        opts = {k: dumped[k] for k in self.parse_options if dumped.get(k) is not None}
+        opts = {k: dumped[k] for k in self.parse_options_model.model_fields if dumped.get(k) is not None}
         return TargetSpec(name=self.name, source=self.source, options=opts)
 
     @abc.abstractmethod
@@ -153,8 +181,10 @@ class Collector(abc.ABC):
     def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: Any) -> tuple[ParseResult, Any]:
         """Turn a raw payload into samples: a pure function. No I/O; raise only ParseError.
 
-        ``state`` is what :meth:`new_state` or the previous poll's parse returned; it is never
-        changed. Returns the result and the state for the target's next poll."""
+        ``spec`` names the target; its options are read only as
+        ``cls.parse_options_model.from_spec(spec)`` (typed; a bad one is a ParseError naming the
+        target and the option). ``state`` is what :meth:`new_state` or the previous poll's parse
+        returned; it is never changed. Returns the result and the state for the target's next poll."""
 
     @classmethod
     def parse_poll(cls, payload: dict[str, Any], spec: TargetSpec, state: Any) -> tuple[ParseResult, Any]:

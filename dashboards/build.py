@@ -354,7 +354,7 @@ def findings() -> Any:
     key = "{{kind}} {{device}}:{{port}} p{{priority}} {{role}}"
     active = f"fabricmon_finding_active{{{DP}}}"
     return build_dashboard("fabricmon-findings", "fabricmon / Findings",
-                           "Detector findings over time, storm trees (origin and victims) and deadlock cycles.", [
+                           "Detector findings over time, storm trees (origin and victims), deadlock cycles and failed lossless-checklist items.", [
         ("Timeline", [
             P("timeline", "Findings timeline", [Q(active, key)], "none", "nic_pause_storm_arista", w=24, h=10),
             P("table", "Active findings with start time", [Q(f"fabricmon_finding_start_timestamp_seconds{{{DP}}} * 1000", table=True)],
@@ -385,6 +385,17 @@ def findings() -> Any:
               [Q(f'fabricmon_finding_active{{kind=~"pfc_deadlock|credit_deadlock", {DP}}} {PEER_JOIN}', table=True)], "none", "ib_credit_loop",
               "Every member pauses (or waits for credits from) the next one; the peer columns show the cycle.", w=24,
               hide=["Value", "instance"]),
+        ]),
+        # No scenario of tests/scenarios carries configuration state (the audit recordings live in
+        # tests/scenarios_audit), so these panels have no scenario: the live test checks their queries.
+        ("Lossless checklist", [
+            P("table", "Failed checklist items (misconfig, with the other end of the cable)",
+              [Q(f'fabricmon_finding_active{{kind="misconfig", {DP}}} {PEER_JOIN}', table=True)], "none", "",
+              "check: the checklist item; device/port: the end to fix first; peer: the other end. "
+              "`fabricmon audit` lists what passed and what could not be verified.", w=16, hide=["Value", "instance", "kind", "role"]),
+            P("bargauge", "Failed checklist items by check",
+              [Q(f'count by (check, severity) (fabricmon_finding_active{{kind="misconfig", {DP}}})', "{{check}} {{severity}}",
+                 instant=True)], "none", "", w=8),
         ]),
     ])
 

@@ -154,3 +154,50 @@ def test_run_eval_end_to_end_on_the_corpus() -> None:
     text, ok = run_eval([corpus / "nic_pause_storm_onyx.jsonl.gz", corpus / "benign_heavy_load.jsonl.gz"], floors={})
     assert "2 recording(s)" in text and "storm origin top-1" in text
     assert isinstance(ok, bool)
+
+
+# ---------------------------------------------------------------------- misconfig (the lossless checklist)
+def mis_truth(check="pfc_priorities_mismatch", device="leaf01", port="swp5", priority=3, start=T, end=None, **kw):
+    return truth(kind="misconfig", device=device, port=port, priority=priority, role=None, start=start, end=end, check=check, **kw)
+
+
+def mis_finding(check="pfc_priorities_mismatch", device="leaf01", port="swp5", priority=3, start=T, end=None, **kw):
+    return finding(kind="misconfig", device=device, port=port, priority=priority, role=None, start=start, end=end,
+                   severity="warning", evidence={"check": check}, **kw)
+
+
+def test_misconfig_matches_on_the_check() -> None:
+    rep = evaluate({"r": [mis_finding()]}, {"r": [mis_truth()]})
+    s = rep.kinds["misconfig"]
+    assert (s.truths, s.findings, s.matched_truths, s.false_findings) == (1, 1, 1, 0)
+    assert s.delays == [0.0] and not rep.failures()
+    other = evaluate({"r": [mis_finding(check="pfc_not_enabled")]}, {"r": [mis_truth()]})
+    assert other.kinds["misconfig"].recall == 0.0 and other.kinds["misconfig"].false_findings == 1
+    assert other.misses == ["r: misconfig pfc_priorities_mismatch leaf01 swp5 prio 3 at 1970-01-01T00:16:40.000Z"]
+    assert other.false == ["r: misconfig pfc_not_enabled leaf01 swp5 prio 3 at 1970-01-01T00:16:40.000Z"]
+
+
+def test_misconfig_on_either_end_of_the_link() -> None:
+    """A link check names the end to fix first; the truth may name the other end."""
+    f = mis_finding(device="host01", port="mlx5_0/1", peer_device="leaf01", peer_port="swp5")
+    assert evaluate({"r": [f]}, {"r": [mis_truth()]}).kinds["misconfig"].recall == 1.0
+    t = mis_truth(peer_device="host01", peer_port="mlx5_0/1")
+    assert evaluate({"r": [mis_finding(device="host01", port="mlx5_0/1")]}, {"r": [t]}).kinds["misconfig"].recall == 1.0
+    assert evaluate({"r": [mis_finding(device="host01", port="mlx5_0/1")]}, {"r": [mis_truth()]}).kinds["misconfig"].recall == 0.0
+
+
+def test_misconfig_priority_null_on_one_side_matches_any() -> None:
+    assert evaluate({"r": [mis_finding(check="trust_mismatch", priority=None)]},
+                    {"r": [mis_truth(check="trust_mismatch", priority=None)]}).kinds["misconfig"].recall == 1.0
+    assert evaluate({"r": [mis_finding(priority=3)]}, {"r": [mis_truth(priority=None)]}).kinds["misconfig"].recall == 1.0
+    assert evaluate({"r": [mis_finding(priority=4)]}, {"r": [mis_truth(priority=3)]}).kinds["misconfig"].recall == 0.0
+
+
+def test_misconfig_in_the_report_table() -> None:
+    rep = evaluate({"r": [mis_finding(), mis_finding(check="headroom_missing", port="swp9")]}, {"r": [mis_truth()]})
+    s = rep.kinds["misconfig"]
+    assert (s.matched_findings, s.false_findings, s.precision) == (1, 1, 0.5)
+    text = format_report(rep)
+    row = next(ln for ln in text.splitlines() if ln.startswith("misconfig"))
+    assert row.split() == ["misconfig", "1", "2", "1", "1", "0.50", "1.00", "0", "0"]
+    assert "misconfig: precision 0.50 < 0.95" in text

@@ -3,8 +3,8 @@ raises only RecordingError -- never a bare ValueError, OverflowError or Recursio
 ``fabricmon replay``/``eval`` name the file and line instead of crashing with a traceback.
 
 The per-source payload parsers are fuzzed next to their collectors (tests/test_perfquery_parse.py,
-test_ibnetdiscover.py, test_snmp_parse.py, test_ufm.py, test_ufm_telemetry.py, test_nvue.py,
-test_host.py); this file covers the recording lines that carry those payloads.
+test_perfquery_topology.py, test_snmp_parse.py, test_ufm_rest.py, test_ufm_telemetry_rest.py,
+test_nvue_rest.py, test_host_sysfs.py); this file covers the recording lines that carry those payloads.
 """
 
 from __future__ import annotations

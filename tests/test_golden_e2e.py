@@ -24,7 +24,11 @@ from tests.conftest import ROOT, free_port
 RECORDING = ROOT / "agent" / "demo" / "demo.jsonl.gz"
 GOLDEN = ROOT / "tests" / "golden" / "demo.metrics.txt"
 # Lines whose values depend on the machine, not on the recording.
-VOLATILE = ("fabricmon_exposition_render_seconds", "fabricmon_build_info", "fabricmon_config_last_reload_success_timestamp_seconds")
+VOLATILE = ("fabricmon_exposition_render_seconds", "fabricmon_build_info", "fabricmon_config_last_reload_success_timestamp_seconds",
+            # the serving process's own metrics (prometheus_client's collectors): memory, CPU, fds, GC, Python version
+            "process_virtual_memory_bytes", "process_resident_memory_bytes", "process_start_time_seconds",
+            "process_cpu_seconds_total", "process_open_fds", "process_max_fds", "python_gc_objects_collected_total",
+            "python_gc_objects_uncollectable_total", "python_gc_collections_total", "python_info")
 
 
 def scrape_replay(recording: Path, extra: list[str] | None = None, accept: str | None = None, hash_seed: str = "0") -> str:

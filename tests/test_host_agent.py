@@ -12,7 +12,7 @@ from fabricmon.agent.exporter.server import Exporter
 from fabricmon.agent.pipeline import Pipeline
 from fabricmon.collectors.host import HostCollector, HostOptions
 from fabricmon.core.model import Poll
-from tests.test_host import add_roce_device, fake_ethtool
+from tests.test_host_sysfs import add_roce_device, fake_ethtool
 
 
 async def test_node_local_agent_exports_nic_counters_with_rates(tmp_path, monkeypatch):
@@ -20,7 +20,7 @@ async def test_node_local_agent_exports_nic_counters_with_rates(tmp_path, monkey
     add_roce_device(sysfs, dev="mlx5_0", netdev="eth2")
     fake_ethtool(tmp_path / "bin")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    c = HostCollector("gpu07", "local", HostOptions(sysfs_root=str(sysfs)))
+    c = HostCollector("gpu07", "local", HostOptions(sysfs_root=str(sysfs), dcb=False))  # never the machine's dcb
     p = Pipeline([c.spec()], build())
     hw = sysfs / "class" / "infiniband" / "mlx5_0" / "ports" / "1"
 

@@ -22,11 +22,11 @@ from fabricmon.collectors.nvue import NvueCollector
 from fabricmon.collectors.sanitize import MAX_NAME, MAX_TEXT, clean, sanitize_result
 from fabricmon.core.model import Link, ParseResult, Poll, Sample, TargetSpec
 from tests.http_standins import BasicAuthRule, Reply, StandIn, fetch_once, self_signed_cert
-from tests.test_nvue import PASSWORD as NVUE_PASSWORD
-from tests.test_nvue import USER as NVUE_USER
-from tests.test_nvue import make as make_nvue
-from tests.test_nvue import routes_from_case as nvue_routes
-from tests.test_ufm import AUTH, USER, collector, recorded_bodies, ufm_routes
+from tests.test_nvue_rest import PASSWORD as NVUE_PASSWORD
+from tests.test_nvue_rest import USER as NVUE_USER
+from tests.test_nvue_rest import make as make_nvue
+from tests.test_nvue_rest import routes_from_case as nvue_routes
+from tests.test_ufm_rest import AUTH, USER, collector, recorded_bodies, ufm_routes
 
 SURROGATE = "\ud800"
 HOSTILE = f"sw{SURROGATE}\x1b[31m\n" + "x" * 10_000

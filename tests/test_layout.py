@@ -132,7 +132,7 @@ def test_nothing_outside_the_store_touches_its_private_names():
     class), any underscore attribute of something called ``store`` or ``entry``, and
     importing the store's private names."""
     private = _store_private_names()
-    assert {"_device_clock", "_hist", "_changes"} <= private  # the check sees what it guards
+    assert {"_device_clock", "_t", "_changes"} <= private  # the check sees what it guards
     problems = []
     for path in _sources().values():
         if path == STORE:
@@ -156,4 +156,35 @@ def test_rules_read_counters_through_the_store_api():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Attribute) and node.attr in ("series", "gauges"):
                 problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: .{node.attr}")
+    assert problems == []
+
+
+# ---------------------------------------------------------------------- test file names
+COLLECTOR_SOURCES = sorted(p.parent.name for p in (ROOT / "collectors").glob("*/__init__.py"))
+
+# Tests about something else that use one collector as a real part (named after what they test).
+CROSS_CUTTING = {
+    "test_secrets.py": "fabricmon.core.secrets; a ufm target shows the secret never leaks into errors",
+    "test_hostile_strings.py": "sanitising of every payload; ufm/nvue stand-ins serve the hostile strings",
+    "test_orphan_counters.py": "counters versus rules; reads the snmp profiles as one emitter among all",
+    "test_shard.py": "sharding of targets; ufm-telemetry is the self-sharding source",
+}
+
+
+def test_collector_tests_are_named_test_source_aspect():
+    """A test file that imports a collector's own subpackage (``fabricmon.collectors.<source>``)
+    is ``tests/test_<source>_<aspect>.py`` for a source it imports, or ``test_collector_*``/
+    ``test_collectors_*`` when it covers the shared collector code or several sources, so that
+    ``ls tests/test_snmp_*`` finds every SNMP test."""
+    assert {"perfquery", "snmp", "ufm", "ufm_telemetry", "nvue", "host"} <= set(COLLECTOR_SOURCES)
+    problems = []
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        sources = {imp.split(".")[2] for imp in _imports(path)
+                   if imp.count(".") >= 2 and imp.split(".")[1] == "collectors" and imp.split(".")[2] in COLLECTOR_SOURCES}
+        if not sources or path.name in CROSS_CUTTING or path.name.startswith(("test_collector_", "test_collectors_")):
+            continue
+        # the longest matching prefix decides: test_ufm_telemetry_x.py is about ufm_telemetry, not ufm
+        named = max((s for s in COLLECTOR_SOURCES if path.name.startswith(f"test_{s}_")), key=len, default=None)
+        if named not in sources:
+            problems.append(f"tests/{path.name} imports {sorted(sources)} but is named for {named}")
     assert problems == []

@@ -92,7 +92,13 @@ async def test_fetch_end_to_end_and_parse(fakeib):
         ["perfquery", "-l", "134", "1"],
         ["perfquery", "-x", "-l", "133", "1"],
         ["perfquery", "-l", "133", "1"],
+        # PortSamplesControl on the topology refresh: no recorded -c output here, so these fail
+        # and the payload has no samples_control (tests/test_perfquery_tick.py has the rest).
+        ["perfquery", "-c", "1719", "1"],
+        ["perfquery", "-c", "134", "1"],
+        ["perfquery", "-c", "133", "1"],
     ])
+    assert "samples_control" not in payload
 
     res = PerfqueryCollector.parse(payload, SPEC, PerfqueryCollector.new_state())[0]
     s = {(x.device, x.port, x.counter): x for x in res.samples}
@@ -193,7 +199,8 @@ async def test_extra_args_and_paths(fakeib):
     payload = await c.fetch()
     assert len(payload["perfquery"]) == 1
     calls = _calls(fakeib)
-    assert calls == [["ibnetdiscover", "-C", "mlx5_0", "-P", "1"], ["perfquery", "-C", "mlx5_0", "-P", "1", "-x", "-l", "1719", "1,2,10,11"]]
+    assert calls == [["ibnetdiscover", "-C", "mlx5_0", "-P", "1"], ["perfquery", "-C", "mlx5_0", "-P", "1", "-x", "-l", "1719", "1,2,10,11"],
+                     ["perfquery", "-C", "mlx5_0", "-P", "1", "-c", "1719", "1"]]
 
 
 async def test_missing_command_and_remote_address(fakeib):

@@ -18,7 +18,7 @@ from fabricmon.agent.runtime import Agent
 from tests.conftest import ROOT, free_port, public_fixture
 from tests.http_standins import Reply, StandIn, TokenAuthRule, self_signed_cert
 from tests.test_golden_e2e import stable
-from tests.test_ufm_telemetry import CSV_PATH, SMALL, rows_to_csv
+from tests.test_ufm_telemetry_rest import CSV_PATH, SMALL, rows_to_csv
 
 FAKEBIN = ROOT / "tests" / "fakebin"
 CASES = ROOT / "collectors" / "perfquery" / "testcases"

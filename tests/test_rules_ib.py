@@ -139,7 +139,8 @@ EDR = 12.5e9  # 4x EDR: 100 Gb/s in bytes/s
 
 
 @pytest.mark.parametrize(("devid", "expected"), [
-    ("0xcb84", 1.0),  # Switch-IB: one tick per 32 bytes of one lane (10.24 ns at 25 Gb/s per lane)
+    ("0xcb20", 1.0),  # Switch-IB: one tick per 32 bytes of one lane (10.24 ns at 25 Gb/s per lane)
+    ("0xcb84", 0.0625),  # Spectrum, an Ethernet ASIC: not an InfiniBand generation, the configured default
     ("0xd2f2", 0.0625),  # Quantum-2: one tick per 8 bytes of port time (0.64 ns at 100 Gb/s)
     ("", 0.0625),  # unknown device: the configured 64 bits of port time
 ])
@@ -165,7 +166,7 @@ def test_an_impossible_f_wait_flags_the_tick_instead_of_clipping():
     from fabricmon.core.model import DeviceInfo
 
     fab = ib_ring(3)
-    fab.store.set_devices([DeviceInfo(name="sw0", model="0xcb84")])  # says Switch-IB (long lane ticks)
+    fab.store.set_devices([DeviceInfo(name="sw0", model="0xcb20")])  # says Switch-IB (long lane ticks)
     for p in ("1", "2", "3"):
         fab.gauge("sw0", p, "link_width_lanes", 4)
     fab.poll(n=2)
@@ -197,6 +198,17 @@ def test_discards_on_loop_members_are_linked_to_the_loop():
     assert ids == {"credit_loop:sw0:1"}
     assert loop[("sw0", "1", None, "member")].evidence["loop_discards"] == 120.0
     assert "part of the credit loop sw0:1, sw1:1, sw2:1" in loss[("sw1", "1", None, None)].summary
+    # The metrics carry the same id per port, so a loss finding joins its loop by device and port.
+    rule = next(r for r in fab.det.rules if r.name == "credit_deadlock")
+    incident = {m.name: dict(m.values) for m in rule.metrics()}["fabricmon_port_incident"]
+    assert incident == {(f"sw{i}", "1", "credit_loop:sw0:1"): 1.0 for i in range(3)}
+    for i in range(3):  # the loop breaks: credits return, data moves, no more discards
+        fab.rate(f"sw{i}", "1", "xmit_wait", 0.0)
+        fab.rate(f"sw{i}", "1", "tx_bytes", 5e9, scale=4)
+        fab.rate(f"sw{i}", "1", "tx_discards", 0.0)
+    fab.poll(n=1)
+    incident = {m.name: dict(m.values) for m in rule.metrics()}["fabricmon_port_incident"]
+    assert set(incident.values()) == {0.0}  # exported as 0 once, so dashboards see it end
 
 
 def test_a_leaky_loop_stays_one_loop_across_polls():

@@ -11,7 +11,8 @@ P = 3
 
 
 def test_registry_has_every_rule_and_rejects_unknown_parameters():
-    assert set(RULES) == {"pfc_storm", "pfc_deadlock", "credit_deadlock", "congestion", "packet_loss", "link_degraded", "link_flap"}
+    assert set(RULES) == {"pfc_storm", "pfc_deadlock", "credit_deadlock", "congestion", "packet_loss", "link_degraded", "link_flap",
+                          "misconfig"}
     assert [r.name for r in build({"congestion": {"enabled": False}})].count("congestion") == 0
     with pytest.raises(ValueError, match="ecn_warn"):
         build({"congestion": {"ecn_warn": 0.5}})

@@ -330,7 +330,8 @@ def test_pause_left_after_a_storm_is_judged_on_the_time_since_the_storm():
     fab.poll(n=3)
     assert ("spine", "Ethernet1", P, "victim") in fab.active("pfc_storm")
     # The storm ends; spine Ethernet1 stays paused 10 % of the time by a slow leaf (it sends).
-    for dev, port in [("h1", "eth0"), ("leaf1", "Ethernet49"), ("leaf2", "Ethernet1"), ("leaf2", "Ethernet2")]:
+    for dev, port in [("h1", "eth0"), ("leaf1", "Ethernet49"), ("leaf2", "Ethernet1"), ("leaf2", "Ethernet2"),
+                      ("spine", "Ethernet2")]:
         pausing(fab, dev, port, fraction=0.0)
     for dev, port in [("leaf1", "Ethernet1"), ("leaf2", "Ethernet49")]:
         fab.eth_port(dev, port)

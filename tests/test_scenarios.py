@@ -12,7 +12,7 @@ import pytest
 
 from fabricmon import collectors
 from fabricmon.core.model import KINDS, ROLES, TargetSpec
-from tools.scenarios import DEFAULT_SEED, PHYSICS, SCENARIOS, encode, run
+from tools.scenarios import AUDIT, DEFAULT_SEED, PHYSICS, SCENARIOS, encode, run
 from tools.scenarios.catalog import demo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,6 +21,8 @@ DEMO = ROOT / "agent" / "demo" / "demo.jsonl.gz"
 PHYSICS_CORPUS = ROOT / "tests" / "scenarios_physics"
 FILES = [*sorted(CORPUS.glob("*.jsonl.gz")), DEMO]
 PHYSICS_FILES = sorted(PHYSICS_CORPUS.glob("*.jsonl.gz"))
+AUDIT_CORPUS = ROOT / "tests" / "scenarios_audit"
+AUDIT_FILES = sorted(AUDIT_CORPUS.glob("*.jsonl.gz"))
 PROFILES = {"arista", "cisco", "onyx", "cumulus", "sonic", "ieee8021-pfc"}
 
 
@@ -50,7 +52,13 @@ def test_committed_physics_corpus_is_what_the_generator_writes() -> None:
         assert (PHYSICS_CORPUS / f"{name}.jsonl.gz").read_bytes() == encode(run(build(DEFAULT_SEED + i))), name
 
 
-@pytest.mark.parametrize("path", [*FILES, *PHYSICS_FILES], ids=lambda p: p.name)
+def test_committed_audit_corpus_is_what_the_generator_writes() -> None:
+    assert sorted(p.name for p in AUDIT_FILES) == sorted(f"{n}.jsonl.gz" for n in AUDIT)
+    for i, (name, build) in enumerate(AUDIT.items()):
+        assert (AUDIT_CORPUS / f"{name}.jsonl.gz").read_bytes() == encode(run(build(DEFAULT_SEED + i))), name
+
+
+@pytest.mark.parametrize("path", [*FILES, *PHYSICS_FILES, *AUDIT_FILES], ids=lambda p: p.name)
 def test_recording_is_valid(path: Path) -> None:
     lines = _lines(path)
     head = lines[0]
@@ -58,7 +66,7 @@ def test_recording_is_valid(path: Path) -> None:
     targets = {t["name"]: t for t in head["targets"]}
     for t in head["targets"]:
         if t["source"] == "snmp":  # the physics corpus leaves the profile to detection
-            assert t.get("profile") in PROFILES if path in FILES else "profile" not in t
+            assert t.get("profile") in PROFILES if path not in PHYSICS_FILES else "profile" not in t
     last: dict[str, float] = {}
     for line in lines[1:]:
         assert line["type"] in ("poll", "truth", "note")
@@ -82,7 +90,7 @@ def _parser(source: str):
         return None
 
 
-@pytest.mark.parametrize("path", [*FILES, *PHYSICS_FILES], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [*FILES, *PHYSICS_FILES, *AUDIT_FILES], ids=lambda p: p.name)
 def test_payloads_parse(path: Path) -> None:
     lines = _lines(path)
     specs = {t["name"]: TargetSpec.from_header(t) for t in lines[0]["targets"]}

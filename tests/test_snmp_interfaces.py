@@ -19,7 +19,7 @@ from fabricmon.agent.pipeline import Pipeline
 from fabricmon.collectors.snmp import SnmpCollector
 from fabricmon.collectors.snmp.parse import SnmpState
 from fabricmon.core.model import ParseResult, Poll, TargetSpec
-from tests.test_breadth_snmp import recording
+from tests.test_snmp_breadth import recording
 
 TWIN = Path(__file__).resolve().parent.parent / "collectors" / "snmp" / "testcases" / "twin-ifnames" / "payload.json"
 # Cumulus Linux 4.x answers with net-snmp's sysObjectID; its sysDescr names Cumulus (the

@@ -1,4 +1,6 @@
-"""The snmp collector against a real snmpsim agent on 127.0.0.1 (one agent for the module)."""
+"""The snmp collector against a real snmpsim agent on 127.0.0.1 (one agent for the module).
+
+Timeouts, cancellation and a closed port, for both transports: tests/test_snmp_backends.py."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from fabricmon.collectors.base import FetchError
 from fabricmon.collectors.snmp import SnmpCollector, SnmpOptions
 from fabricmon.collectors.snmp.snmprec import parse_snmprec
 from fabricmon.core.model import TargetSpec
-from tests.conftest import PUBLIC, free_udp_port
+from tests.conftest import PUBLIC
 from tests.snmpsim_util import SnmpSim
 
 pytestmark = pytest.mark.snmpsim
@@ -104,21 +106,6 @@ async def test_counters_move_and_wrap_between_polls(sim):
     assert 0 < (b["rx_errors"].value - a["rx_errors"].value) % 2**32 < 2**31
     assert a["rx_bytes"].bits == 64 and b["rx_bytes"].value > a["rx_bytes"].value
     assert second.clocks["sw1"] > first.clocks["sw1"]
-
-
-async def test_silent_port_times_out_with_the_address():
-    port = free_udp_port()  # nothing listens there
-    c = SnmpCollector("gone", "127.0.0.1", SnmpOptions(port=port, community="x", snmp_timeout=0.3, retries=0))
-    with pytest.raises(FetchError) as err:
-        await c.fetch()
-    assert err.value.reason == "timeout"
-    assert f"127.0.0.1:{port}" in str(err.value)
-
-
-async def test_fetch_is_cancellable():
-    c = SnmpCollector("gone", "127.0.0.1", SnmpOptions(port=free_udp_port(), community="x", snmp_timeout=5, retries=3))
-    with pytest.raises(asyncio.TimeoutError):
-        await asyncio.wait_for(c.fetch(), 0.3)
 
 
 async def test_secret_from_file(sim, tmp_path):

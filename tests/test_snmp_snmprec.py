@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from pysnmp.proto import rfc1905
 from snmpsim.record.snmprec import SnmprecRecord
 
-from fabricmon.collectors.snmp import fetch
+from fabricmon.collectors.snmp import transport_pysnmp
 from fabricmon.collectors.snmp.snmprec import _RANGES, EXCEPTION_TAGS, TAGS, format_line, format_snmprec, parse_snmprec
 
 OIDS = st.lists(st.integers(0, 2**32 - 1), min_size=2, max_size=12).map(lambda c: (1, 3, *c))
@@ -58,7 +58,7 @@ def test_snmpsim_serves_what_was_written(row):
         assert isinstance(served, (rfc1905.NoSuchObject, rfc1905.NoSuchInstance, rfc1905.EndOfMibView))
         assert SnmprecRecord.grammar.get_tag_by_type(served) == tag
     else:  # what a poll reads back from that agent
-        assert fetch.to_row(oid, served) == (oid, tag, value)
+        assert transport_pysnmp.to_row(oid, served) == (oid, tag, value)
 
 
 @pytest.mark.parametrize(("line", "tag", "value", "canonical"), [

@@ -18,6 +18,8 @@ device_name
 qos_counters_path
 roce_counters_path
 pfc_watchdog_path
+roce_status_path
+lldp_path
 link_stats_path
 # pytest hook parameters (passed by keyword) and the exit status a hook sets.
 exitstatus

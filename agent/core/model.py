@@ -8,7 +8,10 @@ from :mod:`fabricmon.core.vocabulary`, and the raw value with the facts needed t
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, compress
+from operator import attrgetter, ne
 from typing import Any
 
 
@@ -45,6 +48,60 @@ class Gauge:
     name: str
     value: float
     sub: tuple[Any, ...] = ()
+
+
+@dataclass(slots=True)
+class CounterColumns:
+    """One poll's counter readings of one target as columns: what the counter store takes.
+
+    Row ``i`` of ``keys``, ``values``, ``bits``, ``saturating`` and ``scale`` is one reading
+    (the fields of :class:`Sample`); ``keys[i]`` is ``(counter, sub)`` and ``port_of[i]`` the
+    index into ``ports`` of its ``(device, port)``. ``ports`` lists port groups in the order
+    the rows come (a port may come twice). Columns may be lists or numpy arrays (this module
+    does not need numpy). ``layout`` is the producer's token for exactly these ``ports``,
+    ``port_of`` and ``keys``: a producer that gives a target the same token again promises
+    the same keys, and the store then maps keys to its rows once, not on every poll (None:
+    map every time). ``clocks`` is the device clock per device, as in :class:`ParseResult`.
+    """
+
+    target: str
+    ports: Sequence[tuple[str, str]]
+    port_of: Sequence[int]
+    keys: Sequence[tuple[str, tuple[Any, ...]]]
+    values: Sequence[int | float]
+    bits: Sequence[int]
+    saturating: Sequence[bool]
+    scale: Sequence[float]
+    clocks: dict[str, float] = field(default_factory=dict)
+    gauges: Sequence[Gauge] = ()
+    layout: Hashable | None = None
+
+    @classmethod
+    def from_samples(cls, samples: Iterable[Sample], gauges: Sequence[Gauge] = (),
+                     clocks: dict[str, float] | None = None, target: str = "") -> CounterColumns:
+        """The columns of a list of :class:`Sample` (the one conversion from the object form).
+
+        Keys are interned (one tuple per distinct (counter, sub)), so the store can see that a
+        poll has the same series as the last one by comparing key lists, which is then a
+        comparison of references.
+        """
+        samples = samples if isinstance(samples, list) else list(samples)
+        pks = list(map(_PORT_OF, samples))
+        # A new port group wherever (device, port) differs from the reading before (parsers emit
+        # a port's samples together).
+        starts = [True, *map(ne, pks[1:], pks[:-1])] if pks else []
+        ports = list(compress(pks, starts))
+        port_of = [g - 1 for g in accumulate(starts)]
+        ks = list(map(_KEY_OF, samples))
+        keys = list(map(_SERIES_KEYS.setdefault, ks, ks))
+        return cls(target, ports, port_of, keys, list(map(_VALUE, samples)), list(map(_BITS, samples)),
+                   list(map(_SAT, samples)), list(map(_SCALE, samples)), dict(clocks or {}), gauges)
+
+
+_PORT_OF, _KEY_OF = attrgetter("device", "port"), attrgetter("counter", "sub")
+_VALUE, _BITS, _SAT, _SCALE = attrgetter("value"), attrgetter("bits"), attrgetter("saturating"), attrgetter("scale")
+# One (counter, sub) tuple per distinct series key, shared by every poll's columns.
+_SERIES_KEYS: dict[tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]] = {}
 
 
 @dataclass(slots=True)
@@ -148,7 +205,7 @@ class Poll:
         return line
 
 
-KINDS = ("pfc_storm", "pfc_deadlock", "credit_deadlock", "congestion", "packet_loss", "link_degraded")
+KINDS = ("pfc_storm", "pfc_deadlock", "credit_deadlock", "congestion", "packet_loss", "link_degraded", "misconfig")
 ROLES = ("origin", "victim", "member")
 
 
@@ -172,7 +229,10 @@ class Finding:
 
     @property
     def key(self) -> tuple[str, str, str | None, int | None, str | None]:
-        return (self.kind, self.device, self.port, self.priority, self.role)
+        """The finding's identity. A misconfig finding has no role; its check (``evidence.check``)
+        takes that place, since one port can fail several checks on one priority."""
+        last = self.evidence.get("check") if self.kind == "misconfig" else self.role
+        return (self.kind, self.device, self.port, self.priority, last)
 
     @property
     def sort_key(self) -> tuple[float, str, str, str, int, str, str, str]:

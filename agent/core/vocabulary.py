@@ -90,6 +90,7 @@ _PRIO = ("priority",)
 _QUEUE = ("queue",)
 _PG = ("pg",)
 _INFO = {"informational": True}
+_CFG: dict[str, Any] = {"group": "config", "read_by": ("misconfig",)}  # configuration gauges, read by the checklist
 _PFC_RULES = ("pfc_storm", "pfc_deadlock")
 _IB_RULES = ("credit_deadlock", "congestion")
 
@@ -184,10 +185,26 @@ GAUGES: dict[str, GaugeDef] = {
         _G("link_up", "port_up", "1 when the port's link is up (IB Active, ifOperStatus up), 0 otherwise.", read_by=("link_flap", "link_degraded", "pfc_storm")),
         _G("link_speed_bytes", "port_speed_bytes", "Link speed in bytes per second (all lanes, effective data rate).", read_by=("link_degraded", "credit_deadlock", "congestion")),
         _G("link_width_lanes", "port_width_lanes", "Active link width in lanes (IB 1x/2x/4x/8x/12x).", read_by=("link_degraded",)),
+        # PortSamplesControl.Tick (perfquery -c): XmitWait's tick is Tick+1 bytes of transmit
+        # time (NVIDIA/ib-traffic-monitor#3: 7 on current generations, 31 on legacy ones).
+        _G("samples_control_tick", "port_samples_control_tick", "PortSamplesControl.Tick as the device reports it (perfquery -c): one XmitWait tick is Tick+1 bytes of transmit time (of the port on Quantum and later, of one lane on Switch-IB and older).", read_by=_IB_RULES),
         _G("queue_occupancy_bytes", "queue_occupancy_bytes", "Bytes held in an egress queue at poll time.", _QUEUE, read_by=_PFC_RULES),
         _G("pg_occupancy_bytes", "pg_occupancy_bytes", "Bytes held in an ingress priority-group buffer at poll time (Onyx PG QueueDepth; unit inferred).", _PG, **_INFO),
         _G("pfc_watchdog_stormed", "pfc_watchdog_stormed", "1 while the switch's PFC watchdog holds the priority in storm/deadlock state.", _PRIO, read_by=_PFC_RULES),
         _G("temperature_celsius", "port_module_temperature_celsius", "Module (optics) temperature in degrees Celsius.", **_INFO),
+        # Lossless configuration state (issue 19). An absent gauge means the source cannot see
+        # the setting: the checklist says "unknown", never "pass".
+        _G("pfc_enabled", "port_pfc_enabled", "1 when PFC is enabled on the priority on this port (operational/local configuration), 0 when disabled.", _PRIO, **_CFG),
+        _G("pfc_peer_enabled", "port_pfc_peer_enabled", "The link partner's PFC enable per priority as received by DCBX (LLDP remote PFC TLV).", _PRIO, **_CFG),
+        _G("pfc_watchdog_enabled", "port_pfc_watchdog_enabled", "1 when the PFC (deadlock/storm) watchdog is active on the priority, 0 when off.", _PRIO, **_CFG),
+        _G("ecn_enabled", "port_ecn_enabled", "1 when ECN marking is enabled on the egress queue (traffic class), 0 when off.", _QUEUE, **_CFG),
+        _G("ecn_min_threshold_bytes", "port_ecn_min_threshold_bytes", "ECN/WRED minimum marking threshold of the egress queue, in bytes.", _QUEUE, **_CFG),
+        _G("ecn_max_threshold_bytes", "port_ecn_max_threshold_bytes", "ECN/WRED maximum marking threshold of the egress queue, in bytes.", _QUEUE, **_CFG),
+        _G("pfc_xoff_threshold_bytes", "port_pfc_xoff_threshold_bytes", "Ingress priority-group XOFF threshold, in bytes.", _PG, **_CFG),
+        _G("headroom_bytes", "port_headroom_bytes", "Buffer headroom reserved for the ingress priority group, in bytes.", _PG, **_CFG),
+        _G("nic_ecn_enabled", "port_nic_ecn_enabled", "1 when the NIC's RoCE ECN is on for the priority, as notification point (np) or reaction point (rp).", ("priority", "role"), **_CFG),
+        _G("qos_trust_dscp", "port_qos_trust_dscp", "1 when the port classifies by DSCP (L3 trust), 0 when by PCP (L2 trust).", **_CFG),
+        _G("dscp_priority", "port_dscp_priority", "The priority a DSCP value maps to on this port.", ("dscp",), **_CFG),
     ]
 }
 

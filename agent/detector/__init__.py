@@ -16,6 +16,7 @@ priority, role, start, end) plus a one-sentence summary and the evidence numbers
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -23,8 +24,34 @@ from typing import Any, ClassVar
 from fabricmon.agent.store import Changes, CounterStore, PortKey
 from fabricmon.core.model import Finding
 from fabricmon.core.topology import Topology
+from fabricmon.core.vocabulary import PriorityMap
 
 SEVERITY_RANK = {"warning": 1, "critical": 2}
+# DetectContext.cache key under which the pipeline puts the config's ``fabric:`` section (a
+# PriorityMap; fabricmon.agent.pipeline.FABRIC_CACHE_KEY is the same key).
+FABRIC_CACHE_KEY = "fabric"
+# The fabric layout keys: set once under ``fabric:``. A rule still given one (the layout before
+# ``fabric:`` existed) takes it as its own map, which the config has checked against ``fabric:``.
+FABRIC_KEYS = ("lossless_priorities", "priority_to_queue", "priority_to_pg")
+DEFAULT_FABRIC = PriorityMap()
+
+
+def _legacy_fabric(params: dict[str, Any]) -> dict[str, Any]:
+    """Fabric keys given to one rule, popped from ``params`` and normalised as PriorityMap fields."""
+    out: dict[str, Any] = {}
+    if "lossless_priorities" in params:
+        out["lossless"] = tuple(sorted({int(x) for x in params.pop("lossless_priorities") or ()}))
+    for key in ("priority_to_queue", "priority_to_pg"):
+        if key in params:
+            out[key] = {int(a): int(b) for a, b in (params.pop(key) or {}).items()}
+    return out
+
+
+def fabric_layout(ctx: DetectContext, legacy: dict[str, Any]) -> PriorityMap:
+    """The pass's fabric layout (the config's ``fabric:``), with the keys a rule was given itself
+    in their place (the config has checked that they agree with ``fabric:``)."""
+    base = ctx.cache.get(FABRIC_CACHE_KEY) or DEFAULT_FABRIC
+    return dataclasses.replace(base, **legacy) if legacy else base
 
 
 @dataclass(slots=True)
@@ -110,11 +137,16 @@ class Rule(abc.ABC):
         params = dict(params or {})
         self.raise_polls = int(params.pop("raise_polls", type(self).raise_polls))
         self.clear_polls = int(params.pop("clear_polls", type(self).clear_polls))
+        self.legacy_fabric = _legacy_fabric(params)
         unknown = set(params) - set(self.defaults)
         if unknown:
             raise ValueError(f"rule {self.name}: unknown parameter(s) {', '.join(sorted(unknown))}")
         self.params = {**self.defaults, **params}
         self.pfc: Any = None  # the PFC tracker, set by the Detector for rules with ``pfc_use``
+
+    def fabric(self, ctx: DetectContext) -> PriorityMap:
+        """The fabric's lossless priorities and priority -> queue / PG maps for this pass."""
+        return fabric_layout(ctx, self.legacy_fabric)
 
     @abc.abstractmethod
     def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
@@ -165,7 +197,9 @@ class Detector:
 
         def tracker(rule: Rule | None) -> Any:
             key, params = pfc_key(rule.params if rule is not None else {})
-            tr = kept.get(key) or self._pfc_trackers.get(key) or PfcTracker(params)
+            legacy = rule.legacy_fabric if rule is not None else {}
+            key = (*key, repr(legacy))
+            tr = kept.get(key) or self._pfc_trackers.get(key) or PfcTracker(params, legacy)
             kept[key] = tr
             return tr
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import platform
 import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from fabricmon.agent import __version__
-from fabricmon.agent.exporter.exposition import Family, escape_label, fmt_value, labels
+from fabricmon.agent.exporter.exposition import Family, Template, escape_label, fmt_value, labels
 from fabricmon.agent.store import CounterStore, PortKey
 from fabricmon.core.vocabulary import COUNTERS, GAUGES, NAMESPACE, metric_name
 
@@ -29,8 +32,8 @@ def _sub_labels(names: tuple[str, ...], values: tuple) -> str:
     return "".join(f',{k}="{escape_label(str(v))}"' for k, v in zip(names, values, strict=False))
 
 
-def _key_order(kv: tuple) -> tuple:
-    return (kv[0], tuple(str(x) for x in kv[1]))
+def _key_order(key: tuple) -> tuple:
+    return (key[0], tuple(str(x) for x in key[1]))
 
 
 @dataclass(slots=True)
@@ -53,16 +56,40 @@ class ExpositionPolicy:
 
 
 class _RenderCache:
-    """What stays the same between renders: sorted ports, their label blocks, key orders."""
+    """What stays the same between renders: sorted ports, their label blocks, the gauges'
+    keys, and one :class:`Template` per family for the series layout it was built for."""
 
-    __slots__ = ("bases", "keys", "layout", "order", "port_info")
+    __slots__ = ("bases", "gauges", "layout", "order", "port_info", "templates")
 
     def __init__(self) -> None:
         self.order: list[tuple[PortKey, str]] = []
         self.layout = -1
         self.port_info: tuple | None = None
         self.bases: dict[PortKey, str] = {}
-        self.keys: dict[PortKey, tuple[int, list, int, list]] = {}
+        self.gauges: tuple[tuple, list[tuple[str, list, list]]] | None = None  # (signature, per gauge: keys, value objects)
+        self.templates: dict[str, tuple[list, Template]] = {}
+
+    def template(self, name: str, keys: list[tuple[PortKey, tuple]], sub_names: tuple[str, ...]) -> Template:
+        """The family's template for this list of (port, sub-label values) keys: reused while
+        the keys are the same list (the store hands out the same one while its layout holds)
+        or an equal one."""
+        hit = self.templates.get(name)
+        if hit is not None and (hit[0] is keys or hit[0] == keys):
+            return hit[1]
+        bases = self.bases
+        if sub_names:
+            # A few distinct values (priorities, queues) over many ports. Sub-label values are the
+            # parsers' ints and strings, so tuples that compare equal print the same.
+            subs: dict[tuple, str] = {}
+            for _, sub in keys:
+                if sub not in subs:
+                    subs[sub] = _sub_labels(sub_names, sub) + "}"
+            ends = [subs[sub] for _, sub in keys]
+        else:
+            ends = ["}"] * len(keys)
+        t = Template(name, [bases[pk] for pk, _ in keys], ends)
+        self.templates[name] = (keys, t)
+        return t
 
 
 _caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -77,7 +104,6 @@ def _cache_for(store: CounterStore) -> _RenderCache:
     if layout is None or c.layout != layout or len(c.order) != len(ports):
         c.bases = {pk: c.bases.get(pk) or labels((("device", pk[0]), ("port", pk[1])))[:-1] for pk in ports}
         c.order = [(pk, c.bases[pk]) for pk in sorted(ports)]
-        c.keys = {pk: v for pk, v in c.keys.items() if pk in ports}
         c.layout = layout if layout is not None else -1
     return c
 
@@ -88,119 +114,129 @@ def _fmt(v: float) -> str:
     return fmt_value(v)
 
 
-def _counter_spec(key: tuple, counters: dict[str, tuple[Family, list[str]]]) -> Any:
-    """(lines.append, name, extra labels + "} ") of a counter series key; False outside the vocabulary."""
-    counter, sub = key
-    defn = COUNTERS.get(counter)
-    if defn is None:
-        return False
-    fl = counters.get(counter)
-    if fl is None:
-        fl = counters[counter] = (Family(metric_name(defn), "counter", defn.help), [])
-    return (fl[1].append, fl[0].name, _sub_labels(defn.labels, sub) + "} ")
+def counter_columns(store: CounterStore, with_rates: bool) -> Iterator[tuple[str, list[tuple[PortKey, tuple]], np.ndarray, np.ndarray | None]]:
+    """Per counter name, in exposition order: its (port, sub) keys, their totals and (when
+    asked) their rates, NaN where a series has none.
+
+    The seam between the store and the templates: the store's bulk read API
+    (:meth:`CounterStore.family_rows`, :meth:`CounterStore.totals`, :meth:`CounterStore.rates`)
+    gives the same ``keys`` list while the series layout holds, so the family's template is
+    found by identity.
+    """
+    totals = store.totals()
+    rates = store.rates() if with_rates else None
+    for name, fr in store.family_rows().items():
+        yield name, fr.keys, totals[fr.rows], None if rates is None else rates[fr.rows]
+
+
+def _health_kind(counter: str, group: str) -> str | None:
+    return "tx" if counter == "tx_bytes" else "rx" if counter == "rx_bytes" else \
+        "problems" if group in ("errors", "drops") else None
 
 
 def fabric_families(p: Pipeline) -> list[Family]:
     """Counters and gauges from the store, one family per vocabulary entry seen.
 
-    Full level: every counter as the store's total. Health level (per target and counter
-    group, see :class:`ExpositionPolicy`): per-port rates of traffic and of problems
-    (errors + drops), link state, and per-target fabric sums of the counters, instead of
-    every raw counter. Sorted ports and label blocks are cached across renders.
+    Full level: every counter as the store's total, rendered through the family's cached
+    template (label blocks built once per series layout, values formatted in bulk). Health
+    level (per target and counter group, see :class:`ExpositionPolicy`): per-port rates of
+    traffic and of problems (errors + drops), link state, and per-target fabric sums of the
+    counters, instead of every raw counter.
     """
     policy = p.exposition_policy
     store = p.store
     cache = _cache_for(store)
-    counters: dict[str, tuple[Family, list[str]]] = {}
-    gauges: dict[str, tuple[Family, list[str]]] = {}
-    cdefs, gdefs = COUNTERS, GAUGES
-    sub_cache: dict[tuple, tuple[str, str]] = {}
-    kspec: dict[tuple, Any] = {}
-    health: dict[str, list[str]] = {}
-    sums: dict[tuple[str, str], float] = {}
-    full_cache: dict[tuple[str, str], bool] = {}
     ports = store.ports
-    for pk, base in cache.order:
-        entry = ports[pk]
-        series, gvals = entry.series, entry.gauges
-        ck = cache.keys.get(pk)
-        if ck is None or ck[0] != len(series) or ck[2] != len(gvals):
-            ck = cache.keys[pk] = (len(series), [k for k, _ in sorted(series.items(), key=lambda kv: _key_order(kv[0]))],
-                                   len(gvals), [k for k, _ in sorted(gvals.items(), key=lambda kv: _key_order(kv[0]))])
-        target = entry.target
-        port_health: dict[str, float] | None = None
-        if policy is None:  # the hot path: one spec lookup and one f-string per series
-            for key in ck[1]:
-                ks = kspec.get(key)
-                if ks is None:
-                    ks = kspec[key] = _counter_spec(key, counters)
-                if ks is False:
-                    continue
-                t = series[key].total
-                ks[0](f"{ks[1]}{base}{ks[2]}{int(t) if t.__class__ is float and t.is_integer() and -1e15 < t < 1e15 else fmt_value(t)}")
-        for key in ck[1] if policy is not None else ():
-            counter, sub = key
-            defn = cdefs.get(counter)
-            if defn is None:
-                continue
-            se = series[key]
-            if policy is not None:
-                fk = (target, defn.group)
-                full = full_cache.get(fk)
-                if full is None:
-                    full = full_cache[fk] = policy.full(target, defn.group)
-                if not full:
-                    sk = (target, counter)
-                    sums[sk] = sums.get(sk, 0.0) + se.total
-                    if se.rate is not None:
-                        if port_health is None:
-                            port_health = {}
-                        h = "tx" if counter == "tx_bytes" else "rx" if counter == "rx_bytes" else \
-                            "problems" if defn.group in ("errors", "drops") else None
-                        if h is not None:
-                            port_health[h] = port_health.get(h, 0.0) + se.rate
-                    continue
-            fl = counters.get(counter)
-            if fl is None:
-                fl = counters[counter] = (Family(metric_name(defn), "counter", defn.help), [])
-            sl = sub_cache.get((counter, sub))
-            if sl is None:
-                sl = sub_cache[(counter, sub)] = (fl[0].name, _sub_labels(defn.labels, sub) + "} ")
-            fl[1].append(f"{sl[0]}{base}{sl[1]}{_fmt(se.total)}")
-        if port_health:
-            for h, v in port_health.items():
-                health.setdefault(h, []).append(f"{base}}} {_fmt(v)}")
-        for key in ck[3]:
-            name, sub = key
-            gdef = gdefs.get(name)
-            if gdef is None:
-                continue
-            if policy is not None and name != "link_up":
-                full = full_cache.get((target, gdef.group))
-                if full is None:
-                    full = full_cache[(target, gdef.group)] = policy.full(target, gdef.group)
-                if not full:
-                    continue
-            fl = gauges.get(name)
-            if fl is None:
-                fl = gauges[name] = (Family(metric_name(gdef), "gauge", gdef.help), [])
-            sl = sub_cache.get(("g", name, sub))
-            if sl is None:
-                sl = sub_cache[("g", name, sub)] = (fl[0].name, _sub_labels(gdef.labels, sub) + "} ")
-            fl[1].append(f"{sl[0]}{base}{sl[1]}{_fmt(gvals[key].value)}")
+    full_of: dict[tuple[str, str], bool] = {}
+
+    def full(target: str, group: str) -> bool:
+        f = full_of.get((target, group))
+        if f is None:
+            f = full_of[(target, group)] = policy is None or policy.full(target, group)
+        return f
+
+    targets = sorted({e.target for e in ports.values()}) if policy is not None else []
     out: list[Family] = []
-    for k in sorted(counters):
-        fam, lines = counters[k]
-        if lines:
-            fam.lines = ["\n".join(lines)]  # one string per family: the per-line strings are freed now
-        out.append(fam)
-    for k in sorted(gauges):
-        fam, lines = gauges[k]
-        if lines:
-            fam.lines = ["\n".join(lines)]
-        out.append(fam)
+    health: dict[PortKey, dict[str, float]] = {}
+    sums: dict[tuple[str, str], float] = {}
+    rendered: set[str] = set()
+    for counter, keys, values, rates in counter_columns(store, with_rates=policy is not None):
+        defn = COUNTERS.get(counter)
+        if defn is None:
+            continue
+        fulls = {full(t, defn.group) for t in targets}
+        if False in fulls:  # some (or all) of the rows at the health level
+            mask = np.fromiter((full(ports[pk].target, defn.group) for pk, _ in keys), bool, len(keys)) \
+                if True in fulls else np.zeros(len(keys), bool)
+            _add_health([k for k, m in zip(keys, mask.tolist(), strict=True) if not m], counter, defn.group,
+                        values[~mask].tolist(), rates[~mask].tolist(), ports, health, sums)
+            keys, values = [k for k, m in zip(keys, mask.tolist(), strict=True) if m], values[mask]
+            if not keys:
+                continue
+        name = metric_name(defn)
+        tmpl = cache.template(name, keys, defn.labels)
+        rendered.add(name)
+        out.append(Family(name, "counter", defn.help, [tmpl.fill(values)]))
+    out.extend(_gauge_families(store, cache, policy, full, rendered))
+    for name in [n for n in cache.templates if n not in rendered]:
+        del cache.templates[name]  # a family that is gone: its template goes with it
     if policy is not None and (health or sums):
-        out.extend(_health_families(health, sums))
+        out.extend(_health_families(cache, health, sums))
+    return out
+
+
+def _add_health(keys: list[tuple[PortKey, tuple]], counter: str, group: str, totals: list[float], rates: list[float],
+                ports: dict, health: dict[PortKey, dict[str, float]], sums: dict[tuple[str, str], float]) -> None:
+    """One counter's health-level rows: its per-target sum, and its rate into the port's health kind.
+
+    Families come in name order and rows in (port, sub) order, so each port's sums add up in
+    the order of its series keys, the order the per-port render of the store used.
+    """
+    kind = _health_kind(counter, group)
+    for (pk, _), total, rate in zip(keys, totals, rates, strict=True):
+        sk = (ports[pk].target, counter)
+        sums[sk] = sums.get(sk, 0.0) + total
+        if kind is not None and rate == rate:  # NaN: no rate over the last interval
+            ph = health.get(pk)
+            if ph is None:
+                ph = health[pk] = {}
+            ph[kind] = ph.get(kind, 0.0) + rate
+
+
+def _gauge_families(store: CounterStore, cache: _RenderCache, policy: ExpositionPolicy | None,
+                    full: Callable[[str, str], bool], rendered: set[str]) -> list[Family]:
+    """The state gauges (link state, speed, occupancy...), one family per vocabulary entry seen.
+
+    A port's gauges are only ever added to (a reading updates its :class:`GaugeValue` in
+    place; ports leave only with a ``layout`` change), so while the layout, the number of
+    gauges and the policy are the same, so are every family's keys and value objects: they
+    are gathered once and each render reads the values through them.
+    """
+    ports = store.ports
+    sig = (cache.layout, sum(len(e.gauges) for e in ports.values()), policy)
+    if cache.gauges is None or cache.gauges[0] != sig or cache.gauges[0][2] is not policy:
+        per: dict[str, tuple[list, list]] = {}
+        for pk, _ in cache.order:
+            entry = ports[pk]
+            gvals = entry.gauges
+            for key in sorted(gvals, key=_key_order):
+                name = key[0]
+                gdef = GAUGES.get(name)
+                if gdef is None or (policy is not None and name != "link_up" and not full(entry.target, gdef.group)):
+                    continue
+                kv = per.get(name)
+                if kv is None:
+                    kv = per[name] = ([], [])
+                kv[0].append((pk, key[1]))
+                kv[1].append(gvals[key])
+        cache.gauges = (sig, [(g, *per[g]) for g in sorted(per)])
+    out = []
+    for g, keys, refs in cache.gauges[1]:
+        gdef = GAUGES[g]
+        name = metric_name(gdef)
+        tmpl = cache.template(name, keys, gdef.labels)
+        rendered.add(name)
+        out.append(Family(name, "gauge", gdef.help, [tmpl.fill([r.value for r in refs])]))
     return out
 
 
@@ -211,13 +247,14 @@ HEALTH_RATES = {
 }
 
 
-def _health_families(health: dict[str, list[str]], sums: dict[tuple[str, str], float]) -> list[Family]:
+def _health_families(cache: _RenderCache, health: dict[PortKey, dict[str, float]], sums: dict[tuple[str, str], float]) -> list[Family]:
     out = []
     for h in ("tx", "rx", "problems"):
         metric, help_ = HEALTH_RATES[h]
         fam = Family(f"{N}_{metric}", "gauge", help_)
-        if h in health:
-            fam.lines = ["\n".join(fam.name + line for line in health[h])]
+        lines = [f"{fam.name}{base}}} {_fmt(health[pk][h])}" for pk, base in cache.order if h in health.get(pk, ())]
+        if lines:
+            fam.lines = ["\n".join(lines)]
         out.append(fam)
     agg: dict[str, Family] = {}
     for (target, counter) in sorted(sums):
@@ -278,8 +315,10 @@ def finding_families(p: Pipeline) -> list[Family]:
                     "1 while a finding is active. role is origin/victim for storm trees, member for deadlock cycles.")
     since = Family(f"{N}_finding_start_timestamp_seconds", "gauge", "When the active finding was first shown by a poll.")
     for f in p.findings():
+        # A misconfig finding also carries its check: one port can fail several on one priority.
+        check = (("check", str(f.evidence.get("check", ""))),) if f.kind == "misconfig" else ()
         lb = labels((("kind", f.kind), ("severity", f.severity), ("device", f.device), ("port", f.port or ""),
-                     ("priority", "" if f.priority is None else str(f.priority)), ("role", f.role or "")))
+                     ("priority", "" if f.priority is None else str(f.priority)), ("role", f.role or ""), *check))
         active.add(lb, 1)
         since.add(lb, f.start)
     total = Family(f"{N}_findings_total", "counter", "Findings raised (or escalated to this severity) since the agent started.")

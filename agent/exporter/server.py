@@ -1,8 +1,10 @@
 """HTTP server: /metrics (pre-rendered), /healthz, /ready, /api/targets, and the web view (agent/web).
 
-``/metrics`` never renders: it serves the body the :class:`Exporter` rendered after the
-last change (a poll finishing), gzip-compressed when the client accepts it, in
-Prometheus text or OpenMetrics by content negotiation.
+``/metrics`` never renders the fabric: it serves the body the :class:`Exporter` rendered
+after the last change (a poll finishing), gzip-compressed when the client accepts it, in
+Prometheus text or OpenMetrics by content negotiation. Only the process's own metrics
+(``process_*``, ``python_gc_*``, ``python_info``: a few lines every Prometheus exporter
+has) are rendered per scrape, by prometheus_client's collectors, and appended.
 """
 
 from __future__ import annotations
@@ -13,9 +15,14 @@ import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
+from aiohttp.payload import Payload
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+from prometheus_client import generate_latest as text_latest
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
 from fabricmon.agent.exporter import connections, metrics
-from fabricmon.agent.exporter.exposition import EMPTY, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, Exposition, Family, render
+from fabricmon.agent.exporter.exposition import EMPTY, EOF, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, Exposition, Family, build
 from fabricmon.agent.gcpause import gc_paused
 from fabricmon.agent.pipeline import Pipeline
 from fabricmon.agent.web import routes as web_routes
@@ -24,8 +31,47 @@ from fabricmon.agent.web.cache import WebCache
 log = logging.getLogger(__name__)
 
 
+def process_registry() -> CollectorRegistry:
+    """prometheus_client's process, GC and platform collectors in a registry of their own
+    (not the global one, so nothing else registered in this process leaks into /metrics)."""
+    reg = CollectorRegistry(auto_describe=True)
+    ProcessCollector(registry=reg)
+    GCCollector(registry=reg)
+    PlatformCollector(registry=reg)
+    return reg
+
+
+class ChunksPayload(Payload):
+    """A response body sent as the parts it is held in (each family's block), never joined:
+    no copy of the whole body per scrape, and the transport's buffer stays one part deep
+    (each ``write`` waits for the socket to drain)."""
+
+    _autoclose = True  # bytes in memory, nothing to close
+
+    def __init__(self, chunks: list[bytes], content_type: str) -> None:
+        super().__init__(chunks, content_type=content_type)
+        self._nbytes = sum(len(c) for c in chunks)
+
+    @property
+    def size(self) -> int:
+        """The Content-Length aiohttp sends."""
+        return self._nbytes
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return b"".join(self._value).decode(encoding, errors)
+
+    async def write(self, writer: AbstractStreamWriter) -> None:
+        for c in self._value:
+            await writer.write(c)
+
+
 class Exporter:
-    """Owns the current exposition; re-renders (coalesced) when the pipeline changed."""
+    """Owns the current exposition; re-renders (coalesced) when the pipeline changed.
+
+    The previous body is dropped before the next is built, so a render holds one body, not
+    two: a render that fails (a bug) leaves the fabric series out of /metrics until the next
+    render succeeds, while the self and process metrics stay.
+    """
 
     def __init__(self, pipeline: Pipeline, extra_families: Callable[[], list[Family]] | None = None, demo: bool = False) -> None:
         self.pipeline = pipeline
@@ -38,22 +84,31 @@ class Exporter:
         self._last_render_end = 0.0
         self.reload_hook: Callable[[], Awaitable[bool]] | None = None
         self.web = WebCache(pipeline, demo)  # /, /fabric, /api/findings: rendered here, after each pass
+        self.process = process_registry()
+
+    def process_tail(self, openmetrics: bool) -> bytes:
+        """The process metrics, rendered now (a few lines), for the end of a scrape's body."""
+        if openmetrics:
+            return openmetrics_latest(self.process).removesuffix(EOF)
+        return text_latest(self.process)
 
     def render_now(self) -> Exposition:
         t0 = time.perf_counter()
+        last_render_s = self.exposition.render_seconds
+        self.exposition = Exposition(EMPTY.body, self.exposition.generation, self.exposition.rendered_at, last_render_s)
         with gc_paused():  # millions of short-lived objects, no cycles: see agent/gcpause.py
             extra = self.extra_families() if self.extra_families else []
             if self.demo:
                 extra = [metrics.demo_family(), *extra]
-            fams = metrics.all_families(self.pipeline, self.reload_ok, self.reload_t, self.exposition.render_seconds, extra)
-            text, om = render(fams)
+            fams = metrics.all_families(self.pipeline, self.reload_ok, self.reload_t, last_render_s, extra)
+            body = build(fams)
             del fams
         try:
             with gc_paused():
                 self.web.render()
         except Exception:  # a page bug must not stop /metrics; the previous pages stay
             log.exception("rendering the web pages failed; serving the previous ones")
-        self.exposition = Exposition(text, om, self.pipeline.generation, time.time(), time.perf_counter() - t0)
+        self.exposition = Exposition(body, self.pipeline.generation, time.time(), time.perf_counter() - t0)
         self._last_render_end = time.monotonic()
         return self.exposition
 
@@ -111,7 +166,11 @@ def make_app(exporter: Exporter, middlewares: list | None = None) -> web.Applica
         headers = {"Content-Type": OPENMETRICS_CONTENT_TYPE if om else TEXT_CONTENT_TYPE, "Vary": "Accept, Accept-Encoding"}
         if gz:
             headers["Content-Encoding"] = "gzip"
-        return web.Response(body=expo.body(om, gz), headers=headers)
+            await expo.compressed(om)
+        body = ChunksPayload(expo.response(om, gz, exporter.process_tail(om)), headers["Content-Type"])
+        # A plain Response, not prepared here: middlewares (the web config's headers) still
+        # add to it, and aiohttp sends it (Content-Length, HEAD without a body) as any other.
+        return web.Response(body=body, headers=headers)
 
     async def handle_healthz(request: web.Request) -> web.Response:
         return web.Response(text="ok\n")

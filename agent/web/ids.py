@@ -8,10 +8,10 @@ from fabricmon.core.model import Finding
 
 
 def finding_id(f: Finding) -> str:
-    """12 hex digits of SHA-256 over kind, device, port, priority, role and start.
+    """12 hex digits of SHA-256 over kind, device, port, priority, role (a misconfig's check) and start.
 
     These fields are the finding's identity (``Finding.key`` plus its start), none of which
     change while it is active, and the state file keeps them across restarts.
     """
-    ident = "\0".join(str(x) for x in (f.kind, f.device, f.port, f.priority, f.role, repr(float(f.start))))
+    ident = "\0".join(str(x) for x in (*f.key, repr(float(f.start))))
     return hashlib.sha256(ident.encode("utf-8", "replace")).hexdigest()[:12]

@@ -97,10 +97,36 @@ def summary_page(p: Pipeline, findings: list[Finding], demo: bool) -> str:
 active findings: <b>{len(findings)}</b> · rendered {when(now)}</p>
 <h2>Active findings by kind</h2>{'<table><tr><th>kind</th><th>severity</th><th>count</th></tr>' + by_kind + '</table>' if by_kind else '<p>No active findings.</p>'}
 {'<h2>Most severe active findings</h2>' + finding_rows(top, now) + more if top else ''}
+{checklist_section(p)}
 <h2>Recently ended ({len(ended)})</h2>{finding_rows(ended, now) if ended else '<p>None.</p>'}
 <h2>Targets ({len(trows)})</h2>
 <table><tr><th>target</th><th>source</th><th>state</th><th>last success</th><th>last error</th></tr>{''.join(trows)}</table>"""
     return page("summary", body, demo)
+
+
+CHECKLIST_ROWS = 50  # failing ports listed on /; `fabricmon audit` and /api/findings have all of them
+
+
+def checklist_section(p: Pipeline) -> str:
+    """The lossless-fabric checklist (the misconfig rule's last run): pass / fail / unknown per
+    check, so an operator sees how much was verified, and the ports that fail."""
+    rule = next((r for r in p.detector.rules if r.name == "misconfig"), None)
+    if rule is None:
+        return "<h2 id='checklist'>Lossless checklist</h2><p class='muted'>The misconfig rule is switched off.</p>"
+    counts, failing = rule.summary()
+    rows = "".join(f"<tr class='{'warning' if n['fail'] else ''}'><td>{escape(check)}</td><td>{n['pass']}</td><td>{n['fail']}</td>"
+                   f"<td>{n['unknown']}</td></tr>" for check, n in counts.items())
+    if not any(sum(n.values()) for n in counts.values()):
+        return ("<h2 id='checklist'>Lossless checklist</h2><p class='muted'>No port shows lossless-Ethernet configuration "
+                "or PFC counters yet.</p>")
+    bad = "".join(f"<tr class='warning'><td>{escape(r.check)}</td><td>{escape(r.device)}</td><td>{escape(r.port)}</td>"
+                  f"<td>{_cell(r.priority)}</td><td>{escape(r.peer_device or '')} {escape(r.peer_port or '')}</td>"
+                  f"<td>{escape(r.summary)}</td></tr>" for r in failing[:CHECKLIST_ROWS])
+    more = f"<p class='muted'>{len(failing) - CHECKLIST_ROWS} more: run <code>fabricmon audit</code>.</p>" if len(failing) > CHECKLIST_ROWS else ""
+    fails = (f"<h3>Failing ({len(failing)})</h3><table><tr><th>check</th><th>device</th><th>port</th><th>priority</th>"
+             f"<th>other end</th><th>summary</th></tr>{bad}</table>{more}") if failing else "<p>No check fails.</p>"
+    return (f"<h2 id='checklist'>Lossless checklist</h2><table><tr><th>check</th><th>pass</th><th>fail</th><th>unknown</th></tr>"
+            f"{rows}</table>{fails}")
 
 
 def _url(name: str) -> str:

@@ -8,7 +8,7 @@ from pydantic import model_validator
 
 from fabricmon.collectors.base import Collector, SourceOptions
 from fabricmon.collectors.host.fetch import SysfsReader, fetch_host
-from fabricmon.collectors.host.parse import HostState, parse_payload
+from fabricmon.collectors.host.parse import HostParseOptions, HostState, parse_payload
 from fabricmon.core.model import ParseResult, TargetSpec
 
 
@@ -20,6 +20,11 @@ class HostOptions(SourceOptions):
     ethtool_timeout: float = 5.0
     # Netdevs to run `ethtool -S` on; default: the netdevs of Ethernet (RoCE) ports of mlx5 devices.
     ethtool_interfaces: list[str] | None = None
+    # Lossless configuration (host/dcb.py): `dcb pfc/app show dev` and `mlnx_qos -i` on the same
+    # netdevs, with ethtool_timeout; mlnx_qos_path "" skips mlnx_qos.
+    dcb: bool = True
+    dcb_path: str = "dcb"
+    mlnx_qos_path: str = "mlnx_qos"
 
     @model_validator(mode="after")
     def _check(self) -> HostOptions:
@@ -31,7 +36,7 @@ class HostOptions(SourceOptions):
 class HostCollector(Collector):
     source = "host"
     options_model = HostOptions
-    parse_options = ("hostname",)
+    parse_options_model = HostParseOptions
 
     def __init__(self, name: str, address: str, options: HostOptions) -> None:  # type: ignore[override]
         super().__init__(name, address, options)
@@ -44,6 +49,7 @@ class HostCollector(Collector):
         return await fetch_host(
             self._reader, ethtool=o.ethtool, ethtool_path=o.ethtool_path, ethtool_timeout=o.ethtool_timeout,
             ethtool_interfaces=o.ethtool_interfaces, logged=self._logged,
+            dcb_path=o.dcb_path if o.dcb else "", mlnx_qos_path=o.mlnx_qos_path,
         )
 
     @classmethod

@@ -5,7 +5,8 @@ firmware, which can take a millisecond, and must not stall the event loop. A fil
 cannot be read (permission, EINVAL from a port without a PMA, a device removed mid-walk) is
 left out of the payload and logged once per path; one bad file never fails the poll.
 ``ethtool`` runs through :func:`fabricmon.collectors.command.run_command`: its own process
-group, killed on timeout or cancellation.
+group, killed on timeout or cancellation. For the lossless configuration the same poll reads
+the RoCE ECN files under ``class/net/<if>/ecn`` and runs ``dcb`` and ``mlnx_qos`` (host/dcb.py).
 """
 
 from __future__ import annotations
@@ -86,7 +87,17 @@ class SysfsReader:
                     nd = (ndev or "").strip() or _by_dev_port(snap.files, dev, nets, num)
                     if nd and nd not in snap.ethernet_netdevs:
                         snap.ethernet_netdevs.append(nd)
+        for nd in snap.ethernet_netdevs:
+            self._ecn(nd, snap.files)
         return snap
+
+    def _ecn(self, netdev: str, files: dict[str, str]) -> None:
+        """mlx5 RoCE ECN per priority: ``net/<if>/ecn/roce_{np,rp}/enable/<prio>`` (absent on
+        other drivers: optional, not logged)."""
+        for role in ("roce_np", "roce_rp"):
+            base = self.class_dir / "net" / netdev / "ecn" / role / "enable"
+            for prio in self._list(base):
+                self._read(base / prio, f"net/{netdev}/ecn/{role}/enable/{prio}", files, optional=True)
 
 
 def _driver(base: Path) -> str:
@@ -104,23 +115,48 @@ def _by_dev_port(files: dict[str, str], dev: str, nets: list[str], num: str) -> 
     return nets[0] if len(nets) == 1 else None
 
 
-async def run_ethtool(ethtool_path: str, ifname: str, timeout: float, logged: set[str]) -> str | None:
-    """``ethtool -S ifname`` stdout, or None (logged once per interface and kind of failure)."""
+async def run_tool(argv: list[str], timeout: float, logged: set[str], optional: bool = False) -> str | None:
+    """The stdout of ``argv``, or None (logged once per command line and kind of failure). An
+    ``optional`` tool that cannot be run (not installed: ``mlnx_qos`` ships with MLNX_OFED only)
+    is logged once per tool, at info level."""
+    shown = " ".join(argv)
     try:
-        res = await run_command([ethtool_path, "-S", ifname], timeout)
+        res = await run_command(argv, timeout)
     except FetchError as exc:
-        key = f"{ifname}:{exc.reason}"
+        missing = optional and exc.reason == ErrorReason.COMMAND
+        key = f"{argv[0]}:missing" if missing else f"{shown}:{exc.reason}"
         if key not in logged:
             logged.add(key)
-            log.warning("host: ethtool -S %s failed: %s (left out of the poll)", ifname, exc)
+            log.log(logging.INFO if missing else logging.WARNING, "host: %s failed: %s (left out of the poll)", shown, exc)
         return None
     if res.returncode != 0:
-        key = f"{ifname}:rc"
+        key = f"{shown}:rc"
         if key not in logged:
             logged.add(key)
             log.warning("host: %s (left out of the poll)", res.describe_failure("failed"))
         return None
     return res.stdout
+
+
+async def run_ethtool(ethtool_path: str, ifname: str, timeout: float, logged: set[str]) -> str | None:
+    """``ethtool -S ifname`` stdout, or None (logged once per interface and kind of failure)."""
+    return await run_tool([ethtool_path, "-S", ifname], timeout, logged)
+
+
+async def run_qos_tools(netdevs: list[str], *, dcb_path: str, mlnx_qos_path: str, timeout: float,
+                        logged: set[str]) -> dict[str, dict[str, str]]:
+    """Per netdev: ``dcb pfc show dev``, ``dcb app show dev`` and ``mlnx_qos -i`` stdout (the
+    payload's ``dcb`` object, parsed by host/dcb.py); a tool that fails is left out."""
+    calls = {(nd, "pfc"): [dcb_path, "pfc", "show", "dev", nd] for nd in netdevs}
+    calls.update({(nd, "app"): [dcb_path, "app", "show", "dev", nd] for nd in netdevs})
+    if mlnx_qos_path:
+        calls.update({(nd, "mlnx_qos"): [mlnx_qos_path, "-i", nd] for nd in netdevs})
+    outs = await asyncio.gather(*(run_tool(argv, timeout, logged, optional=True) for argv in calls.values()))
+    result: dict[str, dict[str, str]] = {}
+    for (nd, what), out in zip(calls, outs, strict=True):
+        if out is not None:
+            result.setdefault(nd, {})[what] = out
+    return result
 
 
 async def fetch_host(
@@ -131,11 +167,20 @@ async def fetch_host(
     ethtool_timeout: float,
     ethtool_interfaces: list[str] | None,
     logged: set[str],
+    dcb_path: str = "",
+    mlnx_qos_path: str = "",
 ) -> dict[str, object]:
+    """One poll. ``dcb_path`` empty: no dcb/mlnx_qos runs (the payload then has no ``dcb`` key,
+    as it has none when no tool printed anything)."""
     snap = await asyncio.to_thread(reader.snapshot)
     outputs: dict[str, str] = {}
+    names = ethtool_interfaces if ethtool_interfaces is not None else snap.ethernet_netdevs
     if ethtool:
-        names = ethtool_interfaces if ethtool_interfaces is not None else snap.ethernet_netdevs
         results = await asyncio.gather(*(run_ethtool(ethtool_path, n, ethtool_timeout, logged) for n in names))
         outputs = {n: out for n, out in zip(names, results, strict=True) if out is not None}
-    return {"files": snap.files, "ethtool": outputs}
+    payload: dict[str, object] = {"files": snap.files, "ethtool": outputs}
+    if dcb_path:
+        tools = await run_qos_tools(names, dcb_path=dcb_path, mlnx_qos_path=mlnx_qos_path, timeout=ethtool_timeout, logged=logged)
+        if tools:
+            payload["dcb"] = tools
+    return payload

@@ -1,4 +1,5 @@
-"""Pure parsing of host NIC counters: sysfs ``/sys/class/infiniband`` files and ``ethtool -S``.
+"""Pure parsing of host NIC counters: sysfs ``/sys/class/infiniband`` files and ``ethtool -S``
+(the lossless configuration in the same payload is read by :mod:`fabricmon.collectors.host.dcb`).
 
 Naming: ``device`` is the host (option ``hostname``, default the target name), ``port`` is
 ``<rdma device>/<port number>`` (``mlx5_0/1``), so a finding names both the host and the NIC.
@@ -18,7 +19,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricmon.collectors.base import ParseError, ResultBuilder
+from fabricmon.collectors.base import ParseError, ParseOptions, ResultBuilder
+from fabricmon.collectors.host import dcb
 from fabricmon.collectors.infiniband import BY_SYSFS, parse_kernel_rate
 from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import DeviceInfo, Gauge, ParseResult, PortInfo, TargetSpec
@@ -153,6 +155,12 @@ def netdev_of(port: RdmaPort, devnets: dict[str, dict[str, str]]) -> str | None:
     return next(iter(nets)) if len(nets) == 1 else None
 
 
+class HostParseOptions(ParseOptions):
+    """What a host parse reads from the target's options (``HostOptions`` has the same field)."""
+
+    hostname: str | None = None  # the device label; default (None or ""): the target name
+
+
 @dataclass(frozen=True, slots=True)
 class HostState:
     """What a host poll cannot tell by itself: the (device, port) pairs whose ``counters/`` data
@@ -232,15 +240,13 @@ def _gauges(c: Collect, port: RdmaPort) -> None:
 
 def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: HostState) -> tuple[ParseResult, HostState]:
     """A recorded host poll -> (ParseResult, next state) (see the module docstring for naming and widths)."""
+    host = HostParseOptions.from_spec(spec).hostname or spec.name
     if not isinstance(payload, dict):
         raise ParseError("host payload must be an object")
     files = payload.get("files", {})
     ethtool = payload.get("ethtool", {})
     if not isinstance(files, dict) or not isinstance(ethtool, dict):
         raise ParseError("host payload needs 'files' and 'ethtool' objects")
-    host = spec.options.get("hostname") or spec.name
-    if not isinstance(host, str):
-        raise ParseError(f"option hostname must be a string, got {host!r}")
     c = Collect(host)
     wide = set(state.wide_ports)
     ports, devattrs, devnets = _group(files)
@@ -271,6 +277,8 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: HostState) -
             c.result.warnings.append(f"ethtool {ifname}: no RDMA port maps to this netdev; counters named by the netdev")
         if _ethtool(c, port_label, text) == 0:
             c.result.warnings.append(f"ethtool {ifname}: no known counters in the output")
+    # Lossless configuration (ECN sysfs, dcb, mlnx_qos): collectors/host/dcb.py
+    c.result.warnings.extend(dcb.config_gauges(c, files, payload.get("dcb"), netdev_port))
     for what, names in sorted(c.bad.items()):
         shown = ", ".join(sorted(names)[:6]) + (f" (+{len(names) - 6} more)" if len(names) > 6 else "")
         c.result.warnings.append(f"{what}: {shown} skipped")

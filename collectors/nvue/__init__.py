@@ -9,8 +9,12 @@ from pydantic import field_validator, model_validator
 
 from fabricmon.collectors.http_util import RestCollector, RestOptions
 from fabricmon.collectors.nvue.fetch import fetch_poll
-from fabricmon.collectors.nvue.parse import DEFAULT_PATHS, NvueState, parse_payload
+from fabricmon.collectors.nvue.parse import DEFAULT_PATHS, NvueParseOptions, NvueState, parse_payload
 from fabricmon.core.model import ParseResult, TargetSpec
+
+PER_INTERFACE = ("link_stats_path", "qos_counters_path", "roce_counters_path", "pfc_watchdog_path", "roce_status_path",
+                 "lldp_path")
+GLOBAL_PATHS = ("wjh_path", "pfc_profile_path")  # one call per poll, not per interface
 
 
 class NvueOptions(RestOptions):
@@ -24,8 +28,11 @@ class NvueOptions(RestOptions):
     qos_counters_path: str | None = DEFAULT_PATHS["qos_counters_path"]
     roce_counters_path: str | None = DEFAULT_PATHS["roce_counters_path"]
     pfc_watchdog_path: str | None = DEFAULT_PATHS["pfc_watchdog_path"]
+    roce_status_path: str | None = DEFAULT_PATHS["roce_status_path"]  # lossless configuration (roce_config.py)
+    lldp_path: str | None = DEFAULT_PATHS["lldp_path"]  # cabling (lldp.py)
     link_stats_path: str | None = DEFAULT_PATHS["link_stats_path"]
     wjh_path: str | None = DEFAULT_PATHS["wjh_path"]
+    pfc_profile_path: str | None = DEFAULT_PATHS["pfc_profile_path"]  # PFC XOFF threshold (roce_config.py)
     # Which priority / traffic classes the RoCE counters view describes (Cumulus RoCE defaults).
     roce_priority: int = 3
     roce_tc: int = 3
@@ -51,7 +58,7 @@ class NvueOptions(RestOptions):
         for name in ("roce_tc", "cnp_tc"):
             if not 0 <= getattr(self, name) <= 15:
                 raise ValueError(f"{name} must be 0..15")
-        for name in ("qos_counters_path", "roce_counters_path", "pfc_watchdog_path", "link_stats_path"):
+        for name in PER_INTERFACE:
             value = getattr(self, name)
             if value and "{if}" not in value:
                 raise ValueError(f"{name} must contain {{if}} (the interface name), got {value!r}")
@@ -60,13 +67,10 @@ class NvueOptions(RestOptions):
         return self
 
 
-PER_INTERFACE = ("link_stats_path", "qos_counters_path", "roce_counters_path", "pfc_watchdog_path")
-
-
 class NvueCollector(RestCollector):
     source = "nvue"
     options_model = NvueOptions
-    parse_options = (*PER_INTERFACE, "wjh_path", "roce_priority", "roce_tc", "cnp_tc")
+    parse_options_model = NvueParseOptions
 
     def __init__(self, name: str, address: str, options: NvueOptions) -> None:  # type: ignore[override]
         super().__init__(name, address, options)
@@ -77,7 +81,7 @@ class NvueCollector(RestCollector):
         """Disabled paths are recorded as "" so a replay does not fall back to the defaults."""
         spec = super().spec()
         dumped = self.options.model_dump(mode="json")
-        for key in (*PER_INTERFACE, "wjh_path"):
+        for key in (*PER_INTERFACE, *GLOBAL_PATHS):
             if not dumped.get(key):
                 spec.options[key] = ""
         return spec
@@ -88,7 +92,7 @@ class NvueCollector(RestCollector):
         per_if = [t for t in (getattr(o, k) for k in PER_INTERFACE) if t]
         return await fetch_poll(
             client, interfaces=o.interfaces, interface_pattern=self._pattern, per_interface=per_if,
-            global_paths=[o.wjh_path] if o.wjh_path else [], rev=o.rev, concurrency=o.concurrency,
+            global_paths=[t for t in (o.wjh_path, o.pfc_profile_path) if t], rev=o.rev, concurrency=o.concurrency,
         )
 
     @classmethod

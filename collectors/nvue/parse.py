@@ -22,7 +22,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricmon.collectors.base import ParseError, ResultBuilder
+from pydantic import Field
+
+from fabricmon.collectors.base import ParseError, ParseOptions, ResultBuilder
+from fabricmon.collectors.nvue import lldp, roce_config  # they import this module back for its readers (used at call time)
 from fabricmon.core.model import ParseResult, TargetSpec
 
 API_PREFIX = "/nvue_v1/"
@@ -32,20 +35,27 @@ DEFAULT_PATHS: dict[str, str] = {
     "qos_counters_path": "interface/{if}/counters/qos",
     "roce_counters_path": "interface/{if}/qos/roce/counters",
     "pfc_watchdog_path": "interface/{if}/qos/pfc-watchdog",
+    "roce_status_path": "interface/{if}/qos/roce/status",
+    "lldp_path": "interface/{if}/lldp/neighbor",
     "link_stats_path": "interface/{if}/link/stats",
     "wjh_path": "system/wjh/packet-buffer",
+    "pfc_profile_path": "qos/pfc/default-global",  # device-wide PFC thresholds (roce_config.py)
 }
 INTERFACES_PATH = "interface"
 KIND_LABEL = {
     "qos_counters_path": "QoS counters",
     "roce_counters_path": "RoCE counters",
     "pfc_watchdog_path": "PFC watchdog",
+    "roce_status_path": "RoCE status",
+    "lldp_path": "LLDP neighbors",
     "link_stats_path": "link stats",
     "wjh_path": "WJH",
+    "pfc_profile_path": "PFC profile",
 }
 # Order matters: the first writer of a (port, counter, sub) wins, and the explicitly indexed
 # QoS tables are more trustworthy than the RoCE view, whose TC/priority comes from options.
-PARSE_ORDER = ("link_stats_path", "qos_counters_path", "roce_counters_path", "pfc_watchdog_path")
+PARSE_ORDER = ("link_stats_path", "qos_counters_path", "roce_counters_path", "pfc_watchdog_path", "roce_status_path",
+               "lldp_path")
 
 _UNIT_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$", re.ASCII)
 
@@ -158,7 +168,7 @@ LINK_STATS = {
 }
 
 
-def parse_link_stats(em: Emitter, port: str, body: Any, opts: Options) -> None:
+def parse_link_stats(em: Emitter, port: str, body: Any, opts: NvueParseOptions) -> None:
     """``link/stats`` (verified: the NVUE API docs' published sample). ``carrier-transitions`` counts carrier changes both ways, so one flap
     (down, then up) is two: exported as ``link_downed`` with scale 0.5."""
     if not isinstance(body, dict):
@@ -168,7 +178,7 @@ def parse_link_stats(em: Emitter, port: str, body: Any, opts: Options) -> None:
     em.counter(port, "link_downed", get_path(body, "carrier-transitions"), scale=0.5)
 
 
-def parse_qos_counters(em: Emitter, port: str, body: Any, opts: Options) -> None:
+def parse_qos_counters(em: Emitter, port: str, body: Any, opts: NvueParseOptions) -> None:
     """``counters/qos`` (inferred): the four ``nv show interface <if> counters qos`` CLI tables
     (pfc-stats, egress-queue-stats, ingress-buffer-stats, port-stats), keys as the CLI spells them."""
     if not isinstance(body, dict):
@@ -204,7 +214,7 @@ def _port_stat(stats: dict[str, Any], direction: str, name: str) -> Any:
     return value
 
 
-def parse_roce_counters(em: Emitter, port: str, body: Any, opts: Options) -> None:
+def parse_roce_counters(em: Emitter, port: str, body: Any, opts: NvueParseOptions) -> None:
     """``qos/roce/counters`` (inferred JSON; the CLI sample is verified): the RoCE and CNP classes only; the
     priority/TC they belong to come from the options (Cumulus RoCE defaults: PFC priority 3,
     RoCE TC 3, CNP TC 6)."""
@@ -230,7 +240,7 @@ def parse_roce_counters(em: Emitter, port: str, body: Any, opts: Options) -> Non
         em.gauge(port, "queue_occupancy_bytes", get_path(cnps, "tc-usage"), cnp, "tx-cnp-stats tc-usage")
 
 
-def parse_pfc_watchdog(em: Emitter, port: str, body: Any, opts: Options) -> None:
+def parse_pfc_watchdog(em: Emitter, port: str, body: Any, opts: NvueParseOptions) -> None:
     """``qos/pfc-watchdog`` (inferred): per traffic class ``status`` OK|DEADLOCK and ``deadlock-count``.
     Exported per priority = the traffic-class number (Cumulus' default switch-priority -> TC
     map is the identity)."""
@@ -250,6 +260,7 @@ def parse_pfc_watchdog(em: Emitter, port: str, body: Any, opts: Options) -> None
         status = get_path(row, "status")
         if isinstance(status, str) and status.strip():
             em.gauge(port, "pfc_watchdog_stormed", 1.0 if status.strip().upper() == "DEADLOCK" else 0.0, (tc,))
+    roce_config.parse_watchdog_state(em, port, body)  # the watchdog's configuration (config gauge)
 
 
 _SPEED_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([GMT])(?:b(?:ps|/s)?)?\s*$", re.IGNORECASE | re.ASCII)
@@ -422,28 +433,28 @@ def wjh_samples(em: Emitter, body: Any, state: NvueState) -> NvueState:
 # ---------------------------------------------------------------- payload
 
 
-@dataclass(frozen=True)
-class Options:
-    """Parse-relevant options (recorded in the recording header)."""
+class NvueParseOptions(ParseOptions):
+    """What an NVUE parse reads from the target's options (``NvueOptions`` has the same fields,
+    in the order the recording header lists them). A path "" (how the header records a call that
+    was switched off) or None switches that call off, so a replay does not fall back to the default."""
 
-    paths: dict[str, str]
-    roce_priority: int = 3
-    roce_tc: int = 3
-    cnp_tc: int = 6
+    link_stats_path: str | None = DEFAULT_PATHS["link_stats_path"]
+    qos_counters_path: str | None = DEFAULT_PATHS["qos_counters_path"]
+    roce_counters_path: str | None = DEFAULT_PATHS["roce_counters_path"]
+    pfc_watchdog_path: str | None = DEFAULT_PATHS["pfc_watchdog_path"]
+    roce_status_path: str | None = DEFAULT_PATHS["roce_status_path"]
+    lldp_path: str | None = DEFAULT_PATHS["lldp_path"]
+    wjh_path: str | None = DEFAULT_PATHS["wjh_path"]
+    pfc_profile_path: str | None = DEFAULT_PATHS["pfc_profile_path"]
+    # The priority / traffic classes the RoCE counters view describes (Cumulus RoCE defaults);
+    # a priority is a 3-bit IEEE 802.1Q PCP value, a class is in the range NvueOptions accepts.
+    roce_priority: int = Field(3, ge=0, le=7)
+    roce_tc: int = Field(3, ge=0, le=15)
+    cnp_tc: int = Field(6, ge=0, le=15)
 
-    @classmethod
-    def from_spec(cls, spec: TargetSpec) -> Options:
-        o = spec.options
-        paths = {k: o.get(k, v) for k, v in DEFAULT_PATHS.items()}
-        paths = {k: str(v) for k, v in paths.items() if v}
-
-        def small(name: str, default: int, hi: int) -> int:
-            v = o.get(name, default)
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= hi:
-                raise ParseError(f"option {name} must be an integer 0..{hi}, got {v!r}")
-            return v
-
-        return cls(paths, small("roce_priority", 3, 7), small("roce_tc", 3, 15), small("cnp_tc", 6, 15))
+    def paths(self) -> dict[str, str]:
+        """Option name -> path template of each call switched on, in DEFAULT_PATHS order."""
+        return {k: v for k in DEFAULT_PATHS if (v := getattr(self, k))}
 
 
 def template_regex(template: str) -> re.Pattern[str]:
@@ -474,6 +485,8 @@ PARSERS = {
     "qos_counters_path": parse_qos_counters,
     "roce_counters_path": parse_roce_counters,
     "pfc_watchdog_path": parse_pfc_watchdog,
+    "roce_status_path": roce_config.parse_roce_status,  # configuration state: collectors/nvue/roce_config.py
+    "lldp_path": lldp.parse_lldp_neighbors,  # cabling: collectors/nvue/lldp.py
 }
 
 
@@ -481,7 +494,8 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: NvueState) -
     """A recorded NVUE poll -> (ParseResult, next state). Device = the target name, port = interface name."""
     if not isinstance(payload, dict) or not isinstance(payload.get("responses"), list):
         raise ParseError("nvue payload must be an object with a 'responses' list")
-    opts = Options.from_spec(spec)
+    opts = NvueParseOptions.from_spec(spec)
+    paths = opts.paths()
     em = Emitter(spec.name)
     by_kind: dict[str, list[tuple[str | None, Any]]] = {}
     missing: dict[str, list[str]] = {}
@@ -490,7 +504,7 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: NvueState) -
         if not isinstance(resp, dict) or not isinstance(resp.get("path"), str):
             raise ParseError(f"nvue response #{i} is not an object with a 'path'")
         status = resp.get("status")
-        where = classify(resp["path"], opts.paths)
+        where = classify(resp["path"], paths)
         if where is None:
             continue
         kind, ifname = where
@@ -511,6 +525,8 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: NvueState) -
                 em.result.warnings.append(f"{ifname}: {KIND_LABEL[kind]} body is not a JSON object, skipped")
                 continue
             PARSERS[kind](em, ifname, body, opts)
+    for _i, body in by_kind.get("pfc_profile_path", []):  # after the ports' PFC configuration: it applies to them
+        roce_config.parse_pfc_profile(em, body)
     wjh_bodies = [body for _i, body in by_kind.get("wjh_path", [])]
     if wjh_bodies or state.wjh:
         state = wjh_samples(em, wjh_bodies, state)

@@ -4,7 +4,8 @@ The agent runs on a node with an IB port (the target address is empty or ``local
 queries every switch (all its connected ports in one ``perfquery -x -l <lid> <ports>`` call)
 and every CA port; nodes whose extended error counters are not real (CapMask2 bit 1 clear)
 get a basic call too. The topology is refreshed every ``topology_interval`` seconds and
-travels in the payload only when it was refreshed. See README.md.
+travels in the payload only when it was refreshed, with each device's PortSamplesControl
+(``perfquery -c``: the XmitWait tick). See README.md.
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ class PerfqueryOptions(SourceOptions):
     concurrency: int = Field(4, ge=1, le=64)
     command_timeout: float = Field(10.0, gt=0)
     include_cas: bool = True  # also query CA (HCA) ports, not only switches
+    # Read each device's PortSamplesControl.Tick (``perfquery -c``) on topology refreshes.
+    samples_control: bool = True
 
 
 class PerfqueryCollector(Collector):
     source: ClassVar[str] = "perfquery"
     options_model: ClassVar[type[SourceOptions]] = PerfqueryOptions
-    parse_options: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, name: str, address: str, options: SourceOptions) -> None:
         super().__init__(name, address, options)
@@ -46,6 +48,7 @@ class PerfqueryCollector(Collector):
             concurrency=opts.concurrency,
             command_timeout=opts.command_timeout,
             include_cas=opts.include_cas,
+            samples_control=opts.samples_control,
         )
 
     async def fetch(self) -> dict[str, Any]:
@@ -63,6 +66,7 @@ class PerfqueryCollector(Collector):
 
     @classmethod
     def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: PerfqueryState) -> tuple[ParseResult, PerfqueryState]:
+        cls.parse_options_model.from_spec(spec)  # no option changes parsing: any in the header is an error
         return parse_payload(payload, state)
 
 

@@ -1,5 +1,12 @@
 """I/O for the perfquery collector: run ``ibnetdiscover`` and ``perfquery`` on this node.
 
+On every topology refresh (the first poll, then every ``topology_interval``) it also reads each
+device's PortSamplesControl with ``perfquery -c``: once per switch (its first connected port)
+and once per CA port. The Tick there is a property of the device and its link speed (the
+Linux qib driver derives it from the active speed; NVIDIA gives one value per ASIC
+generation), so it can only change when the topology does (a new device, a link retrained at
+another speed): asking on every poll would double the MAD traffic for nothing.
+
 Every command runs in its own session (process group), so a timeout or a cancelled poll
 kills the whole group with SIGKILL (MAD tools stuck in the kernel, wrapper scripts and
 their children alike; peers' "runaway children", treydock#38) and reaps it.
@@ -15,7 +22,13 @@ from typing import Any
 
 from fabricmon.collectors.base import ErrorReason, FetchError
 from fabricmon.collectors.command import run_command
-from fabricmon.collectors.perfquery.parse import CAPMASK2_ADDL_EXT, Topology, parse_ibnetdiscover, parse_perfquery
+from fabricmon.collectors.perfquery.parse import (
+    CAPMASK2_ADDL_EXT,
+    Topology,
+    parse_ibnetdiscover,
+    parse_perfquery,
+    parse_samples_control,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +71,7 @@ class PerfqueryFetcher:
         concurrency: int,
         command_timeout: float,
         include_cas: bool,
+        samples_control: bool = True,
     ) -> None:
         self.ibnetdiscover_path = ibnetdiscover_path
         self.perfquery_path = perfquery_path
@@ -66,6 +80,7 @@ class PerfqueryFetcher:
         self.concurrency = concurrency
         self.command_timeout = command_timeout
         self.include_cas = include_cas
+        self.samples_control = samples_control
         self.topology: Topology | None = None
         self._topology_at = 0.0
         self._needs_basic: dict[tuple[str, int], bool] = {}
@@ -78,8 +93,43 @@ class PerfqueryFetcher:
             if text is not None:
                 payload["ibnetdiscover"] = text
         assert self.topology is not None  # _discover raised otherwise
-        payload["perfquery"] = await self._query_all(query_targets(self.topology, self.include_cas))
+        targets = query_targets(self.topology, self.include_cas)
+        payload["perfquery"] = await self._query_all(targets)
+        if "ibnetdiscover" in payload and self.samples_control:
+            texts = await self._samples_control_all(targets)
+            if texts:
+                payload["samples_control"] = texts
         return payload
+
+    async def _samples_control_all(self, targets: list[QueryTarget]) -> list[str]:
+        """``perfquery -c <lid> <port>`` for each target (a switch's first connected port: the
+        command reads one port), after the counters so it never delays them. Outputs without a
+        Tick are left out: the detector then uses the device generation's tick."""
+        sem = asyncio.Semaphore(self.concurrency)
+        results: list[str | FetchError] = [""] * len(targets)
+
+        async def one(i: int, target: QueryTarget) -> None:
+            argv = [self.perfquery_path, *self.extra_args, "-c", str(target.lid), str(target.ports[0])]
+            async with sem:
+                try:
+                    res = await run_command(argv, self.command_timeout)
+                except FetchError as exc:
+                    results[i] = exc
+                    return
+            # A command killed by a signal may have stopped inside the Tick line ("0x0" of "0x07").
+            ok = res.returncode >= 0 and bool(parse_samples_control(res.stdout))
+            results[i] = res.stdout if ok else FetchError(res.describe_failure("printed no PortSamplesControl Tick"),
+                                                          reason=ErrorReason.COMMAND)
+
+        async with asyncio.TaskGroup() as tg:
+            for i, target in enumerate(targets):
+                tg.create_task(one(i, target))
+        texts = [r for r in results if isinstance(r, str)]
+        errors = [r for r in results if isinstance(r, FetchError)]
+        if errors:
+            log.info("perfquery -c gave no PortSamplesControl Tick for %d of %d device port(s) (first: %s); "
+                     "their XmitWait tick comes from the device generation", len(errors), len(results), errors[0])
+        return texts
 
     async def _discover(self) -> str | None:
         """Run ibnetdiscover; None when a refresh failed and the previous topology is kept."""

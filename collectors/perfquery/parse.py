@@ -83,6 +83,10 @@ class IbNode:
     lid: int | None = None  # a switch's LID (port 0); CA LIDs live on their ports
     ports: dict[int, IbPort] = field(default_factory=dict)
     name: str = ""
+    # PCI device ID from the block's ``devid=0xd2f2`` line (verified in the public ibnetdiscover
+    # of an MQM9700, gary-minghuili/infiniband-exporter): names the ASIC generation, whose
+    # XmitWait tick differs (the detector's TICK_BY_DEVID). "" when the block has none.
+    devid: str = ""
 
 
 @dataclass(slots=True)
@@ -120,6 +124,7 @@ def parse_ibnetdiscover(text: str) -> Topology:
         raise ParseError("ibnetdiscover output must be text")
     topo = Topology()
     node: IbNode | None = None
+    devid = ""  # from the `devid=` line of the block being read, for its node header
     for raw in text.splitlines():
         line = raw.strip()
         if not line:
@@ -132,6 +137,9 @@ def parse_ibnetdiscover(text: str) -> Topology:
             elif node is not None:
                 node.ports[port.num] = port
             continue
+        if line.startswith("devid="):
+            devid = _devid(line[len("devid="):])
+            continue
         if first not in "SCRv":
             continue
         m = _NODE_RE.match(line)
@@ -141,10 +149,17 @@ def parse_ibnetdiscover(text: str) -> Topology:
             continue
         kind, nports, guid, tail = m.groups()
         node = _parse_node_header(_KINDS[kind], int(nports), norm_guid(guid), tail)
+        node.devid, devid = devid, ""
         topo.nodes[node.guid] = node  # a repeated GUID: the later block wins
     _name_nodes(topo)
     _index_lids(topo)
     return topo
+
+
+def _devid(text: str) -> str:
+    """``0xD2F2`` -> ``0xd2f2``; "" when it is not a hex number."""
+    text = text.strip().lower()
+    return text if re.fullmatch(r"0x[0-9a-f]{1,8}", text) else ""
 
 
 def _unquote(text: str) -> str:
@@ -339,6 +354,45 @@ def _parse_header(line: str) -> CounterBlock | None:
     )
 
 
+# ``perfquery -c`` (--smplctl): ``# PortSamplesControl: Lid 1719 port 1`` and then the attribute's
+# fields, one ``Name:`` + dots + value line each, ``Tick`` among them as ``0x%02x``. Verified in
+# rdma-core's printing code (linux-rdma/rdma-core@691953d8: infiniband-diags/perfquery.c
+# dump_portsamples_control; libibmad/fields.c: Tick is the 8-bit field at bit 16, dumped with
+# mad_dump_hex; libibmad/portid.c portid2str gives "Lid N", with " Gid ..."/"DR path ..."
+# when addressed so). No public capture of this output was found: the test fixtures are
+# built from that code, and their values are inferred.
+_SMPLCTL_RE = re.compile(r"#\s*PortSamplesControl:\s*Lid\s+(\d+)\b.*?\bport\s+(\d+)", re.IGNORECASE)
+SAMPLES_CONTROL_TICK = "samples_control_tick"  # the gauge: the Tick field as the device reports it
+
+
+def parse_samples_control(text: str) -> dict[tuple[int, int], int]:
+    """``(LID, port) -> Tick`` of every PortSamplesControl block in one ``perfquery -c`` stdout.
+
+    A block without a readable Tick (a value that is not an 8-bit number) is left out; other
+    lines (stderr noise, other block kinds) are skipped.
+    """
+    if not isinstance(text, str):
+        raise ParseError("perfquery -c output must be text")
+    ticks: dict[tuple[int, int], int] = {}
+    key: tuple[int, int] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("#"):
+            m = _SMPLCTL_RE.search(line)
+            key = (int(m.group(1)), int(m.group(2))) if m else None
+            continue
+        if key is None or not line.startswith("Tick:"):
+            continue
+        m = _VALUE_RE.match(line)
+        try:
+            tick = int(m.group(2), 0) if m else -1
+        except ValueError:
+            tick = -1
+        if 0 <= tick <= 0xFF:
+            ticks[key] = tick
+    return ticks
+
+
 def port_samples(device: str, port: str, ext: CounterBlock | None, basic: CounterBlock | None) -> list[Sample]:
     """Samples of one port from its extended and/or basic block.
 
@@ -378,20 +432,26 @@ class PerfqueryState:
     ``topology``: the latest ibnetdiscover topology (names the LIDs of counter blocks);
     ``gone``: ports connected in an earlier topology but missing from it (exported as
     ``link_up 0``); ``facts``: the devices, port infos and link gauges of that topology, built
-    once per topology (tens of thousands of objects on a large fabric). Never changed after it
+    once per topology (tens of thousands of objects on a large fabric); ``ticks``: the
+    ``samples_control_tick`` gauges from the latest ``perfquery -c`` outputs, for ports still in
+    the topology (the payload carries them only on topology refreshes). Never changed after it
     is made: a parse that learns something returns a new one."""
 
     topology: Topology | None = None
     gone: frozenset[tuple[str, str]] = frozenset()
     facts: tuple[tuple[DeviceInfo, ...], tuple[PortInfo, ...], tuple[Gauge, ...]] = ((), (), ())
+    ticks: tuple[Gauge, ...] = ()
 
 
 def parse_payload(payload: Any, state: PerfqueryState) -> tuple[ParseResult, PerfqueryState]:
-    """``{"ibnetdiscover": TEXT?, "perfquery": [TEXT, ...]}`` -> (ParseResult, next state).
+    """``{"ibnetdiscover": TEXT?, "perfquery": [TEXT, ...], "samples_control": [TEXT, ...]?}``
+    -> (ParseResult, next state).
 
     The latest topology is carried in the state for the polls that carry none.
     Devices, ports and link gauges come from that topology on every poll; ``links`` only
-    when this payload carried ibnetdiscover output.
+    when this payload carried ibnetdiscover output. ``samples_control`` (``perfquery -c``
+    outputs, on topology refreshes) gives the ``samples_control_tick`` gauges, repeated on
+    every poll until the next one.
     """
     if not isinstance(payload, dict):
         raise ParseError("perfquery payload must be a JSON object")
@@ -401,6 +461,9 @@ def parse_payload(payload: Any, state: PerfqueryState) -> tuple[ParseResult, Per
     disc = payload.get("ibnetdiscover")
     if disc is not None and not isinstance(disc, str):
         raise ParseError("perfquery payload: 'ibnetdiscover' must be a string")
+    smplctl = payload.get("samples_control")
+    if smplctl is not None and (not isinstance(smplctl, list) or not all(isinstance(t, str) for t in smplctl)):
+        raise ParseError("perfquery payload: 'samples_control' must be a list of strings")
 
     result = ParseResult()
     if disc is not None:
@@ -412,6 +475,9 @@ def parse_payload(payload: Any, state: PerfqueryState) -> tuple[ParseResult, Per
                 result.warnings.append(f"ibnetdiscover: {new.unparsed} port line(s) could not be read")
         else:
             result.warnings.append("ibnetdiscover output holds no nodes; keeping the previous topology")
+    if smplctl:
+        state = _with_ticks(state, smplctl, result.warnings)
+    result.gauges.extend(state.ticks)
     topo = state.topology
     devices, ports, gauges = state.facts
     result.devices.extend(devices)
@@ -451,9 +517,46 @@ def _with_topology(state: PerfqueryState, new: Topology) -> PerfqueryState:
     gone = set(state.gone)
     if state.topology is not None:
         gone |= {(n.name, str(p)) for n in state.topology.nodes.values() for p in n.ports}
-    gone -= {(n.name, str(p)) for n in new.nodes.values() for p in n.ports}
+    connected = {(n.name, str(p)) for n in new.nodes.values() for p in n.ports}
+    gone -= connected
     devices, ports, gauges = _topology_facts(new, gone)
-    return PerfqueryState(new, frozenset(gone), (tuple(devices), tuple(ports), tuple(gauges)))
+    ticks = tuple(g for g in state.ticks if (g.device, g.port) in connected)
+    return PerfqueryState(new, frozenset(gone), (tuple(devices), tuple(ports), tuple(gauges)), ticks)
+
+
+def _with_ticks(state: PerfqueryState, texts: list[str], warnings: list[str]) -> PerfqueryState:
+    """The state with the Tick of every PortSamplesControl block in ``texts``.
+
+    A CA port's reading is that port's. The fetcher asks one port per switch: its Tick is
+    taken for every port of the switch (NVIDIA's ibdiagnet manual gives one value per switch
+    ASIC generation; inferred for other vendors), unless a port has a reading of its own.
+    Ports without a new reading keep the one they had.
+    """
+    topo = state.topology
+    own: dict[tuple[str, str], int] = {}
+    switch_wide: dict[str, tuple[IbNode, int]] = {}
+    unknown: set[int] = set()
+    for text in texts:
+        for (lid, portnum), tick in parse_samples_control(text).items():
+            entry = topo.by_lid.get(lid) if topo is not None else None
+            if entry is None:
+                unknown.add(lid)
+                continue
+            node, ca_port = entry
+            if ca_port is not None:
+                own[(node.name, str(ca_port))] = tick
+            elif portnum in node.ports:
+                own[(node.name, str(portnum))] = tick
+                switch_wide.setdefault(node.name, (node, tick))
+    if unknown:
+        lids = ", ".join(str(x) for x in sorted(unknown))
+        warnings.append(f"perfquery -c: LID(s) {lids} are not in the ibnetdiscover topology; their Tick is not used")
+    ticks = {(g.device, g.port): g.value for g in state.ticks}
+    for name, (node, tick) in switch_wide.items():
+        ticks.update(((name, str(p)), float(tick)) for p in node.ports)
+    ticks.update((k, float(v)) for k, v in own.items())
+    gauges = tuple(Gauge(d, p, SAMPLES_CONTROL_TICK, v) for (d, p), v in sorted(ticks.items()))
+    return PerfqueryState(state.topology, state.gone, state.facts, gauges)
 
 
 def _topology_facts(topo: Topology, gone: set[tuple[str, str]]) -> tuple[list[DeviceInfo], list[PortInfo], list[Gauge]]:
@@ -462,7 +565,7 @@ def _topology_facts(topo: Topology, gone: set[tuple[str, str]]) -> tuple[list[De
     ports: list[PortInfo] = []
     gauges: list[Gauge] = []
     for n in topo.nodes.values():
-        devices.append(DeviceInfo(name=n.name, kind=n.kind, guid=n.guid, description=n.description))
+        devices.append(DeviceInfo(name=n.name, kind=n.kind, guid=n.guid, description=n.description, model=n.devid))
         for p in n.ports.values():
             port = str(p.num)
             lid = n.lid if n.kind == "switch" else p.lid

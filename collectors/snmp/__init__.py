@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from fabricmon.collectors.base import Collector, SourceOptions, resolve_secret
+from fabricmon.collectors.base import Collector, ParseOptions, SourceOptions, resolve_secret
 from fabricmon.collectors.snmp import fetch as snmp_fetch
 from fabricmon.collectors.snmp import parse as snmp_parse
 from fabricmon.collectors.snmp import profiles as snmp_profiles
@@ -34,6 +34,9 @@ class SnmpOptions(SourceOptions):
     max_repetitions: int = Field(25, ge=1, le=500)
     retries: int = Field(1, ge=0, le=10)
     snmp_timeout: float = Field(2.0, gt=0, le=60)
+    # Transport (fetch.BACKENDS); not a parse option: both write the same payload. Unset: gufo,
+    # or pysnmp for what only pysnmp does (3DES privacy, a v3 context name).
+    backend: Literal["gufo", "pysnmp"] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> SnmpOptions:
@@ -50,6 +53,10 @@ class SnmpOptions(SourceOptions):
                 raise ValueError(f"SNMP v3 priv_protocol {self.priv_protocol} needs priv_key, priv_key_file or priv_key_env")
             if self.priv_protocol != "none" and self.auth_protocol == "none":
                 raise ValueError("SNMP v3 privacy needs authentication (auth_protocol)")
+            if self.backend == "gufo" and self.priv_protocol in snmp_fetch.PYSNMP_ONLY_PRIV:
+                raise ValueError(f"backend gufo (gufo-snmp) has no priv_protocol {self.priv_protocol}: use backend: pysnmp")
+            if self.backend == "gufo" and self.context:
+                raise ValueError("backend gufo (gufo-snmp) cannot send an SNMPv3 context name: use backend: pysnmp")
         try:
             known = snmp_profiles.load_profiles(tuple(self.profile_dirs))
         except snmp_profiles.ProfileError as exc:
@@ -62,26 +69,27 @@ class SnmpOptions(SourceOptions):
 class SnmpCollector(Collector):
     source: ClassVar[str] = "snmp"
     options_model: ClassVar[type[SourceOptions]] = SnmpOptions
-    # profile_dirs too: a user profile is needed to read the payload again on replay.
-    parse_options: ClassVar[tuple[str, ...]] = ("profile", "profile_dirs")
+    parse_options_model: ClassVar[type[ParseOptions]] = snmp_parse.SnmpParseOptions
 
     options: SnmpOptions
 
-    def _auth(self) -> Any:
+    def _credentials(self) -> snmp_fetch.Credentials:
         o = self.options
-        hl = snmp_fetch.hl
         if o.version == "2c":
             community = resolve_secret("community", o.community, o.community_file, o.community_env)
-            return hl.CommunityData(community or "", mpModel=1)
-        auth_key = resolve_secret("auth_key", o.auth_key, o.auth_key_file, o.auth_key_env)
-        priv_key = resolve_secret("priv_key", o.priv_key, o.priv_key_file, o.priv_key_env)
-        return hl.UsmUserData(
-            o.user,
-            authKey=auth_key if o.auth_protocol != "none" else None,
-            privKey=priv_key if o.priv_protocol != "none" else None,
-            authProtocol=snmp_fetch.AUTH_PROTOCOLS[o.auth_protocol],
-            privProtocol=snmp_fetch.PRIV_PROTOCOLS[o.priv_protocol],
-        )
+            return snmp_fetch.Credentials("2c", community=community or "")
+        return snmp_fetch.Credentials(
+            "3", user=o.user or "", context=o.context,
+            auth_protocol=o.auth_protocol, priv_protocol=o.priv_protocol,
+            auth_key=resolve_secret("auth_key", o.auth_key, o.auth_key_file, o.auth_key_env),
+            priv_key=resolve_secret("priv_key", o.priv_key, o.priv_key_file, o.priv_key_env))
+
+    def _backend(self) -> snmp_fetch.Backend:
+        o = self.options
+        if o.backend:
+            return o.backend
+        v3_only_pysnmp = o.version == "3" and (o.priv_protocol in snmp_fetch.PYSNMP_ONLY_PRIV or o.context)
+        return "pysnmp" if v3_only_pysnmp else "gufo"
 
     def _plan(self, rows: list[snmp_fetch.Row]) -> list[snmp_fetch.Oid]:
         """Subtrees to walk: structure + IF-MIB + the profile the device's sysObjectID/sysDescr picks."""
@@ -96,9 +104,9 @@ class SnmpCollector(Collector):
 
     async def fetch(self) -> dict[str, Any]:
         o = self.options
-        session = snmp_fetch.Session(host=self.address, port=o.port, auth=self._auth(), timeout=o.snmp_timeout,
-                                     retries=o.retries, max_repetitions=o.max_repetitions,
-                                     context=o.context if o.version == "3" else "")
+        session = snmp_fetch.Session(host=self.address, port=o.port, credentials=self._credentials(),
+                                     timeout=o.snmp_timeout, retries=o.retries, max_repetitions=o.max_repetitions,
+                                     backend=self._backend())
         text = await snmp_fetch.poll(session, snmp_parse.SCALARS, self._plan)
         return {"snmprec": text}
 

@@ -22,7 +22,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fabricmon.collectors.base import ParseError, ResultBuilder
+from pydantic import Field
+
+from fabricmon.collectors.base import ParseError, ParseOptions, ResultBuilder
 from fabricmon.collectors.snmp import interfaces
 from fabricmon.collectors.snmp import profiles as prof
 from fabricmon.collectors.snmp.snmprec import COUNTER64, EXCEPTION_TAGS, INTEGER, NUMERIC_TAGS, Oid, Value, Varbinds, parse_snmprec
@@ -138,6 +140,8 @@ def _decode_index(rest: Oid, parts: tuple[prof.IndexPart, ...]) -> dict[str, Any
             labels["queue"] = part.fmt.format(raw + part.offset)
         elif part.role == "pg":
             labels["pg"] = raw + part.offset
+        elif part.role == "dscp":
+            labels["dscp"] = raw
         elif part.role == "selector":
             labels["selector"] = raw
     return labels if pos == len(rest) else None
@@ -239,6 +243,14 @@ def lldp_links(ix: _Index, device: str, names: interfaces.PortNames) -> list[Lin
     return sorted(links, key=lambda ln: (ln.port, ln.peer_device, ln.peer_port))
 
 
+class SnmpParseOptions(ParseOptions):
+    """What an SNMP parse reads from the target's options (``SnmpOptions`` has the same fields).
+    ``profile_dirs`` too: a user profile is needed to read the payload again on replay."""
+
+    profile: str | None = None  # vendor profile name; default: chosen by sysObjectID/sysDescr
+    profile_dirs: list[str] = Field(default_factory=list)
+
+
 @dataclass(frozen=True, slots=True)
 class SnmpState:
     """The messages last logged for a target (profile choice, name collision), so a fact that
@@ -259,6 +271,7 @@ def _log_once(last: str, level: int, message: str) -> str:
 def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: SnmpState) -> tuple[ParseResult, SnmpState]:
     """(ParseResult, next state); ``state`` only decides whether the profile choice and a name
     collision are logged (the result itself depends on the payload alone)."""
+    opts = SnmpParseOptions.from_spec(spec)
     if not isinstance(payload, dict) or not isinstance(payload.get("snmprec"), str):
         raise ParseError("snmp payload must be an object with an 'snmprec' text")
     vb = parse_snmprec(payload["snmprec"])
@@ -266,11 +279,8 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: SnmpState) -
     ix = _Index(vb)
     device = spec.name
 
-    extra = spec.options.get("profile_dirs") or ()
-    if isinstance(extra, str) or not all(isinstance(d, str) for d in extra):
-        raise ParseError("option profile_dirs must be a list of directory paths")
     try:
-        profiles = prof.load_profiles(tuple(extra))
+        profiles = prof.load_profiles(tuple(opts.profile_dirs))
     except prof.ProfileError as exc:
         raise ParseError(f"SNMP profiles: {exc}") from None
 
@@ -279,11 +289,10 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: SnmpState) -
     if isinstance(oid_value, str):
         sys_oid = tuple(int(c) for c in oid_value.split("."))
     descr = text(vb.get(SYS_DESCR))
-    explicit = spec.options.get("profile")
     try:
-        vendor, match, warning = prof.select_profile(profiles, sys_oid, descr, str(explicit) if explicit else None)
+        vendor, match, warning = prof.select_profile(profiles, sys_oid, descr, opts.profile or None)
     except KeyError:
-        raise ParseError(f"unknown SNMP profile {explicit!r}; known: {', '.join(sorted(profiles))}") from None
+        raise ParseError(f"unknown SNMP profile {opts.profile!r}; known: {', '.join(sorted(profiles))}") from None
     if warning:
         result.warnings.append(warning)
     result.target_info.update(profile=vendor.name, match=match)

@@ -16,7 +16,7 @@ Schema (see ``profiles/*.yaml`` for real ones)::
     tables:
       - name: cpfcIfPriorityTable
         entry: 1.3.6.1.4.1.9.9.813.1.2.1
-        index: [ifIndex, priority]   # parts: ifIndex | priority | queue | pg | int | string | implied
+        index: [ifIndex, priority]   # parts: ifIndex | priority | queue | pg | dscp | int | string | implied
         columns:                     # or {role: queue, format: "pg{}", values: [0, 2], offset: 0}
           2: {counter: pfc_tx_pause_frames}
           3: {counter: pfc_rx_pause_frames, scale: 0.001, priority: 3, queue: all,
@@ -56,7 +56,7 @@ from fabricmon.core.vocabulary import COUNTERS, GAUGES
 SHIPPED_DIR = Path(__file__).resolve().parent / "profiles"
 BASE_PROFILE = "if-mib"  # applied to every target, before the vendor profile
 FALLBACK_PROFILE = "ieee8021-pfc"  # when no vendor profile matches
-ROLES = ("ifIndex", "priority", "queue", "pg", "selector", "ignore")  # pg: an ingress priority group
+ROLES = ("ifIndex", "priority", "queue", "pg", "dscp", "selector", "ignore")  # pg: an ingress priority group
 KINDS = ("int", "string", "implied")
 
 
@@ -126,6 +126,7 @@ _SHORTHANDS = {
     "priority": IndexPart(role="priority", lo=0, hi=7),
     "queue": IndexPart(role="queue"),
     "pg": IndexPart(role="pg"),
+    "dscp": IndexPart(role="dscp", lo=0, hi=63),  # a 6-bit DSCP value (RFC 2474)
     "selector": IndexPart(role="selector"),
     "int": IndexPart(),
     "string": IndexPart(kind="string"),

@@ -8,7 +8,7 @@ from pydantic import model_validator
 
 from fabricmon.collectors.http_util import RestCollector, TokenRestOptions
 from fabricmon.collectors.ufm.fetch import LINKS_PATH, PORTS_PATH, SYSTEMS_PATH, gather_calls, payload_of, prefix_for
-from fabricmon.collectors.ufm.parse import parse_payload
+from fabricmon.collectors.ufm.parse import DeviceNaming, UfmParseOptions, parse_payload
 from fabricmon.core.model import ParseResult, TargetSpec
 
 
@@ -16,7 +16,7 @@ class UfmOptions(TokenRestOptions):
     auth: Literal["basic", "token"] = "basic"
     # GET path (after the prefix) of a counters call; its JSON shape is not published (unverified), see README.
     pm_counters_path: str | None = None
-    device_name: Literal["node_description", "system_name"] = "node_description"
+    device_name: DeviceNaming = "node_description"
 
     @model_validator(mode="after")
     def _credentials(self) -> UfmOptions:
@@ -33,7 +33,7 @@ class UfmOptions(TokenRestOptions):
 class UfmCollector(RestCollector):
     source = "ufm"
     options_model = UfmOptions
-    parse_options = ("pm_counters_path", "device_name")
+    parse_options_model = UfmParseOptions
     token_scheme = "Basic"  # UFM /ufmRestV3: "Authorization: Basic <token>", not Bearer
 
     async def fetch(self) -> dict[str, Any]:

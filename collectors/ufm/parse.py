@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
-from fabricmon.collectors.base import ParseError
+from fabricmon.collectors.base import ParseError, ParseOptions
 from fabricmon.collectors.infiniband import lane_gbps
 from fabricmon.collectors.ufm.names import lookup, to_int
 from fabricmon.core.guid import norm_guid
@@ -145,11 +145,22 @@ class _Index:
         return (dev, str(n)) if dev else None
 
 
+DeviceNaming = Literal["node_description", "system_name"]
+
+
+class UfmParseOptions(ParseOptions):
+    """What a UFM parse reads from the target's options (``UfmOptions`` has the same fields)."""
+
+    pm_counters_path: str | None = None  # the counters call's path; None or "": no counters call
+    device_name: DeviceNaming = "node_description"
+
+
 def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
+    opts = UfmParseOptions.from_spec(spec)
     if not isinstance(payload, dict) or not isinstance(payload.get("responses"), list):
         raise ParseError("ufm payload must be an object with a 'responses' list")
-    naming = _str(spec.options.get("device_name")) or "node_description"
-    counters_path = _str(spec.options.get("pm_counters_path")) or None
+    naming = opts.device_name
+    counters_path = opts.pm_counters_path or None
     bodies: dict[str, Any] = {}
     result = ParseResult()
     for resp in payload["responses"]:

@@ -8,7 +8,7 @@ from pydantic import model_validator
 
 from fabricmon.collectors.http_util import RestCollector, TokenRestOptions
 from fabricmon.collectors.ufm_telemetry.fetch import fetch_all, shard_paths
-from fabricmon.collectors.ufm_telemetry.parse import parse_payload
+from fabricmon.collectors.ufm_telemetry.parse import BodyFormat, UfmTelemetryParseOptions, parse_payload
 from fabricmon.core.model import ParseResult, TargetSpec
 
 
@@ -16,7 +16,7 @@ class UfmTelemetryOptions(TokenRestOptions):
     scheme: Literal["https", "http"] = "http"
     port: int = 9001
     path: str = "/csv/cset/converted_enterprise"
-    format: Literal["auto", "csv", "prometheus", "json"] = "auto"
+    format: BodyFormat = "auto"
     num_shards: int = 1
     shard: int | None = None  # None: fetch every shard in each poll
     sharding_field: str = "port_guid"
@@ -40,7 +40,7 @@ class UfmTelemetryOptions(TokenRestOptions):
 class UfmTelemetryCollector(RestCollector):
     source = "ufm-telemetry"
     options_model = UfmTelemetryOptions
-    parse_options = ("format", "node_names")
+    parse_options_model = UfmTelemetryParseOptions
 
     async def fetch(self) -> dict[str, Any]:
         o: UfmTelemetryOptions = self.options  # type: ignore[assignment]

@@ -22,9 +22,9 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from fabricmon.collectors.base import ParseError
+from fabricmon.collectors.base import ParseError, ParseOptions
 from fabricmon.collectors.ufm.names import lookup, to_int
 from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import ParseResult, PortInfo, Sample, TargetSpec
@@ -201,12 +201,23 @@ def _first(ident: dict[str, str], keys: tuple[str, ...]) -> str:
     return ""
 
 
+BodyFormat = Literal["auto", "csv", "prometheus", "json"]
+
+
+class UfmTelemetryParseOptions(ParseOptions):
+    """What a UFM Telemetry parse reads from the target's options (``UfmTelemetryOptions`` has
+    the same fields)."""
+
+    format: BodyFormat = "auto"  # "auto": told apart per response (detect_format)
+    node_names: dict[str, str] | None = None  # node GUID -> device label, when rows carry no description
+
+
 def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
+    opts = UfmTelemetryParseOptions.from_spec(spec)
     if not isinstance(payload, dict) or not isinstance(payload.get("responses"), list):
         raise ParseError("ufm-telemetry payload must be an object with a 'responses' list")
-    forced = str(spec.options.get("format") or "auto")
-    names_opt = spec.options.get("node_names") or {}
-    node_names = {norm_guid(k): str(v) for k, v in names_opt.items()} if isinstance(names_opt, dict) else {}
+    forced = opts.format
+    node_names = {norm_guid(k): v for k, v in (opts.node_names or {}).items()}
     result = ParseResult()
     samples: dict[tuple[str, str, str], Sample] = {}
     ports: dict[tuple[str, str], PortInfo] = {}

@@ -1,8 +1,9 @@
 """Shared code of the fake infiniband-diags commands in this folder (tests only).
 
 They print recorded output from ``$FAKE_IB_DIR``:
-``ibnetdiscover.out`` for ibnetdiscover; ``perfquery-x-<lid>.out`` (with ``-x``) or
-``perfquery-<lid>.out`` for perfquery. A missing file behaves like a MAD query failure.
+``ibnetdiscover.out`` for ibnetdiscover; ``perfquery-x-<lid>.out`` (with ``-x``),
+``perfquery-c-<lid>.out`` (with ``-c``, PortSamplesControl) or ``perfquery-<lid>.out`` for
+perfquery. A missing file behaves like a MAD query failure, with perfquery's own message.
 Each call appends its argv as a JSON line to ``$FAKE_IB_LOG`` when set.
 
 Modes, from ``$FAKE_<TOOL>_MODE`` (TOOL = IBNETDISCOVER or PERFQUERY), optionally limited to
@@ -61,9 +62,17 @@ def main(tool: str) -> int:
         return 255
     if tool == "ibnetdiscover":
         name = "ibnetdiscover.out"
+    elif "-c" in args:
+        name = f"perfquery-c-{lid}.out"
     else:
         name = f"perfquery{'-x' if '-x' in args else ''}-{lid}.out"
     path = os.path.join(os.environ["FAKE_IB_DIR"], name)
+    if not os.path.exists(path) and "-c" in args:
+        # perfquery.c dump_portsamples_control: IBEXIT("sampctlquery") when the PMA Get fails;
+        # ibdiag_common.c ibexit() prints that on stdout and exits -1.
+        sys.stderr.write(f"ibwarn: [4242] _do_madrpc: recv failed: Connection timed out (Lid {lid})\n")
+        sys.stdout.write("perfquery: iberror: failed: sampctlquery\n")
+        return 255
     if not os.path.exists(path):
         port = pos[1] if len(pos) > 1 else "1"
         sys.stderr.write(f"ibwarn: [4242] query_and_dump: PortCounters query failed on Lid {lid} port {port}\n")

@@ -19,6 +19,12 @@ states its physics and where each fact comes from. What they share, and why:
   ``"optional": true`` truth: a detector may name them.
 - **Vendor profiles are left to detection**: no SNMP target pins ``profile``; the agent picks
   it from sysObjectID / sysDescr as it would on a real fabric.
+- **Watchdogs act on their documented timers** (SONiC ``pfcwd``: 200 ms detection, 200 ms
+  restoration): a deadlock they break re-forms while its routes remain, so per poll its
+  members are paused about half the time with dozens of watchdog events.
+- **Configuration the devices do not send** (a non-identity priority map) is the operator's
+  config, written beside the recording as ``<name>.yml`` (``Scenario.config``), which
+  ``fabricmon eval`` reads.
 """
 
 from __future__ import annotations
@@ -406,7 +412,9 @@ def nonidentity_priority_map(seed: int) -> Scenario:
     the map is known. Here leaf01 drops lossless traffic for lack of buffer in TC 5 (its
     priority 3 PFC counters are normal), while TC 3, now lossy, tail-drops under load as
     lossy queues do. The map is ``fabric: {priority_to_queue: {3: 5, 5: 3}}``; a detector
-    that assumes identity reports the wrong queue and misses the loss."""
+    that assumes identity reports the wrong queue and misses the loss. Neither SNMP MIB the
+    Arista profile walks exposes the map, so it is the operator's config, written beside the
+    recording (``nonidentity_priority_map.yml``)."""
     fab = Fabric(seed)
     eth = EthFabric(fab, [("leaf01", "arista"), ("leaf02", "arista")], ("spine01", "arista"))
     for d in (*eth.leaves, eth.spine):
@@ -429,7 +437,71 @@ def nonidentity_priority_map(seed: int) -> Scenario:
     sc = Scenario("nonidentity_priority_map", "Arista with priority 3 -> TC 5: lossless no-buffer drops in TC 5 on "
                   f"{port[0]} {port[1]}, normal lossy tail drops in TC 3", fab, _autodetect(eth.targets()), plan,
                   polls=28, seed=seed)
+    sc.config = "fabric:\n  lossless_priorities: [3]\n  priority_to_queue: {3: 5, 5: 3}\n"
     sc.add_truth("packet_loss", port[0], port[1], 3, None, s, e)
+    return sc
+
+
+# SONiC's PFC watchdog defaults (sonic-utilities ``pfcwd start``: detection time 200 ms,
+# restoration time 200 ms, action drop). A deadlocked queue is detected after it has been
+# paused with packets queued for the detection time; the watchdog then drops what the queue
+# holds and ignores pause until the restoration time has passed. The routes that formed the
+# cycle are still there, so the cycle re-forms as soon as pause is honoured again.
+WD_DETECT_S, WD_RESTORE_S = 0.2, 0.2
+
+
+def pfc_deadlock_watchdog_cycling(seed: int) -> Scenario:
+    """A PFC deadlock on a Cisco fabric whose watchdogs keep breaking it, and it re-forms.
+
+    Physics: a transient routing loop bounces RoCE traffic leaf01 -> spine01 -> leaf02 ->
+    spine01 -> leaf01, a cyclic buffer dependency over four egresses (Hu et al., "Deadlocks
+    in Datacenter Networks: Why Do They Form, and How to Avoid Them", HotNets 2016). Each
+    member's watchdog (timings as SONiC documents them, see WD_DETECT_S; the NX-OS PFC
+    watchdog behaves alike, inferred) fires after the detection time, drops the queue's
+    packets for the restoration time, then honours pause again and the loop closes within
+    microseconds. A cycle lasts a little over 0.4 s, so a 10 s poll sees 18-25 detections
+    and as many restorations per member, the queue paused for about half the interval (the
+    detection phases) and watchdog drops in the tens of thousands. Nothing the loop carries
+    is delivered: the drops are the loss, explained by the deadlock (optional truth). The
+    hosts sending into the loop are paused part of the time, behind the deadlock: not a
+    storm. CISCO-PFC-EXT-MIB has no per-queue transmit counter, so progress on the
+    priority is not measurable: the watchdogs and the cycle decide."""
+    fab = Fabric(seed)
+    eth = EthFabric(fab, [("leaf01", "cisco"), ("leaf02", "cisco")], ("spine01", "cisco"))
+    hosts = eth.all_hosts()
+    tr = Traffic(fab, all_to_all(hosts, 0.6))
+    fab.seed_counters()
+    members: list[PortRef] = [
+        ("spine01", eth.down["leaf01"]), ("leaf01", eth.uplink["leaf01"]),
+        ("spine01", eth.down["leaf02"]), ("leaf02", eth.uplink["leaf02"]),
+    ]
+    rng = random.Random(seed)
+    s, e = 10, 23
+    dt = 10.0
+
+    def plan(k: int) -> StepPlan:
+        p, _ = tr.plan(rng)
+        if window(k, s, e):
+            for m in members:
+                cycle = WD_DETECT_S + WD_RESTORE_S + rng.uniform(0.0, 0.15)  # + the time the loop takes to close
+                n = int(dt / cycle)
+                stormed = rng.random() < WD_DETECT_S / cycle  # polled in a detection phase or not
+                p.paused.setdefault(m, {})[3] = n * WD_DETECT_S / dt * rng.uniform(0.95, 1.05)
+                p.occupancy.setdefault(m, {})[3] = rng.uniform(1.5e6, 2e6)
+                p.ecn.get(m, {}).pop(3, None)
+                p.watchdog[m] = {3: (n, n - (1 if stormed else 0), rng.randint(10_000, 60_000), stormed)}
+            for h in hosts:  # senders into the loop: paused behind it part of the time
+                p.paused.setdefault((h, "eth0"), {})[3] = rng.uniform(0.2, 0.45)
+        return p
+
+    sc = Scenario("pfc_deadlock_watchdog_cycling", "Cisco leaves + spine: routing loop PFC deadlock on priority 3 that "
+                  "SONiC-timed watchdogs break every ~0.4 s and that re-forms", fab, _autodetect(eth.targets()), plan,
+                  polls=32, seed=seed)
+    for m in members:
+        sc.add_truth("pfc_deadlock", m[0], m[1], 3, "member", s, e)
+        sc.add_truth("packet_loss", m[0], m[1], 3, None, s, e, optional=True)
+    sc.notes[s] = "transient routing loop: RoCE traffic bounces leaf01 -> spine01 -> leaf02 -> spine01 -> leaf01"
+    sc.notes[e] = "routes converged: loop gone, watchdogs quiet"
     return sc
 
 
@@ -443,4 +515,5 @@ PHYSICS: dict[str, Callable[[int], Scenario]] = {
     "ingress_pg_drops_onyx": ingress_pg_drops_onyx,
     "less_common_loss_counters": less_common_loss_counters,
     "nonidentity_priority_map": nonidentity_priority_map,
+    "pfc_deadlock_watchdog_cycling": pfc_deadlock_watchdog_cycling,
 }

@@ -3,6 +3,7 @@
 - SNMP: snmprec text (``OID|TYPE|VALUE``, numeric OID order) with the system group, IF-MIB,
   LLDP and the vendor PFC/ECN/queue/watchdog tables the SNMP profiles walk (collectors/snmp/profiles/*.yaml);
 - host: ``{"files": {...}, "ethtool": {"eth0": TEXT}}`` (mlx5 hw_counters and ethtool -S);
+- a :class:`tools.scenarios.qos.QosDevice` also shows its lossless configuration to each source;
 - InfiniBand: ``ibnetdiscover`` default-format text and ``perfquery -x`` blocks.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import zlib
 
+from tools.scenarios import qos
 from tools.scenarios.sim import NPRIO, Device, Fabric, Port
 
 C32 = 2**32
@@ -87,7 +89,16 @@ def render_snmp(fabric: Fabric, dev: Device, t: float, offsets: dict[str, float]
             r.add(_oid("1.0.8802.1.1.2.1.4.1.1.8", 0, i, 1), "4", p.peer[1])
             r.add(_oid("1.0.8802.1.1.2.1.4.1.1.9", 0, i, 1), "4", p.peer[0])
         _VENDOR[prof](r, p, offsets, dev)
+    if isinstance(dev, qos.QosDevice):  # lossless configuration: the DCBX tables (tools/scenarios/qos.py)
+        peers = {p.ref: _peer_qos(fabric, p) for p in dev.ports.values()}
+        for oid, tag, value in qos.snmp_rows(dev, peers):
+            r.add(oid, tag, value)
     return {"snmprec": r.text()}
+
+
+def _peer_qos(fabric: Fabric, p: Port) -> qos.PortQos | None:
+    peer = fabric.devices[p.peer[0]] if p.peer is not None else None
+    return peer.port_qos(p.peer[1]) if isinstance(peer, qos.QosDevice) and p.peer is not None else None
 
 
 def _arista(r: _Rec, p: Port, offsets: dict[str, float], dev: Device) -> None:
@@ -230,7 +241,11 @@ def render_host(dev: Device, sysfs: bool = False) -> dict[str, object]:
         ("tx_pause_storm_error_events", c["tx_pause_storm_error"]),
     ]
     text = "NIC statistics:\n" + "".join(f"     {k}: {int(v)}\n" for k, v in stats)
-    return {"files": files, "ethtool": {p.name: text}}
+    payload: dict[str, object] = {"files": files, "ethtool": {p.name: text}}
+    if isinstance(dev, qos.QosDevice):  # lossless configuration: ECN sysfs and dcb (tools/scenarios/qos.py)
+        ecn, payload["dcb"] = qos.host_files(dev)
+        files.update(ecn)
+    return payload
 
 
 def _host_sysfs(dev: Device, p: Port) -> dict[str, str]:
@@ -442,5 +457,7 @@ def render_nvue(dev: Device, t: float, memo: dict[str, float]) -> dict[str, obje
                 records.append({"AggCount": int(total - prev), "DropType": "Buffer", "ReasonId": 503, "Severity": "Warning",
                                 "FirstTimestamp": int(t) - 10, "EndTimestamp": int(t), "EgressPort": p.name,
                                 "traffic_class": q, "Reason": "Tail drop"})
+    if isinstance(dev, qos.QosDevice):  # lossless configuration and LLDP (tools/scenarios/qos.py)
+        out += [_nvue(path, body) for path, body in qos.nvue_bodies(dev)]
     out.append(_nvue("system/wjh/packet-buffer", records))
     return {"responses": out}

@@ -52,6 +52,10 @@ class Scenario:
     notes: dict[int, str] = field(default_factory=dict)
     outages: dict[str, dict[int, str]] = field(default_factory=dict)
     seed: int = 0
+    # The operator's fabricmon config for this fabric ("" = defaults), e.g. a ``fabric:`` section
+    # with a non-identity priority map: configuration the devices do not send, so not in the
+    # recording. Written beside it as ``<name>.yml``, where ``fabricmon eval`` looks for it.
+    config: str = ""
 
     def add_truth(self, kind: str, device: str, port: str | None, priority: int | None, role: str | None,
                   start: int, end: int | None, **extra: Any) -> None:
@@ -125,8 +129,11 @@ def encode(lines: list[dict[str, Any]]) -> bytes:
 
 
 def write(sc: Scenario, path: Path) -> int:
-    """Write the scenario's recording (gzip, fixed mtime); returns the size in bytes."""
+    """Write the scenario's recording (gzip, fixed mtime) and its config beside it, if it has
+    one (``X.yml`` for ``X.jsonl.gz``); returns the recording's size in bytes."""
     data = encode(run(sc))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
+    if sc.config:
+        path.with_name(path.name.removesuffix(".gz").removesuffix(".jsonl") + ".yml").write_text(sc.config)
     return len(data)

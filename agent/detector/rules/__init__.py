@@ -13,6 +13,7 @@ from fabricmon.agent.detector.rules.congestion import CongestionRule
 from fabricmon.agent.detector.rules.credit_deadlock import CreditDeadlockRule
 from fabricmon.agent.detector.rules.link_degraded import LinkDegradedRule
 from fabricmon.agent.detector.rules.link_flap import LinkFlapRule
+from fabricmon.agent.detector.rules.misconfig import MisconfigRule
 from fabricmon.agent.detector.rules.packet_loss import PacketLossRule
 from fabricmon.agent.detector.rules.pfc_deadlock import PfcDeadlockRule
 from fabricmon.agent.detector.rules.pfc_storm import PfcStormRule
@@ -20,7 +21,7 @@ from fabricmon.agent.detector.rules.pfc_storm import PfcStormRule
 RULES: dict[str, type[Rule]] = {
     cls.name: cls
     for cls in [
-        PfcStormRule, PfcDeadlockRule, CreditDeadlockRule, CongestionRule, PacketLossRule, LinkDegradedRule, LinkFlapRule,
+        PfcStormRule, PfcDeadlockRule, CreditDeadlockRule, CongestionRule, PacketLossRule, LinkDegradedRule, LinkFlapRule, MisconfigRule,
     ]
 }
 

@@ -187,7 +187,3 @@ class RatioGauge:
     def metric(self) -> RuleMetric:
         return RuleMetric(self.name, self.help, self.labels, sorted(self.values.items()))
 
-
-def int_map(value: dict[Any, Any] | None) -> dict[int, int]:
-    """A priority -> queue map from config (YAML keys may be strings)."""
-    return {int(k): int(v) for k, v in (value or {}).items()}

@@ -6,8 +6,10 @@ by rdma-core's ``perfquery``). The tick length is device-defined; NVIDIA/ib-traf
 and NVIDIA's ibdiagnet manual give it per ASIC generation (:data:`TICK_BY_DEVID`): one tick
 per 8 bytes of port transmit time on Quantum switches (8 bytes at 400 Gb/s: 0.16 ns), one
 per 32 bytes of one lane's time on Switch-IB and older (32 bytes at 25 Gb/s per lane:
-10.24 ns). Devices not in the table use ``xmit_wait_tick_bits`` (64) of port time;
-``xmit_wait_tick_s`` overrides everything with a measured tick.
+10.24 ns). A device's own PortSamplesControl.Tick (``perfquery -c``) gives the multiplier
+when the collector read it (:data:`REPORTED_TICK`). Devices with neither use
+``xmit_wait_tick_bits`` (64) of port time; ``xmit_wait_tick_s`` overrides everything with a
+measured tick.
 
 * f_wait = dXmitWait * tick / dt: share of the interval spent waiting (0..1).
 * r_wait = dXmitWait / (dXmitWait + dXmitData_words), the ratio Omni-Path's performance
@@ -24,6 +26,19 @@ from fabricmon.agent.store import PortEntry, PortKey
 
 XMIT_WAIT = ("xmit_wait", ())
 LINK_WIDTH = ("link_width_lanes", ())
+# PortSamplesControl.Tick as the device reports it (``perfquery -c``, the perfquery collector's
+# ``samples_control_tick`` gauge). NVIDIA/ib-traffic-monitor#3 and NVIDIA's ibdiagnet manual
+# ("Congestion Assessment on InfiniBand Links"): one XmitWait tick is Tick+1 bytes of transmit
+# time; current generations report 7 (8 bytes of the port's time), legacy ones 31 (32 bytes of
+# one lane's time). The IBTA sample tick is counted in the lane's 10-bit symbol times: the Linux
+# qib driver (drivers/infiniband/hw/qib/qib_iba7322.c, QIB_IB_CFG_PMA_TICKS) says "0x00 = 10x
+# link transfer rate or 4 nsec. for 2.5Gbs" and reports 3 at QDR, 1 at DDR, 0 at SDR for its
+# fixed 4 ns clock, i.e. (Tick+1) symbol times of one lane (the IBTA text itself was not
+# available to check; this is its reading through that driver). So the value gives the
+# multiplier; whether it counts the port's or one lane's time comes from the generation
+# (TICK_BY_DEVID), and is the port's for a device not in the table (what current NVIDIA
+# devices do; inferred, and the self-check below catches a tick that is too short).
+REPORTED_TICK = ("samples_control_tick", ())
 
 IB_DEFAULTS: dict[str, Any] = {
     "xmit_wait_tick_s": None,  # measured tick length; None = from the device generation and link speed
@@ -36,19 +51,33 @@ IB_DEFAULTS: dict[str, Any] = {
 # prints as ``devid=`` (and UFM as the system's device ID). NVIDIA's ibdiagnet manual
 # ("Congestion Assessment on InfiniBand Links"): Quantum, Quantum-2 and Quantum-3 count one
 # tick per 8 bytes of port transmit time; Switch-IB 2, Switch-IB and SwitchX one per 32 bytes
-# of one lane's transmit time. Device IDs: 0xd2f2 = Quantum-2 verified (the public
-# ibnetdiscover of an MQM9700 in gary-minghuili/infiniband-exporter); the others from the
-# PCI ID repository (pci-ids.ucw.cz, vendor 15b3), inferred from their names there.
+# of one lane's transmit time. Device IDs verified in public ibnetdiscover output: 0xd2f2 =
+# Quantum-2 (an MQM9700, gary-minghuili/infiniband-exporter), 0xd2f0 = Quantum (MQM8700,
+# Mellanox/ufm_sdk_3.0 topo/selene.compute.txt), 0xc738 = SwitchX (SX6036, ufm_sdk_3.0
+# topo/small_topo_file), 0xcb20 = Switch-IB (an EDR switch in the rdma-core-format topology
+# of collectors/perfquery/testcases/edr_switch_topology); 0xcf08 = Switch-IB 2 and 0xd2f4 =
+# Quantum-3 from the PCI ID repository (pci-ids.ucw.cz, vendor 15b3) and NVIDIA's own
+# device-ID table in its public UFM/ibdiagnet tooling (SWITCH_DICT: 0xc738 "SwitchX and
+# SwitchX-2", 0xcb20 Switch-IB, 0xcf08 Switch-IB 2, 0xd2f0/0xd2f2/0xd2f4 Quantum/-2/-3;
+# 0xcb84 there is Spectrum, an Ethernet ASIC, so it is not in this table), inferred.
 # Value: (bytes per tick, counted per lane).
 TICK_BY_DEVID: dict[int, tuple[int, bool]] = {
     0xD2F0: (8, False),  # Quantum (HDR)
     0xD2F2: (8, False),  # Quantum-2 (NDR)
     0xD2F4: (8, False),  # Quantum-3 (XDR)
     0xCF08: (32, True),  # Switch-IB 2 (EDR)
-    0xCB84: (32, True),  # Switch-IB (EDR)
-    0xCB20: (32, True),  # SwitchX-2
-    0xC738: (32, True),  # SwitchX
+    0xCB20: (32, True),  # Switch-IB (EDR)
+    0xC738: (32, True),  # SwitchX and SwitchX-2 (FDR; one device ID for both)
 }
+# UFM reports a switch's model (``MQM9700``), not its device ID. NVIDIA's switch product
+# families name the ASIC (QM97xx: Quantum-2, QM87xx: Quantum, Q3xxx: Quantum-3, SB78xx:
+# Switch-IB 2, SB77xx: Switch-IB, SX6xxx: SwitchX/SwitchX-2; NVIDIA switch product pages).
+# Inferred from the naming; verified for MQM8700, MQM9700 and SX6036, whose node descriptions
+# and devid lines sit together in the public ibnetdiscover files above. Model prefix, optional
+# leading "M" stripped -> a device ID of TICK_BY_DEVID.
+MODEL_PREFIX_DEVID: tuple[tuple[str, int], ...] = (
+    ("QM97", 0xD2F2), ("QM87", 0xD2F0), ("Q3", 0xD2F4), ("SB78", 0xCF08), ("SB77", 0xCB20), ("SX6", 0xC738),
+)
 # A computed f_wait above this means the tick is wrong for the device (a port cannot wait
 # longer than the interval); the 2 % margin covers the poll clock's jitter against the
 # device's counter latch. Such a port's f_wait is not used: the tick-free tests decide.
@@ -61,29 +90,59 @@ INCIDENT_CACHE_KEY = "ib_incidents"
 
 
 def devid(model: str) -> int | None:
-    """The PCI device ID in a DeviceInfo.model ("0xd2f2", "devid=0xd2f2", "54002"), or None."""
+    """The PCI device ID in a DeviceInfo.model: ibnetdiscover's ("0xd2f2", "devid=0xd2f2",
+    "54002"), or the one a UFM model name stands for ("MQM9700"); None when unknown."""
     text = model.strip().lower().removeprefix("devid=")
     try:
-        return int(text, 16) if text.startswith("0x") else int(text) if text.isdigit() else None
+        if text.startswith("0x"):
+            return int(text, 16)
+        if text.isdigit():
+            return int(text)
     except ValueError:
         return None
+    name = text.upper().removeprefix("M")
+    return next((dev for prefix, dev in MODEL_PREFIX_DEVID if name.startswith(prefix)), None)
 
 
 def tick_s(entry: PortEntry, p: dict[str, Any], model: str = "") -> float | None:
-    """Seconds of port transmit time per XmitWait tick; None when it cannot be known."""
+    """Seconds of port transmit time per XmitWait tick; None when it cannot be known.
+
+    A configured ``xmit_wait_tick_s`` wins; then the device's own PortSamplesControl.Tick
+    (:data:`REPORTED_TICK`: Tick+1 bytes), counted per lane when the generation table says so;
+    then the generation table; then ``xmit_wait_tick_bits`` of port time.
+    """
     if p["xmit_wait_tick_s"]:
         return float(p["xmit_wait_tick_s"])
     speed = speed_bytes(entry)
     if not speed:
         return None
     gen = TICK_BY_DEVID.get(devid(model) or -1)
-    if gen is None:
+    reported = entry.gauge(*REPORTED_TICK)
+    if reported is not None and 0 <= reported <= 0xFF:
+        nbytes, per_lane = int(reported) + 1, gen is not None and gen[1]
+    elif gen is None:
         return p["xmit_wait_tick_bits"] / (speed * 8)
-    nbytes, per_lane = gen
+    else:
+        nbytes, per_lane = gen
     if not per_lane:
         return nbytes / speed
     lanes = entry.gauge(*LINK_WIDTH) or 4.0  # 4x is the common width when the gauge is missing
     return nbytes / (speed / lanes)
+
+
+def tick_origin(ctx: DetectContext, pk: PortKey, entry: PortEntry, p: dict[str, Any]) -> str:
+    """Where the port's XmitWait tick comes from, in plain words (evidence for an operator)."""
+    if p["xmit_wait_tick_s"]:
+        return f"configured xmit_wait_tick_s {p['xmit_wait_tick_s']}"
+    dev = devid(_model(ctx, pk[0]))
+    gen = TICK_BY_DEVID.get(dev or -1)
+    lane = "one lane's" if gen is not None and gen[1] else "the port's"
+    reported = entry.gauge(*REPORTED_TICK)
+    if reported is not None and 0 <= reported <= 0xFF:
+        return f"the device's PortSamplesControl.Tick {int(reported):#04x}: {int(reported) + 1} bytes of {lane} transmit time"
+    if gen is not None:
+        return f"device ID {dev:#06x}'s generation: {gen[0]} bytes of {lane} transmit time"
+    return f"the default: {p['xmit_wait_tick_bits']} bits of the port's transmit time"
 
 
 def _model(ctx: DetectContext, device: str) -> str:

@@ -24,7 +24,8 @@ bitrate/(512*65535) frames/s; ``s2b_floor_factor`` (0.5) leaves room for vendors
 smaller quanta or refresh late. At 100G the floor is about 1490 frames/s.
 
 Queue index = priority by default (the usual RoCE mapping: DSCP 26 -> priority 3 ->
-traffic class 3); ``priority_to_queue`` overrides it.
+traffic class 3); the config's ``fabric: priority_to_queue`` overrides it (read each pass
+from the detector context, one layout for every rule).
 
 **Paused-by graph** (per priority; built by :mod:`fabricmon.agent.detector.pausegraph`,
 the same code ``fabricmon correlate`` uses). Nodes are paused ports. A port
@@ -44,8 +45,14 @@ Candidates are ranked by the pauser's confirmed NIC storm events, then tx pause 
 (or the paused side's rx fraction), then frame rate. Stormed ports are grouped under the
 best-ranked sink they reach: one tree per origin.
 
-**Deadlock**: SCCs of size >= 2 in the sub-graph of stuck (or watchdog-fired) ports. Storm
-trees exclude deadlock members and the ports blocked only behind a deadlock.
+**Coverage**: a reported tree covers every port with pause on its priority whose paused-by
+path leads into it, at any grade (:meth:`PfcTracker._cover`); :func:`claimed_ports` hands
+all of it to ``congestion`` as the storm's pause.
+
+**Deadlock**: SCCs of size >= 2 in the sub-graph of stuck (or watchdog-fired) ports, and of
+ports paused now with a backlog that were stuck or watchdog-fired within
+``deadlock_window_s`` (a deadlock the watchdogs keep breaking re-forms). Storm trees exclude
+deadlock members and the ports blocked only behind a deadlock.
 """
 
 from __future__ import annotations
@@ -53,10 +60,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricmon.agent.detector import DetectContext, RuleMetric
+from fabricmon.agent.detector import DEFAULT_FABRIC, DetectContext, RuleMetric, fabric_layout
 from fabricmon.agent.detector.pausegraph import PausedBy, best_sinks, deadlock_cycles
-from fabricmon.agent.detector.rules._common import RatioGauge, SeriesCache, SubIndex, frac, int_map, link_ok, speed_bytes, tx_progress
+from fabricmon.agent.detector.rules._common import RatioGauge, SeriesCache, SubIndex, frac, link_ok, speed_bytes, tx_progress
 from fabricmon.agent.store import CounterStore, PortEntry, PortKey
+from fabricmon.core.vocabulary import PriorityMap
 
 PFC_DEFAULTS: dict[str, Any] = {
     # Paused this share of the interval = storm level. SONiC's Mellanox test uses 0.99 of the
@@ -74,8 +82,18 @@ PFC_DEFAULTS: dict[str, Any] = {
     # Raise in 1 poll when the interval is this long: 10 s of continuous pause with nothing
     # sent is 50x SONiC's default 200 ms detection time; a second poll adds no certainty.
     "fast_raise_dt_s": 10.0,
-    "priority_to_queue": None,  # {priority: queue}; None = identity
-    "lossless_priorities": [3],  # priority given to a NIC storm event without per-priority data
+    # A PFC deadlock that watchdogs keep breaking re-forms (the loop's routes are still
+    # there): per poll its members are stuck, or paused with a backlog between watchdog
+    # actions. A port paused now that was stuck or watchdog-fired within this window stays a
+    # cycle member. SONiC's watchdog detects in 200 ms and restores after 200 ms by default
+    # (sonic-utilities pfcwd/main.py), so one cycle is well under a poll; 60 s (6 polls at
+    # 10 s) bridges polls that happen to land in a recovered phase.
+    "deadlock_window_s": 60.0,
+    # A storm victim's grade moves from poll to poll with the traffic that crosses it (the
+    # other leaves' uplinks are paused 40-70 %: around the majority a victim needs), so a
+    # port that was a victim within this window and is still reached by the storm stays one:
+    # one finding per victim for the storm's life, not one per poll above the line.
+    "victim_hold_s": 60.0,
 }
 
 PAUSE_NAMES = ("pfc_rx_pause_frames", "pfc_tx_pause_frames", "pfc_rx_pause_seconds", "pfc_tx_pause_seconds")
@@ -107,6 +125,7 @@ class PfcState:
     stuck: str | None = None  # "pause_time" | "pause_frames": which test found it stuck
     held: bool = False  # continuously paused with backlog, progress on the priority unknown
     inferred: bool = False
+    self_paused: bool | None = None  # an inferred port's own receive counters: paused? (None: it has none)
 
     @property
     def stormed(self) -> bool:
@@ -221,6 +240,9 @@ class Tree:
     nic: str | None = None  # "error" | "warning": the origin NIC confirmed the storm
     peer_state: PfcState | None = None  # the origin's cable peer when it is stormed (the origin's own evidence)
     confirmed: bool = False  # a member is stuck or watchdog-fired, not only held
+    # Ports the storm reaches that are no victim finding: partly paused, or not polled (a host
+    # its switch port keeps pausing). Evidence of the origin, and the storm's pause.
+    covered: list[PfcState] = field(default_factory=list)
     seen: list[float] = field(default_factory=list)  # poll times of the data the tree rests on
     dt: float | None = None
 
@@ -237,7 +259,11 @@ class Deadlock:
     prio: int
     members: list[PfcState]
     watchdog: bool  # every member's watchdog fired: the cycle was broken by it
+    cycling: bool = False  # a member is in a recovered phase now (stuck within the window, paused now)
     blocked_behind: int = 0
+    # Ports whose paused-by path leads into the cycle, at any grade, and endpoints the agent
+    # does not poll that their switch port keeps pausing: the deadlock's pause, not congestion.
+    covered: list[PfcState] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -250,14 +276,18 @@ class Analysis:
 class PfcTracker:
     """Incremental per-(port, priority) PFC state, updated from each pass's updated ports."""
 
-    def __init__(self, params: dict[str, Any]) -> None:
+    def __init__(self, params: dict[str, Any], legacy: dict[str, Any] | None = None) -> None:
         self.p = params
-        self.qmap = int_map(params["priority_to_queue"])
+        self.legacy = legacy or {}  # fabric keys given to the owning rule itself (before ``fabric:``)
+        self.fabric: PriorityMap = DEFAULT_FABRIC  # the layout of the last pass (queue per priority)
+        self.qmap: dict[int, int] = dict(self.fabric.priority_to_queue)
         self.index = SubIndex(PFC_NAMES)
         names = {*PFC_NAMES, NIC_ERR[0], NIC_WARN[0]}
         self.relevant = SeriesCache(lambda name, sub: name in names)
         self.states: dict[PortKey, dict[int, PfcState]] = {}
         self.nic: dict[PortKey, str] = {}  # port -> "error" | "warning" in its last interval
+        self.blocked_t: dict[tuple[PortKey, int], float] = {}  # (port, priority) -> last time stuck or watchdog-fired
+        self.victim_t: dict[tuple[PortKey, int], float] = {}  # (port, priority) -> last time a majority-paused victim
         # Ports with PFC activity still in view (a state, a watchdog event within the history,
         # a non-zero ratio to bring to 0): visited on every update until they are quiet.
         self.watch: set[PortKey] = set()
@@ -283,6 +313,8 @@ class PfcTracker:
             return
         self._seen = ctx
         self._analysis = None
+        self.fabric = fabric_layout(ctx, self.legacy)
+        self.qmap = dict(self.fabric.priority_to_queue)
         store = ctx.store
         ports = store.ports
         index = self.index
@@ -325,8 +357,8 @@ class PfcTracker:
                 st = compute_state(pk, entry, prio, self.p, self.qmap)
                 self.pause_ratio.set(rkey, st.rx_frac)
                 self.pfc_state.set(rkey, 2.0 if st.stormed else 1.0 if st.paused else 0.0)
-                if st.paused or st.sends or st.wd_recent:
-                    kept[prio] = st
+                if st.paused or st.sends or st.wd_recent or st.rx_frac or st.tx_frac or st.rx_fps or st.tx_fps:
+                    kept[prio] = st  # partial pause too: a storm may reach it (Tree.covered)
             if kept:
                 self.states[pk] = kept
         for pk in [pk for pk in self.states if pk not in ports]:
@@ -356,8 +388,8 @@ class PfcTracker:
                 best = (score, prio)
         if best is not None:
             return best[1]
-        lossless = list(self.p["lossless_priorities"] or [])
-        return int(lossless[0]) if len(lossless) == 1 else None
+        lossless = self.fabric.lossless
+        return lossless[0] if len(lossless) == 1 else None
 
     def _analyze(self, ctx: DetectContext) -> Analysis:
         out = Analysis()
@@ -402,30 +434,41 @@ class PfcTracker:
                 st = compute_state(peer, entry, prio, self.p, self.qmap)
             else:
                 st = PfcState(peer, prio, has_data=False, link_ok=True)
+            if st.rx_frac is not None or st.rx_fps is not None:
+                st.self_paused = st.paused  # what its own receive counters say
             st.paused = st.inferred = True
             if st.rx_frac is None:
                 st.rx_frac = s.tx_frac
             nodes[peer] = st
         if not nodes:
             return
-        allow_unknown = self.p["backlog_unknown_ok"]
-
         def blocking(pk: PortKey) -> bool:
-            st = nodes[pk]
-            return st.backlog is True or st.wd_recent or (st.backlog is None and allow_unknown)
+            return self._blocks(nodes[pk])
 
         graph = PausedBy(nodes, (lambda pk: topo.peer(*pk)) if have_topo else (lambda _pk: None), blocking)
         succ = graph.successors
 
         # Deadlocks: cycles among stuck / watchdog-fired ports only (every member condition
         # holds) that cannot drain.
-        dl_nodes = [pk for pk, st in nodes.items() if (st.stuck is not None or st.wd_recent) and st.has_data]
+        t = ctx.t
+        limit = t - self.p["deadlock_window_s"]
+        for pk, st in nodes.items():
+            if st.has_data and (st.stuck is not None or st.wd_recent):
+                self.blocked_t[(pk, prio)] = t
+        # A member is stuck now, or paused now with a backlog and stuck or watchdog-fired
+        # within ``deadlock_window_s``: a deadlock the watchdogs keep breaking re-forms.
+        dl_nodes = [pk for pk, st in nodes.items() if st.has_data and not st.inferred and (
+            st.stuck is not None or st.wd_recent or (blocking(pk) and self.blocked_t.get((pk, prio), limit - 1) >= limit))]
+        if len(self.blocked_t) > 4 * len(nodes) + 64:
+            for key in [k for k, v in self.blocked_t.items() if v < limit]:
+                del self.blocked_t[key]
         in_deadlock: set[PortKey] = set()
         deadlocks: list[Deadlock] = []
         if have_topo and len(dl_nodes) >= 2:
             for comp in deadlock_cycles(dl_nodes, lambda pk: graph.successors(pk, hairpin=True)):
                 members = sorted((nodes[pk] for pk in comp), key=lambda s: s.pk)
-                deadlocks.append(Deadlock(prio, members, watchdog=all(m.wd_recent for m in members)))
+                deadlocks.append(Deadlock(prio, members, watchdog=all(m.wd_recent for m in members),
+                                          cycling=any(m.stuck is None and not m.wd_recent for m in members)))
                 in_deadlock.update(comp)
         # Storm trees: the best sink each port drains to, and whether it waits behind a deadlock.
         best, blocked = best_sinks(list(nodes), succ, lambda pk: self._score(pk, prio, nodes, topo), in_deadlock)
@@ -461,19 +504,107 @@ class PfcTracker:
         # A port that is only "held" (continuously paused, progress on the priority not
         # measurable: no per-queue counter) joins a tree that another port confirms; a tree
         # of held ports alone is not reported.
-        out.trees.extend(t for t in trees.values() if t.confirmed or t.origin in self.nic)
+        reported = [t for t in trees.values() if t.confirmed or t.origin in self.nic]
+        self._cover(ctx, prio, reported, deadlocks, nodes, in_deadlock, have_topo)
+        out.trees.extend(reported)
         out.deadlocks.extend(deadlocks)
         rooted.update(trees)
+
+    def _cover(self, ctx: DetectContext, prio: int, trees: list[Tree], deadlocks: list[Deadlock],
+               nodes: dict[PortKey, PfcState], in_deadlock: set[PortKey], have_topo: bool) -> None:
+        """What each storm or deadlock reaches: every port with pause on ``prio`` whose
+        paused-by path leads into the tree or the cycle, however partly paused it is.
+
+        Storms spread in grades (a leaf pauses its uplinks most of the time, the other
+        leaves' uplinks and the other hosts on the storming leaf part of it: Guo et al., "RDMA
+        over Commodity Ethernet at Scale", SIGCOMM 2016, NIC PFC pause frame storm), so a
+        pause threshold per port would cut the tree at an arbitrary grade. Here the tree
+        covers whatever reaches it. A covered port paused for a majority of the interval
+        (``graph_pause_fraction``, with data of its own) is a victim finding; the others,
+        and endpoints the agent does not poll (a host its switch port keeps pausing), are
+        listed in the origin's evidence. Everything covered is the storm's pause, not
+        separate congestion (:func:`claimed_ports`). The same holds behind a PFC deadlock:
+        the senders into the cycle are paused as long as it lasts, in grades as its watchdogs
+        break and re-form it; that pause is the deadlock's (``Deadlock.covered``).
+        """
+        if not (trees or deadlocks) or not have_topo:
+            return
+        topo = ctx.topology
+        light: dict[PortKey, PfcState] = dict(nodes)
+        for by in self.states.values():
+            st = by.get(prio)
+            if st is not None and st.pk not in light and ((st.rx_frac or 0.0) > 0 or (st.rx_fps or 0.0) > 0):
+                light[st.pk] = st
+        for snd in self.states.values():  # ports paused by a peer that says so, without data of their own
+            st = snd.get(prio)
+            if st is None or not ((st.tx_frac or 0.0) > 0 or (st.tx_fps or 0.0) > 0):
+                continue
+            peer = topo.peer(*st.pk)
+            if peer is not None and peer not in light and peer not in ctx.store.ports:
+                light[peer] = PfcState(peer, prio, has_data=False, rx_frac=st.tx_frac, rx_fps=st.tx_fps, paused=True,
+                                       inferred=True)
+        graph = PausedBy(light, lambda pk: topo.peer(*pk), lambda pk: self._blocks(light[pk]))
+        waiters: dict[PortKey, list[PortKey]] = {}
+        for pk in light:
+            for q in graph.successors(pk):
+                waiters.setdefault(q, []).append(pk)
+        owner: dict[PortKey, Tree | Deadlock] = {}
+        for d in deadlocks:
+            for m in d.members:
+                owner.setdefault(m.pk, d)
+        for tree in trees:
+            for pk in (tree.origin, tree.origin_peer, *(v.pk for v in tree.victims)):
+                if pk is not None:
+                    owner.setdefault(pk, tree)
+        hold = ctx.t - self.p["victim_hold_s"]
+        if len(self.victim_t) > 4 * len(light) + 64:
+            for key in [k for k, v in self.victim_t.items() if v < hold]:
+                del self.victim_t[key]
+        frontier = [pk for pk in owner if pk in light]
+        while frontier:  # breadth-first against the edges: who waits on a covered port
+            nxt: list[PortKey] = []
+            for q in frontier:
+                for pk in waiters.get(q, ()):
+                    if pk in owner or pk in in_deadlock:
+                        continue
+                    tree = owner[pk] = owner[q]
+                    st = light[pk]
+                    nxt.append(pk)
+                    if isinstance(tree, Deadlock):
+                        tree.covered.append(st)
+                        continue
+                    # Paused by its own counters (a port whose own receive counters say it is
+                    # not paused, whatever its peer reports sending, is not a victim).
+                    own = st.paused and st.self_paused is not False
+                    if st.has_data and (own or self.victim_t.get((pk, prio), hold - 1) >= hold):
+                        tree.victims.append(st)
+                        if own:
+                            self.victim_t[(pk, prio)] = ctx.t
+                    else:
+                        tree.covered.append(st)
+            frontier = nxt
+
+    def _blocks(self, st: PfcState) -> bool:
+        """Whether a paused port can be waited on: it holds a backlog (or a watchdog fired on
+        it); an empty queue blocks nobody. Unknown backlog counts unless configured otherwise."""
+        return st.backlog is True or st.wd_recent or (st.backlog is None and self.p["backlog_unknown_ok"])
 
     def _contradicted(self, st: PfcState, topo: Any, store: CounterStore, side: str) -> bool:
         """Both ends of a cable see the same pause: one end's PAUSED (or SENDS) state is
         stale when the other end polled later, has counters for that direction (``side``
         pfc_tx_pause or pfc_rx_pause) and no longer shows it. Targets are polled one after
         another, so without this a pass mixes one device's new poll with its neighbours'
-        previous one, and a storm that just ended leaves a phantom sink (a false origin)
-        on the first switch polled. A port's own watchdog event is never overruled."""
-        if st.wd_recent:
-            return False
+        previous one, and a storm or deadlock that just ended leaves a phantom sink (a
+        false origin) on the first switch polled.
+
+        Where both ends measure pause time, the later end contradicts the earlier one when
+        it shows less than half the pause the earlier one claims (the same frames, counted at
+        both ends of one cable: the pause fell away in between); a graded pause that goes on
+        (a deadlock its watchdogs keep breaking, a partly paused victim) stays: it moves from
+        poll to poll by less than that (a victim uplink's 40-70 % is a ratio of 0.57 at the
+        extremes; watchdog cycling keeps near the detection time's share). Otherwise the
+        later end must no longer show the state at all, and a port's own watchdog event is
+        then not overruled."""
         peer = topo.peer(*st.pk)
         entry = store.ports.get(peer) if peer is not None else None
         if entry is None or entry.seen <= st.seen:
@@ -485,6 +616,11 @@ class PfcTracker:
         other = self.states.get(peer, {}).get(st.prio)
         if other is None:
             return True  # no pause activity there: the other end says it stopped
+        mine, theirs = (st.rx_frac, other.tx_frac) if side == "pfc_tx_pause" else (st.tx_frac, other.rx_frac)
+        if mine is not None and theirs is not None:
+            return theirs < 0.5 * mine
+        if st.wd_recent:
+            return False
         return not (other.sends if side == "pfc_tx_pause" else other.paused)
 
     def _score(self, sink: PortKey, prio: int, nodes: dict[PortKey, PfcState], topo: Any) -> tuple:
@@ -522,7 +658,8 @@ def claimed_ports(tracker: PfcTracker, ctx: DetectContext) -> set[tuple[PortKey,
         if t.origin_peer is not None:
             out.add((t.origin_peer, t.prio))
         out.update((v.pk, v.prio) for v in t.victims)
+        out.update((c.pk, c.prio) for c in t.covered)
     out.update((st.pk, st.prio) for st in a.unattributed)
     for d in a.deadlocks:
-        out.update((m.pk, m.prio) for m in d.members)
+        out.update((m.pk, m.prio) for m in (*d.members, *d.covered))
     return out

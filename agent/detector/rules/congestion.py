@@ -20,7 +20,8 @@ of one or two polls is ordinary traffic).
   so one link gives one finding. An interval that looks like a storm (>=
   ``storm_pause_fraction`` with no transmit progress) is left to ``pfc_storm``, and so is
   any port (or the cable peer of a port) that a storm tree or a PFC deadlock accounts for
-  on that priority: one pause, one finding. After a storm the window starts where the storm
+  on that priority, including every partly paused port the storm's pause reaches in the
+  paused-by graph and the unpolled hosts a switch port keeps pausing: one pause, one finding. After a storm the window starts where the storm
   last covered the port, so the storm's own pause never becomes a later congestion finding.
   Brief pauses (< 5 %) stay silent.
 * **InfiniBand** over ``wait_window_s`` (60 s): f_wait >= ``wait_warning_fraction`` 10 %
@@ -31,8 +32,8 @@ of one or two polls is ordinary traffic).
   ``credit_deadlock``, and so is any port that rule put in a credit loop or stall incident
   this pass (it runs first: one fault, one incident).
 
-Finding priority: the PFC priority (for ECN, the priority mapped to the queue; identity
-by default), None for InfiniBand. Exports
+Finding priority: the PFC priority (for ECN, the priority the ``fabric:`` layout maps to
+the queue; identity by default), None for InfiniBand. Exports
 ``fabricmon_queue_ecn_mark_ratio{device,port,queue}`` (last interval, 0..1).
 """
 
@@ -41,8 +42,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from fabricmon.agent.detector import DetectContext, Observation, Rule, RuleMetric
-from fabricmon.agent.detector.rules._common import RatioGauge, SubIndex, frac, int_map, link_ok, tx_progress, window_frac
+from fabricmon.agent.detector import DEFAULT_FABRIC, DetectContext, Observation, Rule, RuleMetric
+from fabricmon.agent.detector.rules._common import RatioGauge, SubIndex, frac, link_ok, tx_progress, window_frac
 from fabricmon.agent.detector.rules._ib import (
     IB_DEFAULTS,
     INCIDENT_CACHE_KEY,
@@ -71,7 +72,6 @@ class CongestionRule(Rule):
         "pause_window_s": 300.0,
         "storm_pause_fraction": 0.95,
         "progress_line_fraction": 0.01,
-        "priority_to_queue": None,
         "wait_warning_fraction": 0.10,
         "wait_critical_fraction": 0.50,
         "wait_warning_ratio": 0.01,
@@ -82,8 +82,7 @@ class CongestionRule(Rule):
 
     def __init__(self, params: dict[str, Any] | None = None) -> None:
         super().__init__(params)
-        self.qmap = int_map(self.params["priority_to_queue"])
-        self.queue_prio = {q: p for p, q in self.qmap.items()}
+        self.pmap = DEFAULT_FABRIC  # the fabric layout of this pass (queue <-> priority)
         self.ecn_index = SubIndex(["ecn_marked_packets"])
         self.pause_index = SubIndex(["pfc_rx_pause_seconds", "pfc_tx_pause_seconds"])
         # (port, priority) -> when a storm tree or deadlock last accounted for its pause: the
@@ -97,6 +96,7 @@ class CongestionRule(Rule):
     def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
         ports = ctx.store.ports
         p = self.params
+        self.pmap = self.fabric(ctx)
         # Candidates: ports whose ECN marks or pause time moved, ports with an ECN ratio to
         # bring back to 0, and InfiniBand ports whose last-interval f_wait reaches the
         # warning level (or is unknown: the ratio decides then).
@@ -130,6 +130,14 @@ class CongestionRule(Rule):
         self.ecn_index.forget_missing(ports)
         self.pause_index.forget_missing(ports)
 
+    def _queue_prio(self, q: Any) -> int | None:
+        """The priority an egress queue carries under the fabric map (the queue number when
+        no priority or several share it: identity is the default map)."""
+        if not isinstance(q, int):
+            return None
+        prios = [p for p in range(8) if self.pmap.queue(p) == q]
+        return prios[0] if len(prios) == 1 else q
+
     def _note_storms(self, t: float, claimed: set[tuple[PortKey, int | None]]) -> None:
         seen = self.storm_seen
         seen.update(dict.fromkeys(claimed, t))
@@ -158,10 +166,12 @@ class CongestionRule(Rule):
             ratio = min(mw[0] / sw[0], 1.0)
             level = self._level(ratio, p["ecn_warning_ratio"], p["ecn_critical_ratio"])
             if level:
-                prio = self.queue_prio.get(q, q) if isinstance(q, int) else None
+                prio = self._queue_prio(q)
                 yield Observation(
                     kind="congestion", severity=level, device=pk[0], port=pk[1], priority=prio,
-                    summary=f"{pk[0]} {pk[1]} queue {q} ECN-marks {ratio:.1%} of its packets over {sw[1]:.0f} s",
+                    summary=f"{pk[0]} {pk[1]} queue {q} ECN-marks {ratio:.1%} of its packets over {sw[1]:.0f} s: the queue "
+                            f"sits above its marking threshold. First find the fan-in into this port (incast, job placement) "
+                            f"and check that DCQCN is on at the senders",
                     evidence={"ecn_mark_ratio": round(ratio, 4), "queue": q, "window_s": round(sw[1], 3), "packets": sw[0]},
                 )
 
@@ -184,7 +194,7 @@ class CongestionRule(Rule):
                 if last >= p["storm_pause_fraction"]:
                     if side == "tx":
                         continue
-                    q = self.qmap.get(prio, prio)
+                    q = self.pmap.queue(prio)
                     if tx_progress(entry, (q,), p["progress_line_fraction"]) is False:
                         continue  # storm territory
                 window = p["pause_window_s"]
@@ -197,9 +207,14 @@ class CongestionRule(Rule):
                 level = self._level(w[0], warn, crit)
                 if level:
                     what = "paused by its peer" if side == "rx" else "pausing its peer"
+                    first = (f"check what {peer[0]} {peer[1]} feeds: it drains slower than it receives" if side == "rx" and peer
+                             else "check this device's egress toward its busiest destination: it cannot drain what arrives"
+                             if side == "tx" else "check the receiver on this link: it drains slower than it receives")
                     yield Observation(
                         kind="congestion", severity=level, device=pk[0], port=pk[1], priority=prio,
-                        summary=f"{pk[0]} {pk[1]} priority {prio} is {what} {w[0]:.0%} of the time over {w[1]:.0f} s",
+                        summary=f"{pk[0]} {pk[1]} priority {prio} is {what} {w[0]:.0%} of the time over {w[1]:.0f} s "
+                                f"({last:.0%} in the last interval), while still sending: chronic pause, not a storm. "
+                                f"First {first}",
                         evidence={f"{side}_pause_fraction": round(w[0], 4), "last_interval_fraction": round(last, 4),
                                   "window_s": round(w[1], 3)},
                     )
@@ -227,7 +242,8 @@ class CongestionRule(Rule):
         if level:
             yield Observation(
                 kind="congestion", severity=level, device=pk[0], port=pk[1],
-                summary=f"{pk[0]} port {pk[1]}: {value:.1%} {label} over {elapsed:.0f} s",
+                summary=f"{pk[0]} port {pk[1]}: {value:.1%} {label} over {elapsed:.0f} s, while still sending. First "
+                        f"find the fan-in or the slow receiver downstream (the next hop's XmitWait shows which)",
                 evidence={"xmit_wait_fraction" if f is not None else "xmit_wait_ratio": round(value, 4),
                           "window_s": round(elapsed, 3)},
             )

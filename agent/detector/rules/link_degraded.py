@@ -121,7 +121,8 @@ class LinkDegradedRule(Rule):
         level, ber, errors, seconds, length = worst
         yield Observation(
             kind="link_degraded", severity=level, device=pk[0], port=pk[1],
-            summary=f"{pk[0]} port {pk[1]}: symbol error rate {ber:.1e} ({int(errors)} errors in {seconds:.0f} s)",
+            summary=f"{pk[0]} port {pk[1]}: symbol error rate {ber:.1e} ({int(errors)} errors in {seconds:.0f} s). First "
+                    f"reseat or clean the cable and optics on both ends, then replace the cable if it stays",
             evidence={"symbol_ber": ber, "symbol_errors": errors, "seconds": round(seconds, 3), "window_s": round(length, 3),
                       "link_speed_bytes": speed},
         )
@@ -142,6 +143,7 @@ class LinkDegradedRule(Rule):
             yield Observation(
                 kind="link_degraded", severity="warning", device=pk[0], port=pk[1], raise_polls=2,
                 summary=f"{pk[0]} port {pk[1]} runs below its expected " + " and ".join(
-                    x for x, k in (("width", "width_lanes"), ("speed", "speed_bytes")) if k in ev),
+                    x for x, k in (("width", "width_lanes"), ("speed", "speed_bytes")) if k in ev)
+                + ". First check the cable and module on both ends (a failed lane or a downshifted link)",
                 evidence=ev,
             )

@@ -59,6 +59,7 @@ class LinkFlapRule(Rule):
             yield Observation(
                 kind="link_degraded", severity=severity, device=device, port=port,
                 summary=f"link on {device} port {port} went down or retrained {int(now)} time(s) in the last poll "
-                        f"({int(win)} in the last {int(self.params['window_s'])} s)",
+                        f"({int(win)} in the last {int(self.params['window_s'])} s). First check the cable, optics and "
+                        f"port errors on both ends; isolate the link if it keeps flapping",
                 evidence={**evidence, "flaps_window": win or ev, "window_s": self.params["window_s"]},
             )

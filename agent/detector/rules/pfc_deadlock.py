@@ -13,9 +13,19 @@ so a cycle counts only when every member is stuck:
 * **Broken by watchdogs** (raised in 1 poll): every member's PFC watchdog fired within
   max(``watchdog_window_s`` = 10 s, the poll interval) and the ports form a cycle: a
   deadlock the watchdogs broke.
+* **Recovery cycling** (decided over a window of polls, like a leaking credit loop): a
+  watchdog breaks the deadlock, the routes that formed it are still there, and it re-forms.
+  A member may then be in a recovered phase when polled; one that is paused now (graph
+  level, with a backlog) and was stuck or watchdog-fired within ``deadlock_window_s`` (60 s)
+  stays a member, so the cycle is one finding over its whole life (evidence
+  ``recovery_cycling``).
 
 Each member is reported with role ``member`` and the cycle's priority; one finding per
 member, and the storm rule stays silent for them and for ports blocked behind the cycle.
+Every port whose paused-by path leads into the cycle, at any grade (the senders into a loop
+that watchdogs keep breaking are paused part of each interval), and hosts the agent does not
+poll that their switch port keeps pausing, are the deadlock's pause (evidence
+``paused_behind``): ``congestion`` does not report them separately.
 """
 
 from __future__ import annotations
@@ -24,7 +34,19 @@ from collections.abc import Iterable
 from typing import Any
 
 from fabricmon.agent.detector import DetectContext, Observation, Rule
-from fabricmon.agent.detector.rules._pfc import PFC_DEFAULTS
+from fabricmon.agent.detector.rules._pfc import PFC_DEFAULTS, PfcState
+
+
+def _member_words(m: PfcState) -> str:
+    """One member's state in words, for the evidence."""
+    parts = []
+    if m.rx_frac is not None:
+        parts.append(f"paused {m.rx_frac:.0%} of the interval")
+    if m.progress is False:
+        parts.append("sent nothing on the priority")
+    if m.wd_recent:
+        parts.append("its PFC watchdog fired")
+    return ", ".join(parts) or "paused"
 
 
 class PfcDeadlockRule(Rule):
@@ -41,15 +63,27 @@ class PfcDeadlockRule(Rule):
         for d in analysis.deadlocks:
             names = [f"{m.pk[0]}:{m.pk[1]}" for m in d.members]
             need = 1 if d.watchdog else self.raise_polls
-            how = "broken by PFC watchdogs" if d.watchdog else "all paused with no transmit progress"
+            if d.watchdog:
+                how = "its members' PFC watchdogs break it; it re-forms while the routes that made it remain"
+            elif d.cycling:
+                how = "watchdog recovery does not hold: the members are stuck again or still paused between recoveries"
+            else:
+                how = "all paused with no transmit progress"
+            members = {n: _member_words(m) for n, m in zip(names, d.members, strict=True)}
+            # What waits behind the cycle, at any grade (hosts the agent does not poll too):
+            # its pause is the deadlock's, so no separate congestion is reported for it.
+            behind = sorted(f"{c.pk[0]}:{c.pk[1]}" for c in d.covered)
+            waiting = f"; {len(behind)} more port(s) wait behind it ({', '.join(behind[:4])}{', ...' if len(behind) > 4 else ''})" \
+                if behind else ""
             for m in d.members:
                 if m.pk[0] not in fresh:
                     continue
                 yield Observation(
                     kind="pfc_deadlock", severity="critical", device=m.pk[0], port=m.pk[1], priority=d.prio, role="member",
-                    summary=f"PFC deadlock on priority {d.prio}: cycle of {len(names)} ports ({how}). First break the "
+                    summary=f"PFC deadlock on priority {d.prio}: cycle of {len(names)} ports ({how}){waiting}. First break the "
                             f"cycle (a routing loop or a down link rerouting lossless traffic): check the routes through "
                             f"{', '.join(names[:4])}",
-                    evidence={**m.evidence(), "cycle": names, "watchdog_broken": d.watchdog, "blocked_behind": d.blocked_behind},
+                    evidence={**m.evidence(), "cycle": names, "watchdog_broken": d.watchdog, "recovery_cycling": d.cycling,
+                              "blocked_behind": d.blocked_behind, "members": members, "paused_behind": behind[:20]},
                     raise_polls=need,
                 )

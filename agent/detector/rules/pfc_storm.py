@@ -19,7 +19,13 @@ Signals (the shared classification is documented in ``_pfc``):
 
 With a topology, stormed ports are grouped by the origin they drain to (the paused-by
 graph's sink): the origin is reported with role ``origin`` and every stormed port behind it
-with role ``victim``, all of kind ``pfc_storm`` and the tree's priority. Without a topology
+with role ``victim``, all of kind ``pfc_storm`` and the tree's priority. A confirmed tree
+then covers every port its pause reaches in the paused-by graph, however partly paused
+(spreading is graded: Guo et al., SIGCOMM 2016): a reached port paused for a majority of the
+interval (``graph_pause_fraction``) is a victim too, and stays one while the storm reaches it
+(``victim_hold_s``); the rest, and hosts the agent does not poll that their switch port keeps
+pausing, are the origin's evidence (``also_paused``). ``victims_lost`` says per victim what it
+lost (the share of the interval it was held, so the most it could still send). Without a topology
 each stormed port is reported alone with role None. Ports in a PFC deadlock cycle, or
 blocked only behind one, are left to ``pfc_deadlock``.
 
@@ -42,6 +48,23 @@ MAX_LISTED = 20
 
 def _name(pk: tuple[str, str] | None) -> str | None:
     return f"{pk[0]}:{pk[1]}" if pk else None
+
+
+def _lost(st: PfcState) -> str:
+    """What a port the storm reaches lost, in words: the share of the interval its
+    transmitter was held on the priority (it could send at most the rest), from its own pause
+    time, or from its peer's when it is not polled."""
+    if st.rx_frac is not None:
+        held = f"paused {st.rx_frac:.0%} of the interval, so it could send on priority {st.prio} at most {1 - st.rx_frac:.0%} of the time"
+    elif st.rx_fps is not None:
+        held = f"receiving {st.rx_fps:.0f} pause frames/s on priority {st.prio}"
+    else:
+        held = f"paused on priority {st.prio}"
+    if not st.has_data:
+        return f"{held} (not polled: from its peer's pause counters)"
+    if st.progress is False:
+        return f"{held}, and it sent nothing on it"
+    return held
 
 
 def _first_step(tree: Tree, faces_pauser: bool) -> str:
@@ -105,7 +128,10 @@ class PfcStormRule(Rule):
         prio_txt = f"priority {tree.prio}" if tree.prio is not None else "a lossless priority"
         origin = _name(tree.origin)
         if tree.origin[0] in fresh:
-            ev: dict[str, Any] = {"victims": len(victims), "victim_ports": [_name(v.pk) for v in victims[:MAX_LISTED]]}
+            ev: dict[str, Any] = {"victims": len(victims), "victim_ports": [_name(v.pk) for v in victims[:MAX_LISTED]],
+                                  "victims_lost": {_name(v.pk): _lost(v) for v in victims[:MAX_LISTED]}}
+            if tree.covered:  # reached but partly paused, or not polled: the storm's pause all the same
+                ev["also_paused"] = {_name(c.pk): _lost(c) for c in tree.covered[:MAX_LISTED]}
             if tree.origin_peer is not None:
                 ev["origin_peer"] = _name(tree.origin_peer)
             if tree.nic is not None:
@@ -119,6 +145,8 @@ class PfcStormRule(Rule):
             if faces:
                 why = f"facing {_name(tree.origin_peer)}, which keeps it paused"
             spread = f", {len(victims)} victim port(s)" if victims else ""
+            if tree.covered:
+                spread += f" and {len(tree.covered)} more port(s) partly paused or not polled"
             yield Observation(
                 kind="pfc_storm", severity=severity, device=tree.origin[0], port=tree.origin[1], priority=tree.prio,
                 role="origin", evidence=ev, raise_polls=need,
@@ -128,9 +156,10 @@ class PfcStormRule(Rule):
         for v in victims:
             if v.pk[0] not in fresh:
                 continue
-            ev = {**v.evidence(), "origin": origin}
+            ev = {**v.evidence(), "origin": origin, "lost": _lost(v)}
             yield Observation(
                 kind="pfc_storm", severity="critical", device=v.pk[0], port=v.pk[1], priority=v.prio, role="victim",
                 evidence=ev, raise_polls=max(self._need(v), floor),
-                summary=f"{v.pk[0]} {v.pk[1]} priority {v.prio} is stuck by a PFC storm from {origin}",
+                summary=f"{v.pk[0]} {v.pk[1]} priority {v.prio} is held by a PFC storm from {origin}: {_lost(v)}. "
+                        f"It is a victim: fix the origin, not this port",
             )

@@ -81,7 +81,9 @@ def fake_ethtool(bindir: Path, *, sleep: float = 0.0, pidfile: Path | None = Non
 
 
 def collector(sysfs: Path, **opts) -> HostCollector:
-    return HostCollector("gpu-node-07", "local", HostOptions(sysfs_root=str(sysfs), **opts))
+    """dcb off unless a test asks: the machine's own iproute2 ``dcb`` must never run (tests/test_host_dcb.py
+    runs the fake one in tests/fakebin)."""
+    return HostCollector("gpu-node-07", "local", HostOptions(sysfs_root=str(sysfs), **{"dcb": False, **opts}))
 
 
 def by_key(result: ParseResult) -> dict[tuple[str, str, tuple], object]:
