@@ -116,12 +116,7 @@ class Changes:
 
     def ports(self, names: Iterable[str]) -> set[PortKey]:
         """Ports where any of the counters ``names`` moved."""
-        out: set[PortKey] = set()
-        for name in names:
-            got = self.moved.get(name)
-            if got:
-                out.update(got)
-        return out
+        return _ports_of(self.moved, names)
 
     def moved_series(self, name: str) -> dict[PortKey, Series]:
         """Port -> the series of counter ``name`` that increased there (bulk read: one dict for
@@ -129,12 +124,16 @@ class Changes:
         return self.moved.get(name, {})
 
     def gauge_ports(self, names: Iterable[str]) -> set[PortKey]:
-        out: set[PortKey] = set()
-        for name in names:
-            got = self.gauges.get(name)
-            if got:
-                out.update(got)
-        return out
+        """Ports where any of the gauges ``names`` changed."""
+        return _ports_of(self.gauges, names)
+
+
+def _ports_of(by_name: Mapping[str, Mapping[PortKey, object]], names: Iterable[str]) -> set[PortKey]:
+    """The union of the ports listed under each of ``names``."""
+    out: set[PortKey] = set()
+    for name in names:
+        out.update(by_name.get(name, ()))
+    return out
 
 
 # ---------------------------------------------------------------------------- the columns

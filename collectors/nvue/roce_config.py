@@ -95,15 +95,21 @@ def _first_section(body: dict[str, Any], keys: tuple[str, ...]) -> Any:
     return next((v for k in keys if (v := nvue.get_path(body, k)) is not None), None)
 
 
+def _listed(em: nvue.Emitter, where: str, raw: Any, what: str, keyed: bool = False) -> set[int] | None:
+    """``raw`` as a set of priorities or traffic classes (``keyed``: a dict keyed by them);
+    None, with a warning naming ``where`` when a value was there but is not such a list."""
+    got = int_set(sorted(raw) if keyed and isinstance(raw, dict) else raw)
+    if got is None and raw is not None:
+        em.result.warnings.append(f"{where} {str(raw)[:40]!r} is not a {what} list, skipped")
+    return got
+
+
 def _pfc(em: nvue.Emitter, port: str, body: dict[str, Any]) -> None:
     pfc = nvue.get_path(body, "pfc")
     if not isinstance(pfc, dict):
         return
-    raw = nvue.get_path(pfc, "pfc-priority")
-    prios = int_set(raw)
+    prios = _listed(em, f"{port}: RoCE status pfc-priority", nvue.get_path(pfc, "pfc-priority"), "priority")
     if prios is None:
-        if raw is not None:
-            em.result.warnings.append(f"{port}: RoCE status pfc-priority {str(raw)[:40]!r} is not a priority list, skipped")
         return
     directions = [d for d in (yes_no(nvue.get_path(pfc, "rx-enabled")), yes_no(nvue.get_path(pfc, "tx-enabled"))) if d is not None]
     active = not directions or any(directions)
@@ -115,11 +121,8 @@ def _congestion_control(em: nvue.Emitter, port: str, body: dict[str, Any]) -> No
     cc = nvue.get_path(body, "congestion-control")
     if not isinstance(cc, dict):
         return
-    raw = nvue.get_path(cc, "enabled-tc")
-    tcs = int_set(raw)
+    tcs = _listed(em, f"{port}: RoCE status enabled-tc", nvue.get_path(cc, "enabled-tc"), "traffic-class")
     if tcs is None:
-        if raw is not None:
-            em.result.warnings.append(f"{port}: RoCE status enabled-tc {str(raw)[:40]!r} is not a traffic-class list, skipped")
         return
     mode = nvue.get_path(cc, "congestion-mode")
     marking = not isinstance(mode, str) or "ecn" in mode.lower()  # "ecn, absolute"; a RED-only mode drops instead
@@ -188,12 +191,9 @@ def parse_pfc_profile(em: nvue.Emitter, body: Any) -> None:
     list that cannot be read, leaves the threshold unknown."""
     if not isinstance(body, dict):
         return
-    raw = nvue.get_path(body, "switch-priority")
-    prios = int_set(sorted(raw) if isinstance(raw, dict) else raw)
+    prios = _listed(em, "PFC profile switch-priority", nvue.get_path(body, "switch-priority"), "priority", keyed=True)
     xoff = nvue.get_path(body, "xoff-threshold")
     if prios is None:
-        if raw is not None:
-            em.result.warnings.append(f"PFC profile switch-priority {str(raw)[:40]!r} is not a priority list, skipped")
         return
     ports = sorted({g.port for g in em.result.gauges if g.name == "pfc_enabled"})
     for port in ports:
