@@ -20,7 +20,7 @@ from fabricmon.agent.gcpause import gc_paused
 from fabricmon.agent.recording import RecordingWriter
 from fabricmon.agent.store import CounterStore, PortKey
 from fabricmon.core import secrets
-from fabricmon.core.model import Finding, Link, Poll, TargetSpec
+from fabricmon.core.model import Counters, Finding, Gauge, Link, ParseResult, Poll, TargetSpec
 from fabricmon.core.topology import Topology
 from fabricmon.core.vocabulary import COUNTERS, GAUGES, PriorityMap
 
@@ -190,16 +190,7 @@ class Pipeline:
             log.exception("parser for %s crashed on target %s", spec.source, poll.target)
             self._fail(status, collectors.ErrorReason.PARSE, f"internal error in the {spec.source} parser: {type(exc).__name__}: {exc}")
             return
-        _normalize_sub(result.samples, result.gauges)
-        store = self.store
-        store.set_devices(result.devices, target=poll.target)
-        store.set_port_info(result.ports, poll.t)
-        touched = store.update(result.samples, poll.t, result.clocks, result.gauges, target=poll.target)
-        if result.links is not None:
-            self.topology.set_links(poll.target, result.links)
-        self._pending_ports |= touched
-        self._pending_devices.update(d for d, _ in touched)
-        self._pending_devices.update(result.clocks)
+        self.store_result(poll.target, poll.t, result)
         status.up = True
         status.last_success_t = poll.t
         new = [w for w in result.warnings[:20] if w not in status.warnings]
@@ -207,6 +198,20 @@ class Pipeline:
             log.info("target %s: %s", poll.target, w)
         status.warnings = result.warnings[:20]
         status.info = dict(result.target_info)
+
+    def store_result(self, target: str, t: float, result: ParseResult) -> None:
+        """One parsed poll of ``target`` into the store and the topology; its ports and devices
+        are then pending for the next detection pass."""
+        _normalize_sub(result.counters, result.gauges)
+        store = self.store
+        store.set_devices(result.devices, target=target)
+        store.set_port_info(result.ports, t)
+        touched = store.update_columns(result.counters.columns(target, result.clocks, result.gauges), t)
+        if result.links is not None:
+            self.topology.set_links(target, result.links)
+        self._pending_ports |= touched
+        self._pending_devices.update(d for d, _ in touched)
+        self._pending_devices.update(result.clocks)
 
     def _maybe_detect(self, t: float) -> None:
         if self._last_detect is not None and t - self._last_detect < self.detect_min_interval:
@@ -241,23 +246,23 @@ _NUMERIC_POS = {name: tuple(i for i, lb in enumerate(d.labels) if lb in _NUMERIC
                 for name, d in [*COUNTERS.items(), *GAUGES.items()]}
 
 
-def _normalize_sub(samples: list, gauges: list) -> None:
+def _normalize_sub(counters: Counters, gauges: list[Gauge]) -> None:
     """Priority and queue label values are ints whenever they are numeric, whichever
     collector produced them ("3" from an SNMP index or a JSON key, 3 from a table), so the
     detector finds a queue's counters under one key."""
-    for items, attr in ((samples, "counter"), (gauges, "name")):
-        for s in items:
-            if not s.sub:
-                continue
-            pos = _NUMERIC_POS.get(getattr(s, attr))
-            if not pos:
-                continue
-            sub = list(s.sub)
-            changed = False
-            for i in pos:
-                v = sub[i] if i < len(sub) else None
-                if isinstance(v, str) and v.isascii() and v.isdigit():
-                    sub[i] = int(v)
-                    changed = True
-            if changed:
-                s.sub = tuple(sub)
+    counters.relabel(key=lambda name, sub: (name, _numeric_sub(name, sub)))
+    for g in gauges:
+        if g.sub:
+            g.sub = _numeric_sub(g.name, g.sub)
+
+
+def _numeric_sub(name: str, sub: tuple[Any, ...]) -> tuple[Any, ...]:
+    pos = _NUMERIC_POS.get(name) if sub else None
+    if not pos:
+        return sub
+    out = list(sub)
+    for i in pos:
+        v = out[i] if i < len(out) else None
+        if isinstance(v, str) and v.isascii() and v.isdigit():
+            out[i] = int(v)
+    return tuple(out)

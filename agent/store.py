@@ -69,7 +69,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from fabricmon.core.model import CounterColumns, DeviceInfo, Gauge, PortInfo, Sample
+from fabricmon.core.model import CounterColumns, Counters, DeviceInfo, Gauge, PortInfo, Sample
 
 # Why the last interval has (or has no) delta.
 OK = "ok"
@@ -412,6 +412,13 @@ class PortEntry:
     def series_count(self) -> int:
         return len(self.schema.keys)
 
+    @property
+    def shape(self) -> tuple[object, int]:
+        """A token that changes whenever the port's set of counter series or of gauges changes
+        (ports with the same series share one schema; gauges are only ever added), for readers
+        that cache what they derive from which series a port has."""
+        return (self.schema, len(self.gauges))
+
 
 class FamilyRows(NamedTuple):
     """One counter's series for a bulk reader: ``keys[i]`` = (port, sub) is row ``rows[i]``
@@ -466,6 +473,7 @@ class CounterStore:
         self._device_clock: dict[str, tuple[float, float]] = {}  # device -> (device clock, poll t)
         self.layout = 0  # bumped when a port is added or dropped: renderers cache the sorted port list
         self.series_layout = 0  # bumped when the set of series changes: family_rows() is rebuilt
+        self.gauge_layout = 0  # bumped when a port gains a gauge (gauges are never removed)
         self._changes = Changes()
         self._t = _Table(history, 1024)
         self._end = 0  # rows in use or freed; rows from here on were never used
@@ -490,7 +498,7 @@ class CounterStore:
         target: str = "",
     ) -> set[PortKey]:
         """Feed one poll's readings as objects. Returns the ports that were updated."""
-        return self.update_columns(CounterColumns.from_samples(samples, list(gauges), clocks, target), poll_t)
+        return self.update_columns(Counters.of(samples).columns(target, clocks, list(gauges)), poll_t)
 
     def update_columns(self, cols: CounterColumns, poll_t: float) -> set[PortKey]:
         """Feed one poll's readings as columns. Returns the ports that were updated."""
@@ -743,9 +751,12 @@ class CounterStore:
 
     def _gauges(self, gauges: Iterable[Gauge], target: str, poll_t: float, touched: set[PortKey]) -> None:
         changed = self._changes.gauges
+        pk: PortKey | None = None
+        entry: PortEntry | None = None
         for g in gauges:
-            pk = (g.device, g.port)
-            entry = self._touch(pk, target, poll_t, touched)
+            if pk is None or g.device != pk[0] or g.port != pk[1]:  # parsers list a port's gauges together
+                pk = (g.device, g.port)
+                entry = self._touch(pk, target, poll_t, touched)
             if entry is None:
                 self.refused["port"] += 1
                 continue
@@ -757,6 +768,7 @@ class CounterStore:
                     self.refused["series"] += 1
                     continue
                 entry.gauges[key] = GaugeValue(value, poll_t)
+                self.gauge_layout += 1
                 prev: float | None = None
             else:
                 prev, old.value, old.t = old.value, value, poll_t

@@ -41,6 +41,14 @@ UFM_COLUMNS = {
     "VL15Dropped": "Infiniband_VL15Dropped_u_Drops", "QP1Dropped": "QP1Dropped",
 }
 FIELDS = list(PQ_COUNTERS)  # the 18 IB counters of a port
+# The congested case: one port in HOT_EVERY (1 %) waits about 30 % of each 10 s poll and sends
+# at half its line rate. Selene is 4x HDR on Quantum switches, which count one XmitWait tick per
+# 8 bytes of port transmit time (NVIDIA ibdiagnet user manual, quoted in fabric-reference.md):
+# 25e9 B/s / 8 B = 3.1e9 ticks/s blocked, so 30 % of 10 s is 9.4e9 ticks; half of 25e9 B/s for
+# 10 s is 3.1e10 PortXmitData words (4 bytes each).
+HOT_EVERY = 100
+HOT_WAIT = 9_400_000_000
+HOT_DATA = 31_000_000_000
 TRAFFIC = {"PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts", "PortXmitWait"}
 
 
@@ -103,26 +111,30 @@ class Fabric:
 
     # ------------------------------------------------------------------ values
     @staticmethod
-    def value(i: int, j: int, k: int) -> int:
+    def value(i: int, j: int, k: int, congested_from: int | None = None) -> int:
         """Counter j of port i at poll k: a healthy fabric with a little trouble.
 
         Traffic (j < 4) grows by 1-1.05 M per poll; XmitWait (j == 4) by under 1,000 ticks
         (no congestion); error and drop counters grow on one port in 997 only.
+        ``congested_from``: from that poll on, one port in :data:`HOT_EVERY` (1 %) is congested
+        (see :data:`HOT_WAIT`).
         """
+        hot = max(0, k - congested_from + 1) if congested_from is not None and i % HOT_EVERY == 0 else 0
         if j < 4:
-            return 10**9 + (i * 7919 + j * 104729) % 10**9 + k * (1_000_000 + (i * 31 + j) % 50_000)
+            return 10**9 + (i * 7919 + j * 104729) % 10**9 + k * (1_000_000 + (i * 31 + j) % 50_000) + hot * HOT_DATA * (j == 0)
         if j == 4:
-            return (i * 7919) % 10**6 + k * ((i * 7) % 1000)
+            return (i * 7919) % 10**6 + k * ((i * 7) % 1000) + hot * HOT_WAIT
         return (i + j) % 3 + k * (i % 997 == 0)
 
-    def perfquery_texts(self, k: int, chunk: int = 2000) -> list[str]:
-        """``perfquery -x`` stdout of every port, ``chunk`` ports per text (one per subprocess run)."""
+    def perfquery_texts(self, k: int, chunk: int = 2000, congested_from: int | None = None) -> list[str]:
+        """``perfquery -x`` stdout of every port, ``chunk`` ports per text (one per subprocess run);
+        ``congested_from``: see :meth:`value`."""
         order = [FIELDS.index(f) for f in FIELDS]
         texts, buf = [], []
         for i, p in enumerate(self.ports):
             buf.append(f"# Port extended counters: Lid {p.lid} port {p.port} (CapMask: 0x5300 CapMask2: 0x0000002)\n"
                        f"PortSelect:......................{p.port}\nCounterSelect:...................0x0000\n")
-            buf.extend(f"{f}:{'.' * max(1, 32 - len(f))}{self.value(i, j, k)}\n" for f, j in zip(FIELDS, order, strict=True))
+            buf.extend(f"{f}:{'.' * max(1, 32 - len(f))}{self.value(i, j, k, congested_from)}\n" for f, j in zip(FIELDS, order, strict=True))
             if len(buf) >= chunk * 19:
                 texts.append("".join(buf))
                 buf = []

@@ -83,7 +83,7 @@ async def run(polls: int, nics: int) -> None:
         for _ in range(polls):
             payload = await c.fetch()
             result, state = HostCollector.parse(payload, spec, state)
-            samples = len(result.samples)
+            samples = len(result.counters)
         wall = time.perf_counter() - t0
         _cur, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()

@@ -47,11 +47,7 @@ def poll(p: Pipeline, fab: Fabric, state: PerfqueryState, k: int) -> PerfquerySt
     with gc_paused():
         r, state = parse_perfquery_payload(payload, state)
         t = T0 + INTERVAL * k
-        p.store.set_devices(r.devices, target="ib")
-        p.store.set_port_info(r.ports, t)
-        p.store.update(r.samples, t, r.clocks, r.gauges, target="ib")
-        if r.links is not None:
-            p.topology.set_links("ib", r.links)
+        p.store_result("ib", t, r)
     p.clock = t
     p.generation += 1
     return state

@@ -197,7 +197,7 @@ class Fabricmon:
                 errors += 1
                 continue
             r, _ = SnmpCollector.parse(payload, TargetSpec(c.name, "snmp"), SnmpCollector.new_state())
-            values += len(r.samples) + len(r.gauges)
+            values += len(r.counters) + len(r.gauges)
         return values, errors, time.process_time() - t0
 
     def poll(self, sim_pids: list[int], only: list[tuple[str, int]] | None = None) -> dict[str, Any]:

@@ -5,10 +5,10 @@
     python -m bench.store_stage --memory-sizes 10000,50000 --out /tmp/store.json
 
 "old" is the object-per-series store the columnar one replaced (tests/store_reference.py,
-kept as the equivalence test's oracle); "new" is agent/store.py, fed two ways: the list of
-``Sample`` objects the parsers emit today (``update``: conversion to columns included), and
-columns with a stable layout token (``update_columns``: what parsers that fill columns will
-hand over; the rows are mapped once). Readings are those of ``perfquery -x`` on a
+kept as the equivalence test's oracle); "new" is agent/store.py, fed two ways: a list of
+``Sample`` objects (``update``, the object API tests and tools use: conversion to columns
+included), and columns with a stable layout token (``update_columns``: what the parsers hand
+over since they write columns; the rows are mapped once). Readings are those of ``perfquery -x`` on a
 Selene-shaped fabric (bench/fabric.py: 18 counters per port, deterministic growth), so
 every run feeds identical data. Each (size, store, measurement) runs in its own process:
 CPU time per steady poll (the first poll, which creates every series, is reported apart)

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Self
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fabricmon.collectors.sanitize import MAX_TEXT, clean, sanitize_result
-from fabricmon.core.model import Gauge, ParseResult, Sample, TargetSpec
+from fabricmon.core.model import Gauge, ParseResult, TargetSpec
 
 
 class ParseError(ValueError):
@@ -97,7 +97,7 @@ class ResultBuilder:
         if key in self.seen:
             return False
         self.seen.add(key)
-        self.result.samples.append(Sample(self.device, port, name, value, sub, bits, saturating, scale))
+        self.result.counters.add(self.device, port, name, value, sub, bits, saturating, scale)
         return True
 
     def gauge(self, port: str, name: str, value: float, sub: tuple[Any, ...] = ()) -> bool:
@@ -179,7 +179,7 @@ class Collector(abc.ABC):
     @classmethod
     @abc.abstractmethod
     def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: Any) -> tuple[ParseResult, Any]:
-        """Turn a raw payload into samples: a pure function. No I/O; raise only ParseError.
+        """Turn a raw payload into counter columns and facts: a pure function. No I/O; raise only ParseError.
 
         ``spec`` names the target; its options are read only as
         ``cls.parse_options_model.from_spec(spec)`` (typed; a bad one is a ParseError naming the

@@ -67,20 +67,24 @@ _DEVICE_FIELDS = attrgetter("name", "kind", "guid", "description", "model")
 def sanitize_result(result: ParseResult) -> ParseResult:
     """``result`` with every string made safe (see the module docstring), changed in place.
 
-    Names repeat across thousands of samples, so each distinct name and sub-label tuple is
-    checked once (C-level ``map`` over the items); a result whose strings are all printable
-    ASCII of sane length (the normal case) is not rewritten.
+    Names repeat across thousands of readings, so each distinct name and sub-label tuple is
+    checked once (the counters' port groups and distinct keys, C-level ``map`` over the
+    gauges); a result whose strings are all printable ASCII of sane length (the normal case)
+    is not rewritten.
     """
-    items = (*result.samples, *result.gauges)
-    if not _all_ok(set(map(_DEVICE, items)) | set(map(_PORT, items))):
-        for item in items:
-            item.device = clean(item.device)
-            item.port = clean(item.port)
-    subs = set(map(_SUB, items))
+    counters, gauges = result.counters, result.gauges
+    names = {v for pk in counters.ports for v in pk} | set(map(_DEVICE, gauges)) | set(map(_PORT, gauges))
+    if not _all_ok(names):
+        counters.relabel(port=lambda d, p: (clean(d), clean(p)))
+        for g in gauges:
+            g.device = clean(g.device)
+            g.port = clean(g.port)
+    subs = {sub for _, sub in set(counters.keys)} | set(map(_SUB, gauges))
     if not all(_ok(v) for sub in subs for v in sub if isinstance(v, str)):
-        for item in items:
-            if item.sub:
-                item.sub = _clean_sub(item.sub)
+        counters.relabel(key=lambda c, sub: (c, _clean_sub(sub)))
+        for g in gauges:
+            if g.sub:
+                g.sub = _clean_sub(g.sub)
     if not _all_ok({v for p in result.ports for v in _PORT_FIELDS(p)}):
         for p in result.ports:
             p.device, p.port, p.guid, p.lid, p.alias, p.label = (clean(v) for v in _PORT_FIELDS(p))

@@ -32,7 +32,7 @@ def dump(result: ParseResult) -> str:
         return str(v)
 
     lines: list[str] = []
-    for s in result.samples:
+    for s in result.counters:
         sub = ",".join(fmt(x) for x in s.sub)
         lines.append(f"sample {s.device}|{s.port}|{s.counter}|{sub} value={fmt(s.value)} bits={s.bits} sat={int(s.saturating)} scale={fmt(s.scale)}")
     for g in result.gauges:

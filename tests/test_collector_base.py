@@ -11,7 +11,7 @@ import pytest
 from fabricmon.agent.pipeline import classify_error
 from fabricmon.collectors import SOURCES, get
 from fabricmon.collectors.base import Collector, ErrorReason, FetchError, ResultBuilder
-from fabricmon.core.model import ParseResult, Sample, TargetSpec
+from fabricmon.core.model import Counters, ParseResult, Sample, TargetSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,8 +54,8 @@ def test_result_builder_first_writer_wins():
     assert b.sample("1", "tx_bytes", 5, sub=(3,))  # another sub-label is another series
     assert b.gauge("1", "link_up", 1) and not b.gauge("1", "link_up", 0)
     assert b.has("1", "tx_bytes") and b.has_gauge("1", "link_up") and not b.has("1", "link_up")
-    assert [s.value for s in b.result.samples] == [10, 5] and b.result.gauges[0].value == 1.0
-    assert b.result.samples[0] == Sample("sw1", "1", "tx_bytes", 10, (), 64, False, 4.0)
+    assert [s.value for s in b.result.counters] == [10, 5] and b.result.gauges[0].value == 1.0
+    assert next(iter(b.result.counters)) == Sample("sw1", "1", "tx_bytes", 10, (), 64, False, 4.0)
 
 
 def test_every_collector_shares_the_parse_entry_point():
@@ -73,8 +73,9 @@ def test_parse_poll_sanitises_what_parse_returns(monkeypatch):
 
         @classmethod
         def parse(cls, payload, spec, state):
-            return ParseResult(samples=[Sample("dev\ud800\n", "p" * 999, "tx_bytes", 1)]), state
+            return ParseResult(counters=Counters.of([Sample("dev\ud800\n", "p" * 999, "tx_bytes", 1)])), state
 
     res, state = Bad.parse_poll({}, TargetSpec("t", "bad"), Bad.new_state())
     assert state is None
-    assert res.samples[0].device == "dev\ufffd" and len(res.samples[0].port) == 256
+    first = next(iter(res.counters))
+    assert first.device == "dev\ufffd" and len(first.port) == 256

@@ -135,7 +135,7 @@ async def test_nvue_documented_link_stats_and_listing():
         result = NvueCollector.parse(await fetch(c), c.spec(), NvueCollector.new_state())[0]
     assert all(s.query.get("rev") == "operational" for s in srv.seen)
     assert not any("/lo/" in s.path_qs for s in srv.seen)  # only ^swp\d interfaces are polled
-    got = {(s.port, s.counter): (s.value, s.scale) for s in result.samples}
+    got = {(s.port, s.counter): (s.value, s.scale) for s in result.counters}
     assert got[("swp1", "rx_bytes")] == (293771538, 1.0) and got[("swp1", "tx_packets")] == (3536629, 1.0)
     assert got[("swp1", "link_downed")] == (6, 0.5)  # carrier changes count down and up
     gauges = {(g.port, g.name): g.value for g in result.gauges}

@@ -14,7 +14,7 @@ from fabricmon.agent.exporter.exposition import Family, render
 from fabricmon.agent.exporter.server import Exporter, make_app
 from fabricmon.agent.pipeline import Pipeline
 from fabricmon.collectors import Collector, ParseError
-from fabricmon.core.model import DeviceInfo, Gauge, ParseResult, Poll, PortInfo, Sample, TargetSpec
+from fabricmon.core.model import DeviceInfo, Gauge, ParseResult, Poll, PortInfo, TargetSpec
 
 
 class TinyCollector(Collector):
@@ -33,9 +33,9 @@ class TinyCollector(Collector):
             raise ZeroDivisionError("parser bug")
         res = ParseResult(devices=[DeviceInfo(spec.name, "switch", guid="0x1")])
         for port, v in payload["ports"].items():
-            res.samples.append(Sample(spec.name, port, "tx_bytes", v["tx"], scale=4))
-            res.samples.append(Sample(spec.name, port, "link_downed", v["downed"], bits=8, saturating=True))
-            res.samples.append(Sample(spec.name, port, "pfc_rx_pause_frames", v["tx"] // 10, sub=(3,)))
+            res.counters.add(spec.name, port, "tx_bytes", v["tx"], scale=4)
+            res.counters.add(spec.name, port, "link_downed", v["downed"], bits=8, saturating=True)
+            res.counters.add(spec.name, port, "pfc_rx_pause_frames", v["tx"] // 10, sub=(3,))
             res.gauges.append(Gauge(spec.name, port, "link_up", 1))
             res.ports.append(PortInfo(spec.name, port, alias='uplink "a"'))
         return res, state

@@ -87,7 +87,7 @@ def collector(sysfs: Path, **opts) -> HostCollector:
 
 
 def by_key(result: ParseResult) -> dict[tuple[str, str, tuple], object]:
-    return {(s.port, s.counter, s.sub): s for s in result.samples}
+    return {(s.port, s.counter, s.sub): s for s in result.counters}
 
 
 def gauges(result: ParseResult) -> dict[tuple[str, str], float]:
@@ -114,7 +114,7 @@ async def test_node_exporter_tree(tmp_path):
     assert (wait.value, wait.bits, wait.saturating) == (4294967295, 32, True)  # stuck at the cap, not busy
     assert s[("mlx4_0/1", "tx_discards", ())].value == 5
     assert s[("mlx4_0/1", "rx_packets", ())].value == 6825908347
-    assert all(x.device == "gpu-node-07" for x in res.samples)
+    assert all(x.device == "gpu-node-07" for x in res.counters)
     assert not any(p.startswith("i40iw0") for p, _c, _s in s)  # iWARP: every counter N/A
     assert any("i40iw0/1: counters N/A (no PMA)" in w for w in res.warnings)
     g = gauges(res)
@@ -142,7 +142,7 @@ async def test_procfs_tree_hw_counters_and_widths(tmp_path):
     assert gauges(res)[("mlx5_0/1", "link_width_lanes")] == 1
     ports = {p.port: p for p in res.ports}
     assert ports["mlx5_0/1"].guid == ""  # the fixture's node_guid "…d23bEOF" is not a GUID
-    assert all(x.device == "node-a" for x in res.samples + res.gauges)
+    assert all(x.device == "node-a" for x in [*res.counters, *res.gauges])
 
 
 async def test_roce_port_with_ethtool_on_path(tmp_path, monkeypatch):
@@ -305,7 +305,7 @@ def test_fuzz_parse(files, ethtool, host):
         res, _ = parse_payload({"files": files, "ethtool": ethtool}, spec, HostState())
     except ParseError:
         return
-    for s in res.samples:
+    for s in res.counters:
         assert isinstance(s.value, int) and s.value >= 0
 
 

@@ -20,7 +20,7 @@ from fabricmon.agent.recording import RecordingWriter, read_polls
 from fabricmon.collectors.base import FetchError, ParseError
 from fabricmon.collectors.nvue import NvueCollector
 from fabricmon.collectors.sanitize import MAX_NAME, MAX_TEXT, clean, sanitize_result
-from fabricmon.core.model import Link, ParseResult, Poll, Sample, TargetSpec
+from fabricmon.core.model import Counters, Link, ParseResult, Poll, Sample, TargetSpec
 from tests.http_standins import BasicAuthRule, Reply, StandIn, fetch_once, self_signed_cert
 from tests.test_nvue_rest import PASSWORD as NVUE_PASSWORD
 from tests.test_nvue_rest import USER as NVUE_USER
@@ -48,11 +48,11 @@ def test_clean_rules():
 
 
 def test_sanitize_result_covers_every_string_field():
-    res = ParseResult(samples=[Sample(HOSTILE, HOSTILE, "tx_bytes", 1, sub=("buffer", HOSTILE, 3))],
+    res = ParseResult(counters=Counters.of([Sample(HOSTILE, HOSTILE, "tx_bytes", 1, sub=("buffer", HOSTILE, 3))]),
                       links=[Link(HOSTILE, "1", "peer", HOSTILE)], clocks={HOSTILE: 1.0},
                       warnings=[f"bad {SURROGATE}"], target_info={"profile": SURROGATE})
     out = sanitize_result(res)
-    s = out.samples[0]
+    [s] = list(out.counters)
     assert s.device == s.port == clean(HOSTILE) and s.sub[1] == clean(HOSTILE) and s.sub[2] == 3
     assert out.links == [Link(clean(HOSTILE), "1", "peer", clean(HOSTILE))]
     json.dumps([s.device, s.sub, list(out.clocks), out.warnings, out.target_info], ensure_ascii=False).encode()
@@ -110,7 +110,7 @@ async def test_nvue_surrogate_interface_name_does_not_blind_the_exporter(cert, t
         c = make_nvue(srv, cert)
         payload = await fetch_once(c)
     res, _ = NvueCollector.parse_poll(payload, c.spec(), NvueCollector.new_state())
-    ports = {s.port for s in res.samples} | {g.port for g in res.gauges}
+    ports = {s.port for s in res.counters} | {g.port for g in res.gauges}
     assert "swp\ufffd9" in ports or any("swp\ufffd9" in w for w in res.warnings)
     p, rec = _pipeline(tmp_path, [c.spec()])
     assert p.ingest(Poll("leaf01", "nvue", 100.0, 0.1, True, payload=payload))

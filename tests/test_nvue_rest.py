@@ -48,7 +48,7 @@ def make(srv: StandIn, cert, **opts) -> NvueCollector:
 
 
 def by_key(result: ParseResult) -> dict[tuple, int]:
-    return {(s.port, s.counter, s.sub): s.value for s in result.samples}
+    return {(s.port, s.counter, s.sub): s.value for s in result.counters}
 
 
 async def test_full_poll_over_tls_with_basic_auth(cert, monkeypatch):
@@ -182,7 +182,7 @@ def test_wjh_gnmi_string_leaf_and_missing_timestamp():
     assert by_key(res)[("swp8", "wjh_drops", ("l2", "209", ""))] == 283
     no_ts = {"AggCount": 4, "DropType": "Buffer", "ReasonId": 503, "IngressPort": "swp1"}
     res, _ = parse_payload({"responses": [resp("system/wjh/packet-buffer", [no_ts])]}, TargetSpec("l", "nvue"), NvueState())
-    assert not res.samples and "without EndTimestamp" in res.warnings[0]
+    assert not res.counters and "without EndTimestamp" in res.warnings[0]
 
 
 def test_wjh_buffer_drops_split_by_traffic_class():
@@ -248,5 +248,5 @@ def test_fuzz_parse(responses, options):
             res = t.poll(payload)
     except ParseError:
         return
-    for s in res.samples:
+    for s in res.counters:
         assert isinstance(s.value, int) and s.value >= 0

@@ -15,7 +15,7 @@ def wjh_subs(*records: dict) -> dict[tuple, int]:
              **({"traffic_class": tc} if tc is not None else {})} for n, tc in records]
     res, _ = parse_payload({"responses": [{"method": "GET", "path": "/nvue_v1/system/wjh/packet-buffer", "status": 200,
                                         "body": body}]}, TargetSpec(PORT[0], "nvue"), NvueState())
-    return {s.sub: s.value for s in res.samples if s.counter == "wjh_drops"}
+    return {s.sub: s.value for s in res.counters if s.counter == "wjh_drops"}
 
 
 def loss_after(sub: tuple, drops: int, config: dict | None = None) -> dict:

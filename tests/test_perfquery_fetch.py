@@ -101,7 +101,7 @@ async def test_fetch_end_to_end_and_parse(fakeib):
     assert "samples_control" not in payload
 
     res = PerfqueryCollector.parse(payload, SPEC, PerfqueryCollector.new_state())[0]
-    s = {(x.device, x.port, x.counter): x for x in res.samples}
+    s = {(x.device, x.port, x.counter): x for x in res.counters}
     assert (s[("ib-i1l1s01", "1", "tx_bytes")].value, s[("ib-i1l1s01", "1", "tx_bytes")].scale) == (36298026860928, 4.0)
     assert s[("ib-i1l1s01", "2", "xmit_wait")].value == 36510964
     sym = s[("o0001 HCA-1", "1", "symbol_errors")]

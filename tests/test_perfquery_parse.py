@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from fabricmon import collectors
 from fabricmon.collectors.base import ParseError
-from fabricmon.collectors.perfquery.parse import COUNTERS, PerfqueryState, parse_payload, parse_perfquery, port_samples
-from fabricmon.core.model import TargetSpec
+from fabricmon.collectors.perfquery.parse import COUNTERS, PerfqueryState, parse_payload, parse_perfquery, port_counters
+from fabricmon.core.model import Counters, Sample, TargetSpec
 from fabricmon.core.vocabulary import COUNTERS as VOCAB
 from tests.conftest import public_fixture
 
@@ -23,6 +23,13 @@ SPEC = TargetSpec(name="ib-fabric", source="perfquery")
 
 def _read(rel: str) -> str:
     return public_fixture(rel).read_text()
+
+
+def port_samples(device, port, ext, basic) -> list[Sample]:
+    """One port's readings from its blocks, as objects."""
+    out = Counters()
+    port_counters(out, device, port, ext, basic)
+    return list(out)
 
 
 def _by_counter(samples):
@@ -155,7 +162,7 @@ def test_collector_parse_with_topology_then_without():
     cls = collectors.get("perfquery")
     first, state = cls.parse(_case("edr_switch_topology"), SPEC, cls.new_state())
     assert first.links is not None and len(first.links) == 8
-    s = {(x.device, x.port, x.counter): x for x in first.samples}
+    s = {(x.device, x.port, x.counter): x for x in first.counters}
     assert s[("ib-i1l1s01", "10", "tx_discards")].value == 20046
     assert s[("o0002 HCA-1", "1", "xmit_wait")].value == 17
     kinds = {d.name: (d.kind, d.guid) for d in first.devices}
@@ -172,7 +179,7 @@ def test_collector_parse_with_topology_then_without():
     # The next poll carries no topology: the one in state names the devices; no links this time.
     later, _ = cls.parse({"perfquery": _case("capmask2_zero_hca_basic")["perfquery"]}, SPEC, state)
     assert later.links is None
-    assert {x.device for x in later.samples} == {"o0001 HCA-1"}
+    assert {x.device for x in later.counters} == {"o0001 HCA-1"}
     assert later.warnings == []
 
 
@@ -190,7 +197,7 @@ def test_unknown_lid_and_empty_topology():
     _, state = parse_payload(_case("edr_switch_topology"), PerfqueryState())
     text = "# Port extended counters: Lid 4242 port 1 (CapMask: 0x5300 CapMask2: 0x0000002)\nPortXmitData:....................8\n"
     res, kept = parse_payload({"ibnetdiscover": "# nothing here\n", "perfquery": [text]}, state)
-    assert [(x.device, x.port, x.counter, x.value) for x in res.samples] == [("lid-4242", "1", "tx_bytes", 8)]
+    assert [(x.device, x.port, x.counter, x.value) for x in res.counters] == [("lid-4242", "1", "tx_bytes", 8)]
     assert res.links is None
     assert any("holds no nodes" in w for w in res.warnings)
     assert any("4242" in w and "not in the ibnetdiscover topology" in w for w in res.warnings)

@@ -9,10 +9,10 @@ case; the fake perfquery (tests/fakebin) prints it from ``perfquery-c-<lid>.out`
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -23,6 +23,7 @@ from fabricmon.agent.recording import read_polls
 from fabricmon.agent.replay import replay_recording
 from fabricmon.agent.runtime import Agent
 from fabricmon.collectors.perfquery import PerfqueryCollector, PerfqueryOptions
+from fabricmon.collectors.perfquery import fetch as perfquery_fetch
 from fabricmon.collectors.perfquery.parse import SAMPLES_CONTROL_TICK, parse_samples_control
 from fabricmon.core.model import DeviceInfo, TargetSpec
 from tests.conftest import public_fixture
@@ -139,8 +140,10 @@ def test_a_port_s_own_reading_wins_and_unknown_lids_are_named():
 # ------------------------------------------------------------------------------ fetch
 
 
-async def test_fetch_asks_once_per_switch_and_ca_port_on_topology_refreshes_only(fakeib):
-    c = PerfqueryCollector("ib", "", PerfqueryOptions(topology_interval=0.5))
+async def test_fetch_asks_once_per_switch_and_ca_port_on_topology_refreshes_only(fakeib, monkeypatch):
+    now = [1000.0]  # the fetcher's clock, moved by hand: a real wait would race a loaded machine
+    monkeypatch.setattr(perfquery_fetch, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    c = PerfqueryCollector("ib", "", PerfqueryOptions(topology_interval=600))
     payload = await c.fetch()
     calls = [call for call in _calls(fakeib) if "-c" in call]
     assert sorted(calls) == sorted([["perfquery", "-c", "1719", "1"], ["perfquery", "-c", "134", "1"],
@@ -150,7 +153,7 @@ async def test_fetch_asks_once_per_switch_and_ca_port_on_topology_refreshes_only
     again = await c.fetch()  # the topology is not due: no -c calls, nothing in the payload
     assert "samples_control" not in again and not any("-c" in call for call in _calls(fakeib))
 
-    await asyncio.sleep(0.6)  # let topology_interval pass
+    now[0] += 600  # topology_interval has passed
     refreshed = await c.fetch()
     assert "ibnetdiscover" in refreshed and len(refreshed["samples_control"]) == 2
 

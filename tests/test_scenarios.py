@@ -101,7 +101,7 @@ def test_payloads_parse(path: Path) -> None:
         if line["type"] != "poll" or not line["ok"] or line["source"] in missing:
             continue
         result, state[line["target"]] = _parser(line["source"]).parse(line["payload"], specs[line["target"]], state[line["target"]])
-        assert result.samples, f"{line['target']} @ {line['t']}: no samples"
+        assert result.counters, f"{line['target']} @ {line['t']}: no samples"
         parsed += 1
     if not parsed:
         pytest.skip(f"no parser available for {sorted(missing)}")
@@ -117,7 +117,7 @@ def _series(path: Path, target: str, device: str, port: str, counter: str, sub: 
     for line in lines:
         if line["type"] == "poll" and line["target"] == target and line["ok"]:
             result, state = cls.parse(line["payload"], spec, state)
-            for s in result.samples:
+            for s in result.counters:
                 if (s.device, s.port, s.counter) == (device, port, counter) and tuple(map(str, s.sub)) == sub:
                     out.append((line["t"], s.value * s.scale))
     return out

@@ -121,8 +121,8 @@ async def test_public_switch_recording(sim, name):
     index_of = {label: expected_index(label, names, suffixed) for label in labels}
     assert sorted(index_of.values()) == sorted(names)
 
-    exported = {(s.port, s.counter): s.value for s in result.samples if not s.sub}
-    assert len(exported) == len([s for s in result.samples if not s.sub])  # no (port, counter) twice
+    exported = {(s.port, s.counter): s.value for s in result.counters if not s.sub}
+    assert len(exported) == len([s for s in result.counters if not s.sub])  # no (port, counter) twice
     checked = 0
     for counter, sources in COLUMNS.items():
         by_index = [column(recorded, src) for src in sources]

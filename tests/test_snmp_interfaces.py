@@ -56,7 +56,7 @@ def parse(text: str, name: str = "slx") -> ParseResult:
 
 
 def octets(result) -> dict[str, int]:
-    return {s.port: s.value for s in result.samples if s.counter == "rx_bytes"}
+    return {s.port: s.value for s in result.counters if s.counter == "rx_bytes"}
 
 
 def test_slx_every_interface_with_traffic_gets_its_own_label():
@@ -90,10 +90,10 @@ def _flap_every_twin(text: str) -> str:
 
 
 def test_labels_do_not_move_when_links_flap():
-    before = {(s.port, s.counter): s.value for s in parse(twin()).samples}
+    before = {(s.port, s.counter): s.value for s in parse(twin()).counters}
     flapped = _flap_every_twin(twin())
     assert flapped != twin()
-    after = {(s.port, s.counter): s.value for s in parse(flapped).samples}
+    after = {(s.port, s.counter): s.value for s in parse(flapped).counters}
     assert after == before  # the same counters under the same labels
 
 

@@ -49,7 +49,7 @@ def collector(sim: SnmpSim, community: str, **opts) -> SnmpCollector:
 
 
 def facts(result) -> tuple:
-    return (sorted((s.port, s.counter, s.sub, s.value, s.bits, s.scale) for s in result.samples),
+    return (sorted((s.port, s.counter, s.sub, s.value, s.bits, s.scale) for s in result.counters),
             sorted((g.port, g.name, g.sub, g.value) for g in result.gauges),
             result.links, result.clocks, result.warnings)
 
@@ -72,7 +72,7 @@ async def test_fetch_reads_what_the_recording_holds(sim, community):
     live = SnmpCollector.parse(payload, spec, SnmpCollector.new_state())[0]
     offline = SnmpCollector.parse({"snmprec": path.read_text()}, spec, SnmpCollector.new_state())[0]
     assert facts(live) == facts(offline)  # the walk plan fetched everything the profile reads
-    assert live.samples
+    assert live.counters
 
 
 async def test_snmpv3_sha_aes(sim):
@@ -81,7 +81,7 @@ async def test_snmpv3_sha_aes(sim):
         context="cisco_pfc"))  # snmpsim picks the data file by v3 context name
     payload = await c.fetch()
     result = SnmpCollector.parse(payload, c.spec(), SnmpCollector.new_state())[0]
-    assert {(s.port, s.sub): s.value for s in result.samples if s.counter == "pfc_watchdog_storms"}[("Ethernet1/1", (3,))] == 2
+    assert {(s.port, s.sub): s.value for s in result.counters if s.counter == "pfc_watchdog_storms"}[("Ethernet1/1", (3,))] == 2
 
 
 async def test_snmpv3_wrong_key_fails_without_leaking_it(sim, monkeypatch):
@@ -100,8 +100,8 @@ async def test_counters_move_and_wrap_between_polls(sim):
     first = SnmpCollector.parse(await c.fetch(), spec, SnmpCollector.new_state())[0]
     await asyncio.sleep(1.1)
     second = SnmpCollector.parse(await c.fetch(), spec, SnmpCollector.new_state())[0]
-    a = {s.counter: s for s in first.samples}
-    b = {s.counter: s for s in second.samples}
+    a = {s.counter: s for s in first.counters}
+    b = {s.counter: s for s in second.counters}
     assert a["rx_errors"].bits == 32 and a["rx_errors"].value < 4294967000  # already wrapped
     assert 0 < (b["rx_errors"].value - a["rx_errors"].value) % 2**32 < 2**31
     assert a["rx_bytes"].bits == 64 and b["rx_bytes"].value > a["rx_bytes"].value

@@ -28,7 +28,7 @@ def run(text: str, name: str = "sw1", **options) -> object:
 
 
 def samples(result, counter=None) -> dict:
-    return {(s.port, s.counter, s.sub): s for s in result.samples if counter is None or s.counter == counter}
+    return {(s.port, s.counter, s.sub): s for s in result.counters if counter is None or s.counter == counter}
 
 
 def gauges(result, name) -> dict:
@@ -303,7 +303,7 @@ def test_fuzz_only_parse_error_escapes(lines, profile):
         r = SnmpCollector.parse(payload, spec, SnmpCollector.new_state())[0]
     except ParseError:
         return
-    for s in r.samples:
+    for s in r.counters:
         assert isinstance(s.value, int) and 0 <= s.value < 2**s.bits
 
 

@@ -24,7 +24,7 @@ import pytest
 
 import tests.store_reference as ref
 from fabricmon.agent import store as new
-from fabricmon.core.model import CounterColumns, Gauge, Sample
+from fabricmon.core.model import Counters, Gauge, Sample
 
 # (name, bits, saturating, scale, subs): widths and kinds the collectors produce.
 SPECS = [
@@ -209,7 +209,7 @@ def test_columnar_store_matches_the_reference_on_random_runs(block: int) -> None
             where = f"seed {seed} step {step}"
             touched_old = old.update(samples, t, dict(clocks), gauges, target="t1")
             if rng.random() < 0.5:  # the columns entry point, with a token naming the exact key layout
-                cols = CounterColumns.from_samples(samples, gauges, clocks, "t1")
+                cols = Counters.of(samples).columns("t1", clocks, gauges)
                 keys = (tuple(cols.ports), tuple(cols.port_of), tuple(cols.keys))
                 cols.layout = layouts.setdefault(keys, len(layouts))
                 touched_new = cur.update_columns(cols, t)

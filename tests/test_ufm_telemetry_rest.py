@@ -67,7 +67,7 @@ async def test_csv_shards_from_public_sample():
     assert [r["path"] for r in payload["responses"]] == [f"{CSV_PATH}?num_shards=3&shard={i}&sharding_field=port_guid" for i in range(3)]
 
     res = UfmTelemetryCollector.parse({"responses": payload["responses"][:1]}, c.spec(), UfmTelemetryCollector.new_state())[0]
-    samples = {(s.device, s.port, s.counter): s for s in res.samples}
+    samples = {(s.device, s.port, s.counter): s for s in res.counters}
     # The sample has no node_description column: devices are the node GUIDs.
     sw = "0x248a070300ef19a0"
     for r in rows:
@@ -79,7 +79,7 @@ async def test_csv_shards_from_public_sample():
         assert samples[(dev, port, "link_downed")].value == r["Infiniband_LinkDowned_u_Errors"]
     # switch ports share one port_guid and differ by port_num
     assert {p for (d, p, c) in samples if d == sw and c == "tx_bytes"} == {"1", "23", "36"}
-    assert all(s.bits == 64 and not s.saturating for s in res.samples)
+    assert all(s.bits == 64 and not s.saturating for s in res.counters)
     # timestamp 1709652347161873 is in microseconds
     assert res.clocks[sw] == pytest.approx(1709652347.161873)
     assert any("labelled by GUID" in w for w in res.warnings)
@@ -93,8 +93,8 @@ def test_json_rows_from_public_sample_parse_like_csv():
     as_csv = UfmTelemetryCollector.parse(
         {"responses": [{"method": "GET", "path": CSV_PATH, "status": 200, "body": rows_to_csv(data["values"])}]}, spec, None)[0]
     key = lambda s: (s.device, s.port, s.counter)  # noqa: E731
-    assert sorted(as_json.samples, key=key) == sorted(as_csv.samples, key=key)
-    assert len(as_json.samples) == 6 * 17  # 6 ports x 17 mapped counters; hist*, CBW, Normalized_* are not counters
+    assert sorted(as_json.counters, key=key) == sorted(as_csv.counters, key=key)
+    assert len(as_json.counters) == 6 * 17  # 6 ports x 17 mapped counters; hist*, CBW, Normalized_* are not counters
 
 
 async def test_prometheus_text_with_basic_auth_over_tls(tmp_path):
@@ -105,7 +105,7 @@ async def test_prometheus_text_with_basic_auth_over_tls(tmp_path):
         payload = await fetch_once(c)
     assert payload["responses"][0]["path"] == "/labels/metrics"  # num_shards 1: no sharding query
     res = UfmTelemetryCollector.parse(payload, c.spec(), UfmTelemetryCollector.new_state())[0]
-    samples = {(s.device, s.port, s.counter): s.value for s in res.samples}
+    samples = {(s.device, s.port, s.counter): s.value for s in res.counters}
     assert samples[("ys23n02 mlx4_0", "2", "tx_bytes")] == 85554128244
     assert samples[("ys23n02 mlx4_0", "2", "tx_packets")] == 1188251785
     assert samples[('MF0;sw "q":MQM9700/U1', "17", "xmit_wait")] == 77  # escaped quote in a label value

@@ -8,16 +8,16 @@ from :mod:`fabricmon.core.vocabulary`, and the raw value with the facts needed t
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, compress
-from operator import attrgetter, ne
+from itertools import repeat
 from typing import Any
 
 
 @dataclass(slots=True)
 class Sample:
-    """One raw reading of a monotonic counter.
+    """One raw reading of a monotonic counter, as an object: what iterating :class:`Counters`
+    (where parsers write readings as columns) yields, and what tests and tools hand the store.
 
     ``value`` is the device's own integer, in the device's own unit; ``scale`` converts a
     delta of it to the vocabulary's base unit (4 for InfiniBand data words -> bytes, 0.001
@@ -50,18 +50,137 @@ class Gauge:
     sub: tuple[Any, ...] = ()
 
 
+def series_key(counter: str, sub: tuple[Any, ...] = ()) -> tuple[str, tuple[Any, ...]]:
+    """The one shared ``(counter, sub)`` tuple of a series key. Every poll's columns hold the
+    same tuple objects, so the store sees that a poll has the series of the last one by
+    comparing key lists, which is then a comparison of references."""
+    k = (counter, sub)
+    return _SERIES_KEYS.setdefault(k, k)
+
+
+# One (counter, sub) tuple per distinct series key, shared by every poll's columns.
+_SERIES_KEYS: dict[tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class PortLayout:
+    """The counters of one port's readings, in order: what :meth:`Counters.add_port` fills.
+
+    A parser builds one per shape of port it meets (its payload format has a few: every port of
+    a perfquery ``-x`` poll has the same 18 counters), through :meth:`of`, and then hands over
+    only the values, port by port.
+    """
+
+    keys: tuple[tuple[str, tuple[Any, ...]], ...]
+    bits: tuple[int, ...]
+    saturating: tuple[bool, ...]
+    scale: tuple[float, ...]
+
+    @classmethod
+    def of(cls, fields: Iterable[tuple[str, tuple[Any, ...], int, bool, float]]) -> PortLayout:
+        """A layout of ``(counter, sub, bits, saturating, scale)`` readings."""
+        rows = [(series_key(c, sub), b, s, sc) for c, sub, b, s, sc in fields]
+        keys, bits, sat, scale = (tuple(col) for col in zip(*rows, strict=True)) if rows else ((), (), (), ())
+        return cls(keys, bits, sat, scale)
+
+
+class Counters:
+    """One poll's counter readings as the parser writes them: columns, not objects.
+
+    Row ``i`` of ``keys``, ``values``, ``bits``, ``saturating`` and ``scale`` is one reading:
+    the device's raw integer ``values[i]`` of series ``keys[i]`` (a :func:`series_key`), its
+    width, whether it saturates instead of wrapping, and its scale to base units (see
+    :class:`Sample`, the same facts as one object). ``port_of[i]`` indexes ``ports``, the
+    ``(device, port)`` groups in the order the rows come: consecutive readings of one port are
+    one group, and a port may come in more than one group. Readings go in one at a time
+    (:meth:`add`) or a port at a time (:meth:`add_port`, the fast path). Iterating yields
+    :class:`Sample` objects: a view for tests and tools; the pipeline hands the columns to the
+    store as they are (:meth:`columns`).
+    """
+
+    __slots__ = ("bits", "keys", "port_of", "ports", "saturating", "scale", "values")
+
+    def __init__(self) -> None:
+        self.ports: list[tuple[str, str]] = []
+        self.port_of: list[int] = []
+        self.keys: list[tuple[str, tuple[Any, ...]]] = []
+        self.values: list[int | float] = []
+        self.bits: list[int] = []
+        self.saturating: list[bool] = []
+        self.scale: list[float] = []
+
+    @classmethod
+    def of(cls, samples: Iterable[Sample]) -> Counters:
+        """The columns of :class:`Sample` objects (tests, tools, the store's object API)."""
+        out = cls()
+        for s in samples:
+            out.add(s.device, s.port, s.counter, s.value, s.sub, s.bits, s.saturating, s.scale)
+        return out
+
+    def _group(self, device: str, port: str) -> int:
+        ports = self.ports
+        if not ports or ports[-1] != (device, port):
+            ports.append((device, port))
+        return len(ports) - 1
+
+    def add(self, device: str, port: str, counter: str, value: int | float, sub: tuple[Any, ...] = (),
+            bits: int = 64, saturating: bool = False, scale: float = 1.0) -> None:
+        """One reading."""
+        self.port_of.append(self._group(device, port))
+        self.keys.append(series_key(counter, sub))
+        self.values.append(value)
+        self.bits.append(bits)
+        self.saturating.append(saturating)
+        self.scale.append(scale)
+
+    def add_port(self, device: str, port: str, layout: PortLayout, values: Sequence[int | float]) -> None:
+        """One port's readings: ``values[j]`` is the reading of ``layout.keys[j]``."""
+        if len(values) != len(layout.keys):
+            raise ValueError(f"{len(values)} values for a layout of {len(layout.keys)} counters")
+        self.port_of.extend(repeat(self._group(device, port), len(values)))
+        self.keys.extend(layout.keys)
+        self.values.extend(values)
+        self.bits.extend(layout.bits)
+        self.saturating.extend(layout.saturating)
+        self.scale.extend(layout.scale)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __iter__(self) -> Iterator[Sample]:
+        ports = self.ports
+        for g, (counter, sub), v, b, sat, sc in zip(self.port_of, self.keys, self.values, self.bits, self.saturating,
+                                                     self.scale, strict=True):
+            device, port = ports[g]
+            yield Sample(device, port, counter, v, sub, b, sat, sc)
+
+    def relabel(self, port: Callable[[str, str], tuple[str, str]] | None = None,
+                key: Callable[[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]] | None = None) -> None:
+        """Rewrite the port groups and the series keys in place through ``port(device, port)`` and
+        ``key(counter, sub)``; each distinct key is mapped once (a poll has far fewer distinct
+        keys than readings), and the key list is rebuilt only when a key changed."""
+        if port is not None:
+            self.ports = [port(d, p) for d, p in self.ports]
+        if key is not None:
+            mapped = {k: series_key(*key(*k)) for k in set(self.keys)}
+            if any(v is not k for k, v in mapped.items()):
+                self.keys = list(map(mapped.__getitem__, self.keys))
+
+    def columns(self, target: str = "", clocks: dict[str, float] | None = None, gauges: Sequence[Gauge] = (),
+                layout: Hashable | None = None) -> CounterColumns:
+        """These readings as the store's input for ``target`` (the lists are shared, not copied)."""
+        return CounterColumns(target, self.ports, self.port_of, self.keys, self.values, self.bits, self.saturating,
+                              self.scale, dict(clocks or {}), gauges, layout)
+
+
 @dataclass(slots=True)
 class CounterColumns:
-    """One poll's counter readings of one target as columns: what the counter store takes.
-
-    Row ``i`` of ``keys``, ``values``, ``bits``, ``saturating`` and ``scale`` is one reading
-    (the fields of :class:`Sample`); ``keys[i]`` is ``(counter, sub)`` and ``port_of[i]`` the
-    index into ``ports`` of its ``(device, port)``. ``ports`` lists port groups in the order
-    the rows come (a port may come twice). Columns may be lists or numpy arrays (this module
-    does not need numpy). ``layout`` is the producer's token for exactly these ``ports``,
-    ``port_of`` and ``keys``: a producer that gives a target the same token again promises
-    the same keys, and the store then maps keys to its rows once, not on every poll (None:
-    map every time). ``clocks`` is the device clock per device, as in :class:`ParseResult`.
+    """One poll's counter readings of one target as the counter store takes them: the columns
+    of :class:`Counters` (lists or numpy arrays; this module does not need numpy) with the
+    target they belong to, its device clocks (as in :class:`ParseResult`) and its gauges.
+    ``layout`` is the producer's token for exactly these ``ports``, ``port_of`` and ``keys``: a
+    producer that gives a target the same token again promises the same keys, and the store
+    then maps keys to its rows once, not on every poll (None: the store compares the lists).
     """
 
     target: str
@@ -75,33 +194,6 @@ class CounterColumns:
     clocks: dict[str, float] = field(default_factory=dict)
     gauges: Sequence[Gauge] = ()
     layout: Hashable | None = None
-
-    @classmethod
-    def from_samples(cls, samples: Iterable[Sample], gauges: Sequence[Gauge] = (),
-                     clocks: dict[str, float] | None = None, target: str = "") -> CounterColumns:
-        """The columns of a list of :class:`Sample` (the one conversion from the object form).
-
-        Keys are interned (one tuple per distinct (counter, sub)), so the store can see that a
-        poll has the same series as the last one by comparing key lists, which is then a
-        comparison of references.
-        """
-        samples = samples if isinstance(samples, list) else list(samples)
-        pks = list(map(_PORT_OF, samples))
-        # A new port group wherever (device, port) differs from the reading before (parsers emit
-        # a port's samples together).
-        starts = [True, *map(ne, pks[1:], pks[:-1])] if pks else []
-        ports = list(compress(pks, starts))
-        port_of = [g - 1 for g in accumulate(starts)]
-        ks = list(map(_KEY_OF, samples))
-        keys = list(map(_SERIES_KEYS.setdefault, ks, ks))
-        return cls(target, ports, port_of, keys, list(map(_VALUE, samples)), list(map(_BITS, samples)),
-                   list(map(_SAT, samples)), list(map(_SCALE, samples)), dict(clocks or {}), gauges)
-
-
-_PORT_OF, _KEY_OF = attrgetter("device", "port"), attrgetter("counter", "sub")
-_VALUE, _BITS, _SAT, _SCALE = attrgetter("value"), attrgetter("bits"), attrgetter("saturating"), attrgetter("scale")
-# One (counter, sub) tuple per distinct series key, shared by every poll's columns.
-_SERIES_KEYS: dict[tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]] = {}
 
 
 @dataclass(slots=True)
@@ -141,7 +233,7 @@ class Link:
 class ParseResult:
     """What one payload says. ``links`` is None when the payload carries no topology."""
 
-    samples: list[Sample] = field(default_factory=list)
+    counters: Counters = field(default_factory=Counters)
     gauges: list[Gauge] = field(default_factory=list)
     devices: list[DeviceInfo] = field(default_factory=list)
     ports: list[PortInfo] = field(default_factory=list)

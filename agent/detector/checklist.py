@@ -171,6 +171,7 @@ class FabricView:
         self._cables: tuple[int, dict[str, int]] | None = None  # device -> cabled ports, per topology generation
         self._by_device: tuple[int, dict[str, list[PortEntry]]] | None = None  # device -> its ports, per store layout
         self._pfc_ecn: dict[tuple[str, int], tuple[float, tuple[bool, int, bool]]] = {}  # see _device_pfc_ecn
+        self._evidence: dict[PortKey, tuple[PortEntry, tuple[object, int], bool]] = {}  # see ethernet_evidence
 
     def entry(self, pk: PortKey) -> PortEntry | None:
         return self.store.port(pk)
@@ -212,10 +213,22 @@ class FabricView:
 
     def ethernet_evidence(self, pk: PortKey) -> bool:
         """The port shows lossless-Ethernet state: a config gauge for a lossless priority, or a
-        PFC counter (InfiniBand ports have neither, so they stay out of the audit)."""
+        PFC counter (InfiniBand ports have neither, so they stay out of the audit).
+
+        Asked for every updated port of every pass, and it depends only on which series the
+        port has: the answer is kept per port until its series change (``PortEntry.shape``)."""
         entry = self.entry(pk)
         if entry is None:
             return False
+        shape = entry.shape
+        got = self._evidence.get(pk)
+        if got is None or got[0] is not entry or got[1] != shape:
+            if len(self._evidence) > 2 * len(self.store.ports) + 1024:  # ports that left the store
+                self._evidence = {k: v for k, v in self._evidence.items() if self.store.port(k) is v[0]}
+            got = self._evidence[pk] = (entry, shape, self._has_evidence(entry))
+        return got[2]
+
+    def _has_evidence(self, entry: PortEntry) -> bool:
         pm = self.pmap
         for p in pm.lossless:
             if any(_gauge(entry, n, p) is not None for n in ("pfc_enabled", "pfc_peer_enabled", "pfc_watchdog_enabled")):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fabricmon.agent import __version__
-from fabricmon.agent.exporter.exposition import Family, Template, escape_label, fmt_value, labels
+from fabricmon.agent.exporter.exposition import Family, Template, escape_label, fmt_value, format_values, labels
 from fabricmon.agent.store import CounterStore, PortKey
 from fabricmon.core.vocabulary import COUNTERS, GAUGES, NAMESPACE, metric_name
 
@@ -329,12 +329,19 @@ def finding_families(p: Pipeline) -> list[Family]:
         errors.add(labels((("rule", rule),)), p.detector.errors.get(rule, 0))
     out = [active, since, total, errors]
     rule_fams: dict[str, Family] = {}
+    bases = _cache_for(p.store).bases  # "{device=..,port=.." of every port, built once per layout
     for m in [*p.detector.metrics(), *(m for rule in p.detector.rules for m in rule.metrics())]:
         fam = rule_fams.get(m.name)
         if fam is None:
             fam = rule_fams[m.name] = Family(m.name, "gauge", m.help)
-        for values, v in m.values:
-            fam.add(labels(tuple(zip(m.labels, values, strict=False))), v)
+        # The rules' per-port ratios have a series per port of a busy fabric (XmitWait moves on
+        # most): their label blocks come from the port's cached one, the values in bulk.
+        per_port = m.labels == ("device", "port")
+        blocks = [(b + "}" if per_port and (b := bases.get(values)) is not None else  # type: ignore[arg-type]
+                   labels(tuple(zip(m.labels, values, strict=False)))) for values, _ in m.values]
+        if blocks:
+            fam.lines.append("\n".join(map(f"{fam.name.replace('%', '%%')}%s %s".__mod__,
+                                            zip(blocks, format_values([v for _, v in m.values]), strict=True))))
     out.extend(rule_fams[k] for k in sorted(rule_fams))
     return out
 

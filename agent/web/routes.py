@@ -31,7 +31,7 @@ def register(app: web.Application, cache: WebCache) -> None:
         return web.Response(body=cache.summary, content_type="text/html", charset="utf-8")
 
     async def fabric(request: web.Request) -> web.Response:
-        return web.Response(body=cache.fabric, content_type="text/html", charset="utf-8")
+        return web.Response(body=cache.fabric(), content_type="text/html", charset="utf-8")
 
     async def finding(request: web.Request) -> web.Response:
         body = cache.finding(request.match_info["fid"])

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from fabricmon.collectors.base import ParseError
 from fabricmon.collectors.infiniband import BY_PERFQUERY, link_bytes_per_s
 from fabricmon.core.guid import norm_guid
-from fabricmon.core.model import DeviceInfo, Gauge, Link, ParseResult, PortInfo, Sample
+from fabricmon.core.model import Counters, DeviceInfo, Gauge, Link, ParseResult, PortInfo, PortLayout
 
 # --------------------------------------------------------------------------------------------
 # ibnetdiscover
@@ -288,55 +289,62 @@ class CounterBlock:
         return self.cap_mask2 is not None and bool(self.cap_mask2 & CAPMASK2_ADDL_EXT)
 
 
+# One stripped line of a perfquery stdout: a header (starts with ``#``) or a value line. The
+# text is first rejoined with ``\n`` (str.splitlines's own line breaks) and given a leading
+# ``\n``, so every line starts after a ``\n`` (a literal the regex engine scans for fast,
+# where ``^`` would be tried at every character), ``$`` marks its end and ``[^\S\n]`` is the
+# whitespace str.strip removes.
+_HEADER_LINE_RE = re.compile(r"\n[^\S\n]*(#[^\n]*?)[^\S\n]*$", re.MULTILINE)
+_VALUE_LINES_RE = re.compile(r"\n[^\S\n]*([A-Za-z][A-Za-z0-9_]*):\.*[^\S\n]*(\S+)[^\S\n]*$", re.MULTILINE)
+_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")  # str.splitlines's, but "\n"
+_BASIC_LIMIT = {name: 1 << d.width for name, d in COUNTERS.items()}
+_EXTENDED_LIMIT = dict.fromkeys(COUNTERS, 1 << 64)
+
+
 def parse_perfquery(text: str) -> list[CounterBlock]:
     """All counter blocks of one perfquery stdout, in order.
 
-    Value lines are ``Name:`` + dots + value: split on the first ``:`` and strip the dots.
-    Other block kinds (``-E``/``-D`` details, ``PortSamplesControl``), stderr lines and the
-    aggregate port 255 are skipped. A header wrapped onto the next line is joined back.
+    Value lines are ``Name:`` + dots + value. Other block kinds (``-E``/``-D`` details,
+    ``PortSamplesControl``), stderr lines and the aggregate port 255 are skipped. A header
+    wrapped onto the next line is joined back. The value lines between two headers are read
+    by one regex scan (a 100,000-port poll is 2 million lines; a loop over lines in Python
+    was most of its parse).
     """
     if not isinstance(text, str):
         raise ParseError("perfquery output must be text")
+    # Rejoined only when it has line breaks other than "\n" (rare): a poll's text is large.
+    norm = "\n" + ("\n".join(text.splitlines()) if _OTHER_BREAKS.search(text) else text)
+    heads = list(_HEADER_LINE_RE.finditer(norm))
     blocks: list[CounterBlock] = []
-    current: CounterBlock | None = None
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i].strip()
-        i += 1
-        if not line:
+    for k, m in enumerate(heads):
+        line, start = m.group(1), m.end()  # the value lines start at the "\n" ending the header
+        stop = heads[k + 1].start() if k + 1 < len(heads) else len(norm)
+        if "counters:" in line and ")" not in line and start < len(norm):
+            # A header wrapped by a terminal or a paste: "(CapMask: 0x5300" + "CapMask2: 0x2)".
+            nl = norm.find("\n", start + 1)
+            nxt = norm[start + 1:nl if nl >= 0 else len(norm)].strip()
+            if not nxt.startswith("#") and (("(" in line and ")" in nxt) or nxt.startswith("(")):
+                line = f"{line} {nxt}"
+                start = len(norm) if nl < 0 else nl
+        current = _parse_header(line)
+        if current is None or current.port == ALL_PORTS:
             continue
-        if line.startswith("#"):
-            if "counters:" in line and ")" not in line and i < len(lines):
-                # A header wrapped by a terminal or a paste: "(CapMask: 0x5300" + "CapMask2: 0x2)".
-                nxt = lines[i].strip()
-                if not nxt.startswith("#") and (("(" in line and ")" in nxt) or nxt.startswith("(")):
-                    line = f"{line} {nxt}"
-                    i += 1
-            current = _parse_header(line)
-            if current is not None and current.port != ALL_PORTS:
-                blocks.append(current)
-            else:
-                current = None
-            continue
-        if current is None:
-            continue
-        m = _VALUE_RE.match(line)
-        if m is None:
-            continue
-        name, value = m.groups()
-        if name not in COUNTERS:
-            continue
-        try:
-            number = int(value, 0)
-        except ValueError:
-            number = -1
+        blocks.append(current)
+        values, invalid = current.values, current.invalid
         # A basic counter cannot exceed its width, an extended one 64 bits: anything else is garbage.
-        limit = 1 << (64 if current.extended else COUNTERS[name].width)
-        if 0 <= number < limit:
-            current.values[name] = number
-        else:
-            current.invalid.append(name)
+        limits = _EXTENDED_LIMIT if current.extended else _BASIC_LIMIT
+        for name, value in _VALUE_LINES_RE.findall(norm, start, stop):
+            limit = limits.get(name)
+            if limit is None:
+                continue
+            try:
+                number = int(value, 0)
+            except ValueError:
+                number = -1
+            if 0 <= number < limit:
+                values[name] = number
+            else:
+                invalid.append(name)
     return blocks
 
 
@@ -393,31 +401,57 @@ def parse_samples_control(text: str) -> dict[tuple[int, int], int]:
     return ticks
 
 
-def port_samples(device: str, port: str, ext: CounterBlock | None, basic: CounterBlock | None) -> list[Sample]:
-    """Samples of one port from its extended and/or basic block.
+# What each perfquery field becomes, from a basic block (the field's own width, saturating) and
+# from an extended one (64 bits, wrapping): ``(counter, sub, bits, saturating, scale)``.
+_BASIC = {name: (d.counter, (), d.width, True, d.scale) for name, d in COUNTERS.items()}
+_EXTENDED = {name: (d.counter, (), 64, False, d.scale) for name, d in COUNTERS.items()}
+# One PortLayout per shape of port (which fields, from which block, in which order): a fabric
+# has a handful of shapes, however many ports, so a port costs one lookup and its values list.
+# Keyed by the fields' descriptions, or, for a port with only a valid extended block, by the
+# field names alone (all from _EXTENDED).
+_LAYOUTS: dict[tuple[Any, ...], PortLayout] = {}
+
+
+def port_counters(out: Counters, device: str, port: str, ext: CounterBlock | None, basic: CounterBlock | None) -> None:
+    """Add one port's readings from its extended and/or basic block to ``out``.
 
     A 64-bit extended value wins over the basic one. The extended error counters (and
     XmitWait, QP1Dropped) count only when CapMask2 bit 1 is set; otherwise older perfquery
     printed zeros for them, so the basic (saturating) values are used when present.
     """
-    out: dict[str, Sample] = {}
+    if basic is None and ext is not None and ext.ext_errors_valid:  # perfquery -x on current devices
+        names = tuple(ext.values)
+        layout = _LAYOUTS.get(names) or _layout(names, [_EXTENDED[name] for name in names])
+        out.add_port(device, port, layout, list(ext.values.values()))
+        return
+    fields: dict[str, tuple[str, tuple[Any, ...], int, bool, float]] = {}
+    values: dict[str, int] = {}
     if basic is not None:
         cap = basic.cap_mask
         for name, value in basic.values.items():
-            d = COUNTERS[name]
             if cap is not None and name == "PortXmitWait" and not cap & CAPMASK_XMIT_WAIT:
                 continue  # XmitWait unsupported: the 0 printed means nothing
             if cap is not None and name == "QP1Dropped" and not cap & CAPMASK_QP1_DROP:
                 continue
-            out[name] = Sample(device, port, d.counter, value, bits=d.width, saturating=True, scale=d.scale)
+            fields[name] = _BASIC[name]
+            values[name] = value
     if ext is not None:
         errors_ok = ext.ext_errors_valid
         for name, value in ext.values.items():
-            d = COUNTERS[name]
-            if not d.data and not errors_ok:
+            if not errors_ok and not COUNTERS[name].data:
                 continue
-            out[name] = Sample(device, port, d.counter, value, bits=64, saturating=False, scale=d.scale)
-    return list(out.values())
+            fields[name] = _EXTENDED[name]
+            values[name] = value
+    shape = tuple(fields.values())
+    out.add_port(device, port, _LAYOUTS.get(shape) or _layout(shape, shape), list(values.values()))
+
+
+def _layout(key: tuple[Any, ...], fields: Iterable[tuple[str, tuple[Any, ...], int, bool, float]]) -> PortLayout:
+    """A new layout, kept under ``key``."""
+    if len(_LAYOUTS) >= 4096:  # a payload that orders its fields differently on every port
+        _LAYOUTS.clear()
+    layout = _LAYOUTS[key] = PortLayout.of(fields)
+    return layout
 
 
 # --------------------------------------------------------------------------------------------
@@ -502,7 +536,7 @@ def parse_payload(payload: Any, state: PerfqueryState) -> tuple[ParseResult, Per
             result.ports.append(PortInfo(device=device, port=str(portnum), lid=str(lid)))
         else:
             device = entry[0].name
-        result.samples.extend(port_samples(device, str(portnum), ext_blocks.get(key), basic_blocks.get(key)))
+        port_counters(result.counters, device, str(portnum), ext_blocks.get(key), basic_blocks.get(key))
     if unknown:
         lids = ", ".join(str(x) for x in sorted(unknown))
         if topo is None:

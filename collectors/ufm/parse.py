@@ -28,7 +28,7 @@ from fabricmon.collectors.base import ParseError, ParseOptions
 from fabricmon.collectors.infiniband import lane_gbps
 from fabricmon.collectors.ufm.names import lookup, to_int
 from fabricmon.core.guid import norm_guid
-from fabricmon.core.model import DeviceInfo, Gauge, Link, ParseResult, PortInfo, Sample, TargetSpec
+from fabricmon.core.model import DeviceInfo, Gauge, Link, ParseResult, PortInfo, TargetSpec
 
 _WIDTH = re.compile(r"^(?:IB_)?(\d{1,2})X$", re.IGNORECASE)
 _PORT_NAME = re.compile(r"^(?:0x)?([0-9a-fA-F]{1,16})_(\d{1,4})$")
@@ -188,7 +188,7 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
     if "systems" in bodies:
         result.devices = _systems(rows_of(bodies["systems"], "resources/systems"), idx)
     if "counters" in bodies:
-        result.samples = _counters(bodies["counters"], idx, result)
+        _counters(bodies["counters"], idx, result)
     return result
 
 
@@ -281,14 +281,14 @@ def _systems(rows: list[dict[str, Any]], idx: _Index) -> list[DeviceInfo]:
     return [out[k] for k in sorted(out)]
 
 
-def _counters(body: Any, idx: _Index, result: ParseResult) -> list[Sample]:
-    """Counters from the configured counters call. Shape unverified (UFM does not publish it): see README (a list of per-port objects)."""
+def _counters(body: Any, idx: _Index, result: ParseResult) -> None:
+    """Counters from the configured counters call, into ``result.counters``. Shape unverified (UFM does not publish it): see README (a list of per-port objects)."""
     try:
         rows = rows_of(body, "counters")
     except ParseError as exc:
         result.warnings.append(f"counters response not understood: {exc}")
-        return []
-    samples: dict[tuple[str, str, str], Sample] = {}
+        return
+    seen: set[tuple[str, str, str]] = set()  # first reading of a series wins
     unmatched = 0
     for row in rows:
         where = _counter_row_port(row, idx)
@@ -302,10 +302,11 @@ def _counters(body: Any, idx: _Index, result: ParseResult) -> list[Sample]:
             if hit is None or n is None:
                 continue
             counter, scale = hit
-            samples.setdefault((device, port, counter), Sample(device, port, counter, n, bits=64, saturating=False, scale=scale))
+            if (device, port, counter) not in seen:
+                seen.add((device, port, counter))
+                result.counters.add(device, port, counter, n, scale=scale)
     if unmatched:
         result.warnings.append(f"{unmatched} counters entr(y/ies) not matched to a port: skipped")
-    return list(samples.values())
 
 
 def _counter_row_port(row: dict[str, Any], idx: _Index) -> tuple[str, str] | None:

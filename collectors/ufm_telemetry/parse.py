@@ -27,7 +27,7 @@ from typing import Any, Literal
 from fabricmon.collectors.base import ParseError, ParseOptions
 from fabricmon.collectors.ufm.names import lookup, to_int
 from fabricmon.core.guid import norm_guid
-from fabricmon.core.model import ParseResult, PortInfo, Sample, TargetSpec
+from fabricmon.core.model import ParseResult, PortInfo, TargetSpec
 
 NODE_GUID_KEYS = ("node_guid", "Node_GUID")
 PORT_GUID_KEYS = ("port_guid",)
@@ -219,7 +219,8 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
     forced = opts.format
     node_names = {norm_guid(k): v for k, v in (opts.node_names or {}).items()}
     result = ParseResult()
-    samples: dict[tuple[str, str, str], Sample] = {}
+    seen: set[tuple[str, str, str]] = set()  # first reading of a series wins
+    add = result.counters.add
     ports: dict[tuple[str, str], PortInfo] = {}
     by_guid: set[str] = set()
     no_port = 0
@@ -270,8 +271,9 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
                 if n is None:
                     continue
                 counter, scale = hit
-                samples.setdefault((device, port, counter), Sample(device, port, counter, n, bits=64, saturating=False, scale=scale))
-    result.samples = list(samples.values())
+                if (device, port, counter) not in seen:
+                    seen.add((device, port, counter))
+                    add(device, port, counter, n, scale=scale)
     result.ports = list(ports.values())
     if no_port:
         result.warnings.append(f"{no_port} row(s) with counters but without node/port GUID and port number skipped")

@@ -18,6 +18,7 @@ measured tick.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from fabricmon.agent.detector import DetectContext
@@ -89,6 +90,7 @@ SUSPECT_CACHE_KEY = "xmit_wait_tick_suspect"
 INCIDENT_CACHE_KEY = "ib_incidents"
 
 
+@functools.lru_cache(maxsize=1024)  # asked per port per pass; a fabric has a few models
 def devid(model: str) -> int | None:
     """The PCI device ID in a DeviceInfo.model: ibnetdiscover's ("0xd2f2", "devid=0xd2f2",
     "54002"), or the one a UFM model name stands for ("MQM9700"); None when unknown."""

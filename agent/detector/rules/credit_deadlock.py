@@ -67,7 +67,7 @@ from fabricmon.agent.detector.rules._ib import (
     tick_origin,
     wait_last,
 )
-from fabricmon.agent.store import SATURATED, PortEntry, PortKey
+from fabricmon.agent.store import SATURATED, PortEntry, PortKey, Series
 
 
 def _at_cap(entry: PortEntry | None) -> bool:
@@ -164,8 +164,9 @@ class CreditDeadlockRule(Rule):
             self.incident.set(key, 1.0)
 
     def _stall(self, ctx: DetectContext, pk: PortKey, entry: PortEntry, f: float | None,
-               leaky: bool = False) -> dict[str, Any] | None:
-        """Evidence when the port was blocked for the interval, else None.
+               held: tuple[Series, bool, bool, Series | None], leaky: bool = False) -> dict[str, Any] | None:
+        """Evidence when the port was blocked for the interval, else None. ``held``: what
+        :meth:`_held` found (the port held data).
 
         Blocked = it held data (XmitWait counting at >= ``min_wait_ticks_per_s``, or the
         32-bit counter rising to its cap) AND it sent below ``progress_line_fraction`` of
@@ -184,23 +185,9 @@ class CreditDeadlockRule(Rule):
         line = p["loop_line_fraction"] if leaky else p["progress_line_fraction"]
         peer_line = p["loop_line_fraction"] if leaky else p["peer_rx_line_fraction"]
         wait_level = p["loop_wait_fraction"] if leaky else p["stall_wait_fraction"]
-        xw = entry.counter(*XMIT_WAIT)
-        if xw is None:
-            return None
-        # Saturated: the 32-bit counter rose to its cap this interval (it held data), or it sat
-        # at the cap already and says nothing now (IBA counters stop at the cap). Then the
-        # head-of-queue discards show the port held data: packets waited at the head longer
-        # than the lifetime (IBTA vol. 1, HOQLife), which only a port that cannot send does.
-        saturated = xw.status == SATURATED
-        rose = saturated and xw.increases(1) > 0
-        disc = entry.counter("tx_discards")
+        xw, saturated, rose, disc = held
         discarding = disc is not None and bool(disc.delta)
         rate = xw.rate
-        if saturated and not rose:
-            if not discarding:
-                return None
-        elif not saturated and (rate is None or rate < p["min_wait_ticks_per_s"]):
-            return None
         if tx_progress(entry, None, line) is not False or not link_ok(entry):
             return None
         why: list[str] = []
@@ -250,10 +237,35 @@ class CreditDeadlockRule(Rule):
             ev["leaky"] = True
         return ev
 
+    def _held(self, entry: PortEntry) -> tuple[Series, bool, bool, Series | None] | None:
+        """(XmitWait, saturated, rose to its cap, tx_discards) when the port held data in the
+        interval (the first half of both stall tests), else None.
+
+        Saturated: the 32-bit counter rose to its cap this interval (it held data), or it sat
+        at the cap already and says nothing now (IBA counters stop at the cap). Then the
+        head-of-queue discards show the port held data: packets waited at the head longer
+        than the lifetime (IBTA vol. 1, HOQLife), which only a port that cannot send does.
+        """
+        xw = entry.counter(*XMIT_WAIT)
+        if xw is None:
+            return None
+        saturated = xw.status == SATURATED
+        rose = saturated and xw.increases(1) > 0
+        disc = entry.counter("tx_discards")
+        if saturated and not rose:
+            if disc is None or not disc.delta:
+                return None
+        elif not saturated:
+            rate = xw.rate
+            if rate is None or rate < self.params["min_wait_ticks_per_s"]:
+                return None
+        return xw, saturated, rose, disc
+
     def _leaky(self, ctx: DetectContext, fracs: dict[PortKey, float | None],
-               stalled: dict[PortKey, dict[str, Any]]) -> dict[PortKey, dict[str, Any]]:
+               stalled: dict[PortKey, dict[str, Any]], holding: set[PortKey]) -> dict[PortKey, dict[str, Any]]:
         """Ports holding data now that were stalled, or discarded while holding data, within
-        ``leaky_window_s``: members of a loop that leaks (see the parameter)."""
+        ``leaky_window_s``: members of a loop that leaks (see the parameter). ``holding``: the
+        ports that passed :meth:`_held` (every port this finds is among them)."""
         p = self.params
         t = ctx.t
         blocked = self.blocked_t
@@ -263,7 +275,7 @@ class CreditDeadlockRule(Rule):
         out: dict[PortKey, dict[str, Any]] = {}
         limit = t - p["leaky_window_s"]
         for pk, f in fracs.items():
-            if pk in stalled:
+            if pk in stalled or pk not in holding:
                 continue
             entry = ctx.store.port(pk)
             xw = entry.counter(*XMIT_WAIT) if entry is not None else None
@@ -312,17 +324,26 @@ class CreditDeadlockRule(Rule):
         blocked_now: dict[PortKey, dict[str, Any]] = {}  # leaking-loop level, not stalled
         # Ports whose XmitWait sits at its 32-bit cap do not move, so discards bring them in.
         at_cap = {pk: None for pk in ctx.moved("tx_discards") if pk not in fracs and _at_cap(ports.get(pk))}
+        # Both stall tests first ask that the port held data and sent below their line fraction:
+        # a port that did not hold data, or sent at least the larger of the two fractions,
+        # passes neither (most ports of a fabric), so it is judged by those two checks alone.
+        sends = max(self.params["progress_line_fraction"], self.params["loop_line_fraction"])
+        holding: set[PortKey] = set()  # held data in the interval: the only candidates of _leaky too
         for pk, f in {**fracs, **at_cap}.items():
             entry = ports.get(pk)
-            if entry is None:
+            held = None if entry is None else self._held(entry)
+            if entry is None or held is None:
                 continue
-            ev = self._stall(ctx, pk, entry, f)
+            holding.add(pk)
+            if tx_progress(entry, None, sends) is not False:
+                continue
+            ev = self._stall(ctx, pk, entry, f, held)
             if ev is not None:
                 stalled[pk] = ev
-            elif (ev := self._stall(ctx, pk, entry, f, leaky=True)) is not None:
+            elif (ev := self._stall(ctx, pk, entry, f, held, leaky=True)) is not None:
                 blocked_now[pk] = ev
         self.stalled = stalled
-        leaky = self._leaky(ctx, fracs, {**stalled, **blocked_now})
+        leaky = self._leaky(ctx, fracs, {**stalled, **blocked_now}, holding)
         leaky.update(blocked_now)
         if not stalled and not leaky:
             self._export_incidents({})

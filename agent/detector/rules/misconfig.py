@@ -58,6 +58,7 @@ class MisconfigRule(Rule):
         self._scope: set[str] = set()  # devices with lossless-Ethernet evidence
         self._links: set[tuple[PortKey, PortKey]] = set()  # the cables checked
         self._seen: tuple[int, int, int] = (-1, -1, -1)  # topology generation, store layout, scope size
+        self._shapes: tuple[int, int] | None = None  # the store's series and gauge layouts at the last scope scan
 
     def results(self) -> list[cl.Result]:
         """The last checklist, every port and link, in :func:`checklist.sort_key` order."""
@@ -75,7 +76,7 @@ class MisconfigRule(Rule):
         if view is None or view.store is not ctx.store or view.topology is not ctx.topology or view.pmap != pmap:
             view = self._view = cl.FabricView(ctx.store, ctx.topology, pmap)
             self._reset()  # another fabric layout: every result changes
-        ports = self._touched(view, ctx.updated)
+        ports = self._touched(view, ctx.updated, (ctx.store.series_layout, ctx.store.gauge_layout))
         seen = (ctx.topology.generation, ctx.store.layout, len(self._scope))
         if seen != self._seen:  # cables, ports or the audited devices changed: O(cables) once
             self._seen = seen
@@ -86,12 +87,18 @@ class MisconfigRule(Rule):
             for r in rs:
                 yield self._observe(r)
 
-    def _touched(self, view: cl.FabricView, updated: set[PortKey]) -> set[PortKey]:
+    def _touched(self, view: cl.FabricView, updated: set[PortKey], shapes: tuple[int, int]) -> set[PortKey]:
         """Ports of this pass to re-check: updated ports of audited devices (with evidence or a
-        cable) and their cable peers, whose link checks depend on them."""
-        for pk in updated:
-            if pk[0] not in self._scope and view.ethernet_evidence(pk):
-                self._scope.add(pk[0])
+        cable) and their cable peers, whose link checks depend on them.
+
+        A port's evidence is which series it has, so devices join the audit only in a pass in
+        which some port gained a series or a gauge (``shapes`` moved): on a fabric whose ports
+        keep their series (every InfiniBand poll), the scan of every updated port is skipped."""
+        if shapes != self._shapes:
+            self._shapes = shapes
+            for pk in updated:
+                if pk[0] not in self._scope and view.ethernet_evidence(pk):
+                    self._scope.add(pk[0])
         ports: set[PortKey] = set()
         for pk in updated:
             if pk[0] not in self._scope:
