@@ -59,10 +59,12 @@ class _RenderCache:
     """What stays the same between renders: sorted ports, their label blocks, the gauges'
     keys, and one :class:`Template` per family for the series layout it was built for."""
 
-    __slots__ = ("bases", "gauges", "layout", "order", "port_info", "templates")
+    __slots__ = ("bases", "gauges", "index", "layout", "order", "port_info", "rows", "templates")
 
     def __init__(self) -> None:
         self.order: list[tuple[PortKey, str]] = []
+        self.index: dict[PortKey, int] = {}  # a port's place in ``order``
+        self.rows: dict[str, tuple[list, np.ndarray]] = {}  # health level: a family's keys -> their ports' places
         self.layout = -1
         self.port_info: tuple | None = None
         self.bases: dict[PortKey, str] = {}
@@ -104,14 +106,10 @@ def _cache_for(store: CounterStore) -> _RenderCache:
     if layout is None or c.layout != layout or len(c.order) != len(ports):
         c.bases = {pk: c.bases.get(pk) or labels((("device", pk[0]), ("port", pk[1])))[:-1] for pk in ports}
         c.order = [(pk, c.bases[pk]) for pk in sorted(ports)]
+        c.index = {pk: i for i, (pk, _) in enumerate(c.order)}
+        c.rows = {}
         c.layout = layout if layout is not None else -1
     return c
-
-
-def _fmt(v: float) -> str:
-    if v.__class__ is float and v.is_integer() and -1e15 < v < 1e15:
-        return str(int(v))
-    return fmt_value(v)
 
 
 def counter_columns(store: CounterStore, with_rates: bool) -> Iterator[tuple[str, list[tuple[PortKey, tuple]], np.ndarray, np.ndarray | None]]:
@@ -157,19 +155,20 @@ def fabric_families(p: Pipeline) -> list[Family]:
 
     targets = sorted({e.target for e in ports.values()}) if policy is not None else []
     out: list[Family] = []
-    health: dict[PortKey, dict[str, float]] = {}
-    sums: dict[tuple[str, str], float] = {}
+    health = _Health(cache, ports) if policy is not None else None
     rendered: set[str] = set()
     for counter, keys, values, rates in counter_columns(store, with_rates=policy is not None):
         defn = COUNTERS.get(counter)
         if defn is None:
             continue
         fulls = {full(t, defn.group) for t in targets}
-        if False in fulls:  # some (or all) of the rows at the health level
-            mask = np.fromiter((full(ports[pk].target, defn.group) for pk, _ in keys), bool, len(keys)) \
-                if True in fulls else np.zeros(len(keys), bool)
-            _add_health([k for k, m in zip(keys, mask.tolist(), strict=True) if not m], counter, defn.group,
-                        values[~mask].tolist(), rates[~mask].tolist(), ports, health, sums)
+        if health is not None and False in fulls:  # some (or all) of the rows at the health level
+            if True not in fulls:
+                health.add(keys, counter, defn.group, values, rates)  # type: ignore[arg-type]
+                continue
+            mask = np.fromiter((full(ports[pk].target, defn.group) for pk, _ in keys), bool, len(keys))
+            health.add([k for k, m in zip(keys, mask.tolist(), strict=True) if not m], counter, defn.group,
+                       values[~mask], rates[~mask])  # type: ignore[index]
             keys, values = [k for k, m in zip(keys, mask.tolist(), strict=True) if m], values[mask]
             if not keys:
                 continue
@@ -180,27 +179,56 @@ def fabric_families(p: Pipeline) -> list[Family]:
     out.extend(_gauge_families(store, cache, policy, full, rendered))
     for name in [n for n in cache.templates if n not in rendered]:
         del cache.templates[name]  # a family that is gone: its template goes with it
-    if policy is not None and (health or sums):
-        out.extend(_health_families(cache, health, sums))
+    if health is not None and (health.rates or health.sums):
+        out.extend(_health_families(cache, health))
     return out
 
 
-def _add_health(keys: list[tuple[PortKey, tuple]], counter: str, group: str, totals: list[float], rates: list[float],
-                ports: dict, health: dict[PortKey, dict[str, float]], sums: dict[tuple[str, str], float]) -> None:
-    """One counter's health-level rows: its per-target sum, and its rate into the port's health kind.
+class _Health:
+    """The health level's figures of one render, added up on whole arrays: per port (in the
+    render cache's port order) the rate of each health kind, and per (target, counter) the
+    sum of the totals.
 
-    Families come in name order and rows in (port, sub) order, so each port's sums add up in
-    the order of its series keys, the order the per-port render of the store used.
+    Families come in name order and rows in (port, sub) order, and both sums are taken in
+    that order (``np.add.at`` and ``np.bincount`` add one row after the other), so each figure
+    is the same float a loop over the rows gives.
     """
-    kind = _health_kind(counter, group)
-    for (pk, _), total, rate in zip(keys, totals, rates, strict=True):
-        sk = (ports[pk].target, counter)
-        sums[sk] = sums.get(sk, 0.0) + total
-        if kind is not None and rate == rate:  # NaN: no rate over the last interval
-            ph = health.get(pk)
-            if ph is None:
-                ph = health[pk] = {}
-            ph[kind] = ph.get(kind, 0.0) + rate
+
+    __slots__ = ("cache", "rates", "sums", "target_names", "targets")
+
+    def __init__(self, cache: _RenderCache, ports: dict) -> None:
+        self.cache = cache
+        names = sorted({ports[pk].target for pk, _ in cache.order})
+        code = {t: i for i, t in enumerate(names)}
+        self.target_names = names
+        self.targets = np.fromiter((code[ports[pk].target] for pk, _ in cache.order), np.int64, len(cache.order))
+        self.rates: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # kind -> (rate per port, port has one)
+        self.sums: dict[tuple[str, str], float] = {}
+
+    def add(self, keys: list[tuple[PortKey, tuple]], counter: str, group: str, totals: np.ndarray,
+            rates: np.ndarray) -> None:
+        """One counter's health-level rows: its per-target sum, and its rate into the port's kind."""
+        if not keys:
+            return
+        hit = self.cache.rows.get(counter)
+        if hit is not None and hit[0] is keys:  # the store's same list while its layout holds
+            at = hit[1]
+        else:
+            index = self.cache.index
+            at = np.fromiter((index[pk] for pk, _ in keys), np.int64, len(keys))
+            self.cache.rows[counter] = (keys, at)
+        per_target = np.bincount(self.targets[at], weights=totals, minlength=len(self.target_names))
+        for t in np.flatnonzero(np.bincount(self.targets[at], minlength=len(self.target_names))).tolist():
+            self.sums[(self.target_names[t], counter)] = float(per_target[t])
+        kind = _health_kind(counter, group)
+        if kind is None:
+            return
+        got = self.rates.get(kind)
+        if got is None:
+            got = self.rates[kind] = (np.zeros(len(self.targets)), np.zeros(len(self.targets), bool))
+        ok = rates == rates  # NaN: no rate over the last interval
+        np.add.at(got[0], at[ok], rates[ok])
+        got[1][at[ok]] = True
 
 
 def _gauge_families(store: CounterStore, cache: _RenderCache, policy: ExpositionPolicy | None,
@@ -247,14 +275,17 @@ HEALTH_RATES = {
 }
 
 
-def _health_families(cache: _RenderCache, health: dict[PortKey, dict[str, float]], sums: dict[tuple[str, str], float]) -> list[Family]:
+def _health_families(cache: _RenderCache, health: _Health) -> list[Family]:
     out = []
+    order, sums = cache.order, health.sums
     for h in ("tx", "rx", "problems"):
         metric, help_ = HEALTH_RATES[h]
         fam = Family(f"{N}_{metric}", "gauge", help_)
-        lines = [f"{fam.name}{base}}} {_fmt(health[pk][h])}" for pk, base in cache.order if h in health.get(pk, ())]
-        if lines:
-            fam.lines = ["\n".join(lines)]
+        got = health.rates.get(h)
+        if got is not None and got[1].any():
+            at = np.flatnonzero(got[1])
+            fam.lines = ["\n".join(map(f"{fam.name}%s}} %s".__mod__,
+                                        zip([order[i][1] for i in at.tolist()], format_values(got[0][at]), strict=True)))]
         out.append(fam)
     agg: dict[str, Family] = {}
     for (target, counter) in sorted(sums):
