@@ -88,7 +88,9 @@ class PortRef:
 class Fabric:
     """N cabled ports of a Selene-shaped fabric, with deterministic counter values per poll."""
 
-    def __init__(self, nports: int, source: Path = SELENE) -> None:
+    def __init__(self, nports: int, source: Path = SELENE, switch_ports: bool = False) -> None:
+        """``switch_ports``: poll only the switches' ports of the (whole) topology, as the
+        perfquery collector does by default (``include_cas: false``): on Selene, 21,363 ports."""
         if not source.exists():
             raise SystemExit(f"the benchmark scales the real Selene topology and needs it at {source} (../shared is absent)")
         base = source.read_text()
@@ -104,7 +106,8 @@ class Fabric:
                 lid = node.lid if node.kind == "switch" else p.lid
                 if lid is None:
                     continue
-                ports.append(PortRef(node.name, num, lid, node.guid, node.kind))
+                if node.kind == "switch" or not switch_ports:
+                    ports.append(PortRef(node.name, num, lid, node.guid, node.kind))
         self.ports = ports[:nports]
         self.nports = len(self.ports)
         self.switches = sorted({p.device for p in self.ports if p.kind == "switch"})

@@ -1,6 +1,7 @@
 """One fabric size, in its own process (so its peak RSS is its own): prints one JSON object.
 
     python -m bench.size 100000 [--polls 3]
+    python -m bench.size 25704 --switch-ports   # the real Selene fabric as the perfquery collector polls it
 
 Phases, in order: build the fabric and its payloads; parse each source format; run the
 agent path (parse -> store -> detect -> render) for ``--polls`` polls of a perfquery
@@ -259,9 +260,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-parse", action="store_true")
+    ap.add_argument("--switch-ports", action="store_true", help="poll only the switches' ports (bench/fabric.py)")
     a = ap.parse_args(argv)
     with Clock() as c:
-        fab = Fabric(a.ports)
+        fab = Fabric(a.ports, switch_ports=a.switch_ports)
     out: dict[str, Any] = {"requested_ports": a.ports, "fabric_ports": fab.nports, "pods": fab.pods,
                            "switches": len(fab.switches), "build_s": c.wall}
     if not a.no_parse:

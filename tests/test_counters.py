@@ -45,6 +45,8 @@ def test_a_port_at_a_time_is_the_same_as_reading_by_reading():
     assert (by_port.ports, by_port.port_of) == ([("sw1", "1"), ("sw1", "2"), ("sw2", "1")], [0, 0, 0, 1, 1, 1, 2, 2, 2])
     with pytest.raises(ValueError, match="2 values for a layout of 3 counters"):
         by_port.add_port("sw3", "1", layout, [1, 2])
+    by_port.add_port("sw3", "1", PortLayout.of([]), [])  # a port without readings (a block of zeros it cannot use)
+    assert by_port.ports[-1] == ("sw2", "1") and len(by_port) == 9
 
 
 def test_relabel_maps_each_distinct_key_once_and_keeps_unchanged_lists():

@@ -134,9 +134,12 @@ class Counters:
         self.scale.append(scale)
 
     def add_port(self, device: str, port: str, layout: PortLayout, values: Sequence[int | float]) -> None:
-        """One port's readings: ``values[j]`` is the reading of ``layout.keys[j]``."""
+        """One port's readings: ``values[j]`` is the reading of ``layout.keys[j]``. A port
+        without readings adds nothing (no empty group: the store would create the port)."""
         if len(values) != len(layout.keys):
             raise ValueError(f"{len(values)} values for a layout of {len(layout.keys)} counters")
+        if not values:
+            return
         self.port_of.extend(repeat(self._group(device, port), len(values)))
         self.keys.extend(layout.keys)
         self.values.extend(values)
