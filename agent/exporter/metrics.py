@@ -217,8 +217,9 @@ class _Health:
             index = self.cache.index
             at = np.fromiter((index[pk] for pk, _ in keys), np.int64, len(keys))
             self.cache.rows[counter] = (keys, at)
-        per_target = np.bincount(self.targets[at], weights=totals, minlength=len(self.target_names))
-        for t in np.flatnonzero(np.bincount(self.targets[at], minlength=len(self.target_names))).tolist():
+        codes = self.targets[at]
+        per_target = np.bincount(codes, weights=totals, minlength=len(self.target_names))
+        for t in np.unique(codes).tolist():
             self.sums[(self.target_names[t], counter)] = float(per_target[t])
         kind = _health_kind(counter, group)
         if kind is None:
