@@ -25,6 +25,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fabricmon import collectors
+from fabricmon.core.files import FileRefused, read_regular
 from fabricmon.core.model import Link
 from fabricmon.core.vocabulary import PriorityMap
 
@@ -574,18 +575,13 @@ def decode_config(raw: bytes, path: str) -> str:
 
 
 def read_config(path: str | Path) -> str:
-    """The text of a config file, refusing files over ``MAX_CONFIG_BYTES`` before reading them."""
-    p = Path(path)
+    """The text of a config file: a regular file of at most ``MAX_CONFIG_BYTES``, opened without
+    blocking (a FIFO or a device is refused at once, see :mod:`fabricmon.core.files`)."""
     try:
-        with p.open("rb") as fh:
-            raw = fh.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError([f"{p}: cannot read config: {exc.strerror or exc}"]) from None
-    except ValueError as exc:  # a NUL byte in the path
-        raise ConfigError([f"{str(p)!r}: cannot read config: {exc}"]) from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError([f"{p}: config file is larger than {MAX_CONFIG_BYTES >> 20} MiB; refused"])
-    return decode_config(raw, str(p))
+        raw = read_regular(path, MAX_CONFIG_BYTES, "config")
+    except FileRefused as exc:
+        raise ConfigError([str(exc)]) from None
+    return decode_config(raw, str(path))
 
 
 def load(path: str | Path) -> LoadedConfig:

@@ -7,13 +7,28 @@ time. With it, the first poll after a restart gives the delta over the whole dow
 (measured on the device clock when the source has one, so a device reboot in between is
 still detected), totals continue, and findings keep their start.
 
-File: ``<state_dir>/state.json.gz`` (gzip JSON, format ``fabricmon-state`` version 1),
-written atomically (temporary file, fsync, rename, fsync of the directory) on shutdown and
-every :data:`SAVE_INTERVAL` seconds. What the counters are is the store's business
-(:meth:`CounterStore.save`/``restore``); this module handles the file: format, atomic
-write, age, and the limits a file read at start-up must respect. A missing, corrupt,
-oversized, too deeply nested, other-version or ill-typed file is logged once (naming the
-file and what was wrong) and ignored: the agent starts fresh, never fails to start.
+File: ``<state_dir>/state.json.gz``, written atomically (temporary file, fsync, rename, fsync
+of the directory) on shutdown and every :data:`SAVE_INTERVAL` seconds. Format
+``fabricmon-state`` version 2: one gzip stream holding a JSON header line (format, version,
+``saved_at``, the findings, the device clocks, the distinct series keys and port layouts, one
+``[device, port, target, seen, layout]`` per port, and the manifest of the columns), then the
+store's columns as raw little-endian arrays, in the manifest's order (the store's
+:class:`~fabricmon.agent.store.StoreImage`). Version 1 (the whole store as one JSON document,
+a Python list per series) took seconds per 100,000 ports to write and to read, longer than a
+stop may last; a version 1 file is still read, once, after an upgrade.
+
+Cost: at 100,000 ports (2.1 M series) the snapshot is a few array copies taken on the pipeline
+worker (agent/worker.py: never concurrent with an ingest, never on the event loop); the
+compression and the write run in a thread of their own. The final save at shutdown has a
+deadline (:data:`FINAL_SAVE_DEADLINE_S`): a stop never waits past it for a slow disk, and the
+previous file then stays as it was.
+
+Reading: what the format is is the store's business (:meth:`CounterStore.restore_image`); this
+module handles the file: format, atomic write, age, and the limits a file read at start-up must
+respect. The file is opened like every file the agent reads (:mod:`fabricmon.core.files`: a
+FIFO or a device is refused at once). A missing, corrupt, oversized, too deeply nested,
+other-version or ill-typed file is logged once (naming the file and what was wrong) and
+ignored: the agent starts fresh, never fails to start.
 
 What is restored is bounded by the store's own forgetting rule: series not updated within
 ``stale_after`` of now are not restored (a running agent would have expired them), and
@@ -25,26 +40,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
+import io
 import itertools
 import json
 import logging
+import math
 import os
+import threading
 import time
 import zlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import numpy as np
 
 from fabricmon.agent.detector import Detector
 from fabricmon.agent.gcpause import gc_paused
-from fabricmon.agent.store import CounterStore, valid_text
+from fabricmon.agent.store import IMAGE_COLUMNS, CounterStore, StoreImage, valid_text
+from fabricmon.core.files import FileRefused, read_regular
 from fabricmon.core.model import Finding
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 FORMAT = "fabricmon-state"
-VERSION = 1
+VERSION = 2
 FILENAME = "state.json.gz"
 SAVE_INTERVAL = 60.0
+# The stop budget: systemd's TimeoutStopSec is 15 s and the README promises a stop in a few
+# seconds; polls are cancelled and the listener closed in well under a second, so the final
+# save may take 3 s (measured: 0.9 s for 100,000 ports on the 2-core test machine).
+FINAL_SAVE_DEADLINE_S = 3.0
 _tmp_seq = itertools.count()
 
 
@@ -67,10 +95,15 @@ def default_state_dir(configured: str | None) -> str | None:
 # ---------------------------------------------------------------------- limits
 # A state file is ours, but it sits on a disk others can write and may be truncated,
 # hand-edited or crafted: reading it must never stop the agent from starting.
-MAX_FILE_BYTES = 256 << 20  # decompressed JSON; about 1 M series (~200 B each) plus findings
+# Decompressed bytes: the columns take about 170 B per series at history 8 (2.1 M series of
+# 100,000 ports: 370 MB), so 1 GiB holds 250,000 ports; a bigger store's file is refused at
+# start (the agent starts fresh) rather than taking gigabytes, and a gzip bomb stops here.
+MAX_FILE_BYTES = 1 << 30
+MAX_HEADER_BYTES = 256 << 20  # the JSON header line: about 60 B per port plus the findings
 MAX_DEPTH = 16  # the format nests 5 levels; a finding's evidence a few more
 MAX_EVIDENCE_CHARS = 64 << 10  # per finding, as JSON
 SEVERITIES = ("warning", "critical")
+MAX_SAVED_AT = 4102444800.0  # 2100-01-01: a later (or non-finite) saved_at is not a save time
 
 
 # ---------------------------------------------------------------------- snapshot
@@ -136,19 +169,53 @@ def _finding_from_json(d: Any, i: int) -> Finding:
     )
 
 
-def snapshot(store: CounterStore, detector: Detector, now: float | None = None) -> dict[str, Any]:
-    """A JSON-able copy of what to persist (cheap: plain lists; call it in the event loop)."""
-    return {
+@dataclass
+class Snapshot:
+    """What one save writes: the header's fields and the store's columns."""
+
+    meta: dict[str, Any]  # format, version, saved_at, findings, device_clocks, keys, schemas, ports, big
+    columns: dict[str, np.ndarray]
+
+
+def snapshot(store: CounterStore, detector: Detector, now: float | None = None) -> Snapshot:
+    """A copy of what to persist: call it where nothing changes the store meanwhile (the
+    pipeline worker); the copy can then be written from any thread."""
+    img = store.image()
+    meta = {
         "format": FORMAT,
         "version": VERSION,
         "saved_at": time.time() if now is None else now,
         "findings": [_finding_to_json(f) for f in detector.active],
-        **store.save(),
+        "device_clocks": img.device_clocks,
+        "keys": img.keys,
+        "schemas": img.schemas,
+        "ports": img.ports,
+        "big": [[row, v] for row, v in sorted(img.big.items())],
     }
+    return Snapshot(meta, img.columns)
 
 
-def encode(snap: dict[str, Any]) -> bytes:
-    return gzip.compress(json.dumps(snap, separators=(",", ":")).encode(), compresslevel=1)
+def _manifest(columns: dict[str, np.ndarray]) -> list[list[Any]]:
+    return [[name, columns[name].dtype.str, list(columns[name].shape)] for name in IMAGE_COLUMNS]
+
+
+def encode_to(fh: Any, snap: Snapshot) -> None:
+    """Write ``snap`` as a version 2 file (see the module docstring) to binary file ``fh``."""
+    header = {**snap.meta, "columns": _manifest(snap.columns)}
+    with gzip.GzipFile(fileobj=fh, mode="wb", compresslevel=1, mtime=0) as gz:
+        gz.write(json.dumps(header, separators=(",", ":")).encode() + b"\n")
+        for name in IMAGE_COLUMNS:
+            a = np.ascontiguousarray(snap.columns[name])
+            if a.dtype.byteorder == ">":
+                a = a.byteswap().view(a.dtype.newbyteorder("<"))
+            if a.size:
+                gz.write(memoryview(a.reshape(-1)).cast("B"))  # zlib releases the GIL while it compresses
+
+
+def encode(snap: Snapshot) -> bytes:
+    buf = io.BytesIO()
+    encode_to(buf, snap)
+    return buf.getvalue()
 
 
 def _tmp_prefix(path: Path) -> str:
@@ -167,19 +234,21 @@ def remove_stale_temp_files(path: Path) -> int:
     return n
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so a crash leaves either the old file or the new one.
+def write_atomic(path: Path, write: Callable[[Any], None]) -> int:
+    """Write a file through ``write(fh)`` so a crash leaves either the old file or the new one;
+    returns the bytes written.
 
     The temporary file is created with O_EXCL|O_NOFOLLOW in the state directory: a file or
     symlink planted under its name makes the save fail instead of writing through it.
     """
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f"{_tmp_prefix(path)}{os.getpid()}-{next(_tmp_seq)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)  # a planted name: FileExistsError
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)  # a planted name: FileExistsError
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            write(fh)
             fh.flush()
+            size = fh.tell()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -192,39 +261,49 @@ def write_atomic(path: Path, data: bytes) -> None:
             os.fsync(dfd)
         finally:
             os.close(dfd)
+    return size
 
 
 def save(path: Path, store: CounterStore, detector: Detector) -> int:
     """Snapshot and write synchronously; returns the bytes written. OSError is the caller's to log."""
-    data = encode(snapshot(store, detector))
-    write_atomic(path, data)
-    return len(data)
+    snap = snapshot(store, detector)
+    return write_atomic(path, lambda fh: encode_to(fh, snap))
 
 
 # ---------------------------------------------------------------------- load / restore
-def _read_bounded(path: Path) -> bytes:
-    """The file's JSON bytes, decompressed when gzip, never more than MAX_FILE_BYTES (a gzip
-    bomb stops at the cap instead of filling memory)."""
-    with path.open("rb") as raw:
-        head = raw.read(2)
-        raw.seek(0)
-        fh: Any = gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw
-        data = fh.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
-        raise StateError(f"{path}: state is larger than {MAX_FILE_BYTES >> 20} MiB decompressed")
-    return data
+V1_MAX_FILE_BYTES = 256 << 20  # a version 1 file is one JSON document: decoded whole, so bounded tighter
 
 
-def read(path: Path) -> dict[str, Any] | None:
-    """The decoded state, None when there is no file; StateError when it cannot be used."""
-    try:
-        text = _read_bounded(path)
-    except FileNotFoundError:
-        return None
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise StateError(f"{path}: corrupt state file: {exc}") from None
-    except OSError as exc:
-        raise StateError(f"{path}: cannot read: {exc.strerror or exc}") from None
+def _decompressed(path: Path) -> bytes:
+    """The file's bytes, decompressed when gzip, never more than MAX_FILE_BYTES (a gzip bomb
+    stops at the cap instead of filling memory). The file is opened without blocking and must
+    be a regular file (fabricmon.core.files)."""
+    raw = read_regular(path, MAX_FILE_BYTES, "state file")
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    d = zlib.decompressobj(wbits=31)
+    out: list[bytes] = []
+    total = 0
+    view = memoryview(raw)
+    while view:
+        chunk = d.decompress(view, MAX_FILE_BYTES + 1 - total)
+        total += len(chunk)
+        out.append(chunk)
+        if total > MAX_FILE_BYTES:
+            raise StateError(f"{path}: state is larger than {MAX_FILE_BYTES >> 20} MiB decompressed")
+        if d.eof:  # the next member, if any (gzip allows several)
+            view = memoryview(d.unused_data)
+            d = zlib.decompressobj(wbits=31) if view else d
+        else:
+            view = memoryview(d.unconsumed_tail)
+            if not view:
+                break
+    if not d.eof:
+        raise StateError(f"{path}: corrupt state file: the gzip stream ends before its end marker (truncated)")
+    return b"".join(out)
+
+
+def _json(path: Path, text: bytes) -> Any:
     try:
         data = json.loads(text)
     except RecursionError:
@@ -233,34 +312,98 @@ def read(path: Path) -> dict[str, Any] | None:
         raise StateError(f"{path}: corrupt state file: {exc}") from None
     if _depth(data) > MAX_DEPTH:
         raise StateError(f"{path}: corrupt state file: nested deeper than {MAX_DEPTH} levels")
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise StateError(f"{path}: not a fabricmon state file")
-    if data.get("version") != VERSION:
-        raise StateError(f"{path}: state format version {data.get('version')!r:.40}, this fabricmon reads version {VERSION}")
     return data
 
 
-def restore(data: dict[str, Any], store: CounterStore, detector: Detector, now: float | None = None) -> tuple[int, int]:
+def read(path: Path) -> Snapshot | dict[str, Any] | None:
+    """The decoded state (a :class:`Snapshot`, or a version 1 file's document), None when there
+    is no file; StateError when it cannot be used."""
+    try:
+        data = _decompressed(path)
+    except FileRefused as exc:
+        if not os.path.lexists(path):
+            return None
+        raise StateError(str(exc)) from None
+    except zlib.error as exc:
+        raise StateError(f"{path}: corrupt state file: {exc}") from None
+    nl = data.find(b"\n")
+    if nl < 0 or not data[nl + 1:].strip():  # version 1: one JSON document
+        if len(data) > V1_MAX_FILE_BYTES:
+            raise StateError(f"{path}: state is larger than {V1_MAX_FILE_BYTES >> 20} MiB decompressed")
+        doc = _json(path, data)
+        _check_format(path, doc, 1)
+        return doc
+    if nl > MAX_HEADER_BYTES:
+        raise StateError(f"{path}: corrupt state file: a header of more than {MAX_HEADER_BYTES >> 20} MiB")
+    meta = _json(path, data[:nl])
+    _check_format(path, meta, VERSION)
+    return Snapshot(meta, _columns(path, meta, memoryview(data)[nl + 1:]))
+
+
+def _check_format(path: Path, doc: Any, version: int) -> None:
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise StateError(f"{path}: not a fabricmon state file")
+    if doc.get("version") != version:
+        raise StateError(f"{path}: state format version {doc.get('version')!r:.40}, this fabricmon reads versions 1 and {VERSION}")
+
+
+def _columns(path: Path, meta: dict[str, Any], body: memoryview) -> dict[str, np.ndarray]:
+    """The columns the manifest names, as arrays over ``body`` (no copy), every size checked."""
+    manifest = meta.get("columns")
+    if not isinstance(manifest, list) or [c[0] if isinstance(c, list) and c else None for c in manifest] != list(IMAGE_COLUMNS):
+        raise StateError(f"{path}: corrupt state file: the column manifest must list {', '.join(IMAGE_COLUMNS)}")
+    out: dict[str, np.ndarray] = {}
+    offset = 0
+    for (name, dtype_str, shape), want in zip(manifest, IMAGE_COLUMNS.values(), strict=True):
+        dtype = np.dtype(want).newbyteorder("<")
+        if dtype_str != dtype.str or not isinstance(shape, list) or not 1 <= len(shape) <= 2 or \
+                not all(type(d) is int and 0 <= d < 1 << 40 for d in shape):
+            raise StateError(f"{path}: corrupt state file: column {name!r}: expected {dtype.str}, got {dtype_str!r:.20} {shape!r:.40}")
+        count = math.prod(shape)
+        size = count * dtype.itemsize
+        if offset + size > len(body):
+            raise StateError(f"{path}: corrupt state file: column {name} is cut short ({len(body) - offset} of {size} bytes)")
+        out[name] = np.frombuffer(body, dtype, count, offset).reshape(shape).astype(want, copy=False)
+        offset += size
+    if offset != len(body):
+        raise StateError(f"{path}: corrupt state file: {len(body) - offset} bytes after the last column")
+    return out
+
+
+def restore(data: Snapshot | dict[str, Any], store: CounterStore, detector: Detector, now: float | None = None) -> tuple[int, int]:
     """Put a read state into an empty store and detector; returns (series, findings) restored.
 
     Raises StateError when the content is malformed; the caller then starts fresh (the
     store is only touched once everything parsed).
     """
     now = time.time() if now is None else now
-    saved_at = data.get("saved_at", 0.0)
-    if not isinstance(saved_at, int | float) or isinstance(saved_at, bool):
+    meta = data.meta if isinstance(data, Snapshot) else data
+    saved_at = meta.get("saved_at", 0.0)
+    if not isinstance(saved_at, int | float) or isinstance(saved_at, bool) or not 0 <= saved_at <= MAX_SAVED_AT:
         raise StateError(f"saved_at must be a Unix time, not {saved_at!r:.40}")
-    findings_in = data.get("findings", [])
+    findings_in = meta.get("findings", [])
     if not isinstance(findings_in, list):
         raise StateError("findings must be a list")
     fresh = float(saved_at) >= now - store.stale_after
     try:
         findings = [_finding_from_json(f, i) for i, f in enumerate(findings_in)] if fresh else []
-        n_series = store.restore(data, now)
+        if isinstance(data, Snapshot):
+            n_series = store.restore_image(_image(meta, data.columns), now)
+        else:
+            n_series = store.restore(data, now)
     except ValueError as exc:
         raise StateError(f"malformed state content: {exc}") from None
     detector.restore(findings)
     return n_series, len(findings)
+
+
+def _image(meta: dict[str, Any], columns: dict[str, np.ndarray]) -> StoreImage:
+    keys, schemas, ports, clocks, big = (meta.get(k) for k in ("keys", "schemas", "ports", "device_clocks", "big"))
+    if not isinstance(keys, list) or not isinstance(schemas, list) or not isinstance(ports, list):
+        raise ValueError("keys, schemas and ports must be lists")
+    if not isinstance(clocks, dict) or not isinstance(big, list) or not all(isinstance(b, list) and len(b) == 2 for b in big):
+        raise ValueError("device_clocks must be an object and big a list of [row, value] pairs")
+    return StoreImage(keys, schemas, ports, clocks, columns, {row: v for row, v in big})
 
 
 def load_into(path: Path, store: CounterStore, detector: Detector) -> bool:
@@ -275,29 +418,62 @@ def load_into(path: Path, store: CounterStore, detector: Detector) -> bool:
         msg = str(exc)
         log.warning("ignoring saved state: %s", msg if str(path) in msg else f"{path}: {msg}")
         return False
-    age = time.time() - float(data.get("saved_at", 0.0))
+    meta = data.meta if isinstance(data, Snapshot) else data
+    age = time.time() - float(meta.get("saved_at", 0.0))
     log.info("restored state from %s (saved %.0f s ago): %d series, %d active findings", path, age, n_series, n_findings)
     return True
+
+
+async def _inline(fn: Callable[[], T]) -> T:
+    return fn()
+
+
+def _in_daemon_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
+    """``fn()`` in a daemon thread of its own, as a future of the running loop: unlike the
+    default executor, a write stuck on a dead disk does not hold the process at exit."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if not fut.done():
+            fut.set_exception(error) if error is not None else fut.set_result(result)
+
+    def run() -> None:
+        result, error = None, None
+        try:
+            result = fn()
+        except BaseException as exc:
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name="fabricmon-state-write", daemon=True).start()
+    return fut
 
 
 class StateKeeper:
     """Loads the state at start, saves it every ``interval`` seconds and once more at shutdown.
 
-    Snapshots are taken in the event loop (consistent with the store); compressing and
-    writing run in a thread. Writes never overlap, and the final save always comes last.
+    ``run`` runs a function where the store is not changed meanwhile and returns its result
+    (the live agent: its pipeline worker, agent/worker.py; default: inline, for tests and
+    tools). The snapshot is taken there; compressing and writing run in a thread of their own.
+    Writes never overlap, and the final save always comes last, within its deadline.
     """
 
-    def __init__(self, path: Path, store: CounterStore, detector: Detector, interval: float = SAVE_INTERVAL) -> None:
+    def __init__(self, path: Path, store: CounterStore, detector: Detector, interval: float = SAVE_INTERVAL,
+                 run: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None) -> None:
         self.path = path
         self.store = store
         self.detector = detector
         self.interval = interval
-        self._write: asyncio.Future[None] | None = None
+        self._run = run or _inline
+        self._write: asyncio.Future[int] | None = None
         self._task: asyncio.Task[None] | None = None
         self.saves = 0
         self.save_errors = 0  # failed writes (exported as fabricmon_state_save_errors_total)
 
     def load(self) -> bool:
+        """Read and restore the file (file I/O and store changes: on the pipeline worker)."""
         n = remove_stale_temp_files(self.path)
         if n:
             log.info("removed %d stale temporary file(s) of %s", n, self.path)
@@ -314,39 +490,42 @@ class StateKeeper:
             except Exception:  # a bug here must not stop the periodic saves or the agent
                 log.exception("saving state failed")
 
+    def _snapshot(self) -> Snapshot:
+        with gc_paused():
+            return snapshot(self.store, self.detector)
+
     async def save(self) -> bool:
         if self._write is not None and not self._write.done():
             return False  # the previous write is still running (a slow disk): skip this one
-        # Snapshot and encoding build millions of acyclic lists: with the cyclic collector paused
-        # they cost 5-7x less (30,000 ports: snapshot 9.5 s -> 1.4-1.9 s on a loaded 2-core
-        # machine), which is what keeps the final save at shutdown inside TimeoutStopSec.
-        with gc_paused():
-            snap = snapshot(self.store, self.detector)
         t0 = time.perf_counter()
-        self._write = asyncio.ensure_future(asyncio.to_thread(self._encode_and_write, snap))
+        snap = await self._run(self._snapshot)
+        self._write = _in_daemon_thread(lambda: write_atomic(self.path, lambda fh: encode_to(fh, snap)))
         try:
-            await asyncio.shield(self._write)
+            size = await asyncio.shield(self._write)
         except OSError as exc:
             self.save_errors += 1
             log.error("cannot save state to %s: %s", self.path, exc.strerror or exc)
             return False
         self.saves += 1
-        log.debug("state saved to %s in %.3f s", self.path, time.perf_counter() - t0)
+        log.debug("state saved to %s in %.3f s (%d bytes)", self.path, time.perf_counter() - t0, size)
         return True
 
-    def _encode_and_write(self, snap: dict[str, Any]) -> None:
-        with gc_paused():
-            data = encode(snap)
-        write_atomic(self.path, data)
-
-    async def close(self) -> None:
-        """Stop the periodic saves and write the final state (after any write in flight)."""
+    async def close(self, deadline: float = FINAL_SAVE_DEADLINE_S) -> None:
+        """Stop the periodic saves and write the final state (after any write in flight), giving
+        up after ``deadline`` seconds: the previous file then stays as it was."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self._write is not None and not self._write.done():
-            with contextlib.suppress(Exception):
-                await self._write
-        if await self.save():
-            log.info("state saved to %s", self.path)
+        t0 = time.monotonic()
+        try:
+            if self._write is not None and not self._write.done():
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(asyncio.shield(self._write), deadline)
+            ok = await asyncio.wait_for(self.save(), max(0.1, deadline - (time.monotonic() - t0)))
+        except TimeoutError:
+            self.save_errors += 1
+            log.error("the final state save did not finish within %.0f s; %s keeps the previous save", deadline, self.path)
+            return
+        if ok:
+            log.info("state saved to %s in %.2f s", self.path, time.monotonic() - t0)

@@ -150,4 +150,4 @@ async def test_keeper_saves_periodically_and_at_close(tmp_path):
     _poll(store, det, T0, 42, 0)
     await keeper.close()
     data = state.read(path)
-    assert data["ports"][0][:2] == ["sw1", "3"]
+    assert data.meta["ports"][0][:2] == ["sw1", "3"]

@@ -12,7 +12,7 @@ from importlib import resources
 
 from aiohttp import web
 
-from fabricmon.agent.web.cache import DEFAULT_LIMIT, MAX_LIMIT, WebCache
+from fabricmon.agent.web.cache import DEFAULT_LIMIT, MAX_LIMIT, Busy, WebCache
 
 REFRESH_JS = resources.files("fabricmon.agent.web").joinpath("static/refresh.js").read_bytes()
 
@@ -26,21 +26,34 @@ def _int(request: web.Request, name: str, default: int, lo: int, hi: int) -> int
     return int(raw)
 
 
+def _busy() -> web.Response:
+    return web.Response(status=503, text="Service Unavailable: too many pages being rendered; try again\n", headers={"Retry-After": "1"})
+
+
 def register(app: web.Application, cache: WebCache) -> None:
     async def summary(request: web.Request) -> web.Response:
         return web.Response(body=cache.summary, content_type="text/html", charset="utf-8")
 
     async def fabric(request: web.Request) -> web.Response:
-        return web.Response(body=cache.fabric(), content_type="text/html", charset="utf-8")
+        try:
+            return web.Response(body=await cache.fabric(), content_type="text/html", charset="utf-8")
+        except Busy:
+            return _busy()
 
     async def finding(request: web.Request) -> web.Response:
-        body = cache.finding(request.match_info["fid"])
+        try:
+            body = await cache.finding(request.match_info["fid"])
+        except Busy:
+            return _busy()
         if body is None:
             raise web.HTTPNotFound(text="no such finding (it may have ended and aged out of the recent list)\n")
         return web.Response(body=body, content_type="text/html", charset="utf-8")
 
     async def target(request: web.Request) -> web.Response:
-        body = cache.target(request.match_info["name"])
+        try:
+            body = await cache.target(request.match_info["name"])
+        except Busy:
+            return _busy()
         if body is None:
             raise web.HTTPNotFound(text="no such target\n")
         return web.Response(body=body, content_type="text/html", charset="utf-8")

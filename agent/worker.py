@@ -1,0 +1,102 @@
+"""The pipeline worker: one thread owns the pipeline, so the event loop never parses, stores,
+detects or renders (issue 29 item 4, issue 32).
+
+**Why.** The event loop answers ``/metrics``, ``/healthz`` and ``/ready``, runs every poll's
+I/O and feeds the systemd watchdog. Parsing a 100,000-port poll, a detection pass and a render
+of 2 million series take seconds of CPU; on the loop, each froze everything else for that long
+(7 s for the first render at 100k ports, 81 s for a hostile UFM body).
+
+**The design: one owner.** Every change to the pipeline (``Pipeline.ingest``: record, parse,
+store, detect; a reload's new targets and rules; restoring the state) and every read of it that
+is more than a reference (the exposition render, the web pages, the state snapshot) runs as a
+job on this one thread, in submission order. So the store is never mutated concurrently and
+never read half-updated, with no lock in the store. The loop only submits jobs and awaits their
+futures, and it reads only immutable results the worker publishes by swapping one reference:
+
+- the pre-rendered exposition (``Exporter.exposition``): a scrape during a render gets the
+  previous body, and before the first render finishes it gets the self metrics with
+  ``fabricmon_exposition_ready 0``; it never waits for a build;
+- ``/api/targets`` and ``/ready`` from a snapshot taken at each render;
+- page renders (``/fabric``, ``/findings/<id>``, ``/targets/<name>``) are jobs too, coalesced
+  per page, so 60 parallel requests cost one render each and ``/healthz`` is answered meanwhile.
+
+**The GIL.** A thread only frees the loop if it lets go of the GIL: CPython hands it over every
+``sys.getswitchinterval()`` (5 ms) between bytecodes, but not inside one long C call (a regex
+over 150 MB, ``json.loads`` of 250 MB, ``str %`` over 2 million values). So the work the worker
+does is bounded and sliced where it is big: payloads are bounded in objects, ports and
+interfaces before they are decoded, JSON is decoded and encoded element by element
+(:mod:`fabricmon.core.boundedjson`), command output is capped per command, exposition templates
+are filled in slices. ``fabricmon_event_loop_lag_seconds`` (:mod:`fabricmon.agent.looplag`)
+measures what is left.
+
+**Why a thread, not a process.** The store is a few hundred MB of numpy columns and Python
+indexes; a process would have to own the store and the detector and ship every body and page
+back through a pipe, for a gain (a second core) the 0.25-core budget at 100k ports does not need.
+
+**Shutdown.** The thread is a daemon: a job still running when the agent must stop (a huge
+parse) does not hold the process past its stop deadline; :meth:`PipelineWorker.call` with a
+``timeout`` lets the caller give up waiting (the final state save does, see agent/state.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+_STOP = object()
+
+
+class PipelineWorker:
+    """One daemon thread running submitted jobs in order (see the module docstring)."""
+
+    def __init__(self, name: str = "fabricmon-pipeline") -> None:
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._closed = False
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is _STOP:
+                return
+            fut, fn, args = job
+            if not fut.set_running_or_notify_cancel():
+                continue  # cancelled while queued
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as exc:  # the caller's await raises it; the worker goes on
+                fut.set_exception(exc)
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
+        """Queue ``fn(*args)``; its future (thread-safe)."""
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+        if self._closed:
+            fut.set_exception(RuntimeError("the pipeline worker is stopped"))
+            return fut
+        self._jobs.put((fut, fn, args))
+        return fut
+
+    async def call(self, fn: Callable[..., T], *args: Any, timeout: float | None = None) -> T:
+        """Run ``fn(*args)`` on the worker and await its result (TimeoutError after ``timeout``;
+        the job itself is not interrupted: a job that started runs to its end)."""
+        fut = asyncio.wrap_future(self.submit(fn, *args))
+        if timeout is None:
+            return await fut
+        return await asyncio.wait_for(fut, timeout)
+
+    def on_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def close(self) -> None:
+        """Stop after the jobs already queued (does not wait: the thread is a daemon)."""
+        if not self._closed:
+            self._closed = True
+            self._jobs.put(_STOP)
