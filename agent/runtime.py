@@ -3,7 +3,11 @@
 SIGHUP (or ``POST /-/reload`` with ``--web.enable-lifecycle``) reloads atomically: the new file is validated completely
 first; a bad one keeps the old config running and sets
 ``fabricmon_config_last_reload_successful 0``. SIGTERM/SIGINT stop: polls are cancelled
-(collectors kill their subprocesses), the recording is flushed and closed.
+(collectors kill their subprocesses), the state is saved, the recording is flushed and closed.
+
+The event loop only does I/O: ingest (record, parse, store, detect), renders, the state
+snapshot and a reload's changes to the pipeline are jobs on the pipeline worker
+(agent/worker.py), and files are read in threads.
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ from fabricmon.agent.exporter import connections
 from fabricmon.agent.exporter.exposition import Family
 from fabricmon.agent.exporter.metrics import ExpositionPolicy, state_family
 from fabricmon.agent.exporter.server import Exporter, make_app, start_server
+from fabricmon.agent.looplag import LoopLag
 from fabricmon.agent.pipeline import Pipeline
 from fabricmon.agent.recording import RecordingWriter
 from fabricmon.agent.scheduler import ScheduledTarget, Scheduler
+from fabricmon.agent.worker import PipelineWorker
 from fabricmon.core.model import TargetSpec
 
 log = logging.getLogger(__name__)
@@ -77,15 +83,18 @@ class Agent:
             static_links=cfg.static_links(), detect_min_interval=cfg.detector.min_interval, recorder=recorder, wall_clock=True,
             exposition_policy=_policy(cfg), fabric=cfg.fabric.priority_map(),
         )
-        self.exporter = Exporter(self.pipeline, extra_families=self._scheduler_families)
+        self.worker = worker = PipelineWorker()
+        self.exporter = Exporter(self.pipeline, extra_families=self._scheduler_families, worker=worker)
         self.exporter.reload_hook = self.reload if self.enable_lifecycle else None
+        self.exporter.loop_lag = lag = LoopLag().start()
         state_dir = state.default_state_dir(cfg.global_.state_dir)
-        keeper = state.StateKeeper(state.state_path(state_dir), self.pipeline.store, self.pipeline.detector) if state_dir else None
+        keeper = state.StateKeeper(state.state_path(state_dir), self.pipeline.store, self.pipeline.detector,
+                                   run=worker.call) if state_dir else None
         self.keeper = keeper
         if keeper is not None:
-            keeper.load()
+            await worker.call(keeper.load)
             keeper.start()
-        self.exporter.render_now()
+        self.exporter.request_render()
         self.scheduler = Scheduler(self._on_poll, cfg.global_.max_concurrency, cfg.global_.jitter, cfg.global_.backoff_max)
         self._fingerprints = {t.name: _fingerprint(loaded, t) for t in cfg.shard_targets(loaded.options)}
         self.scheduler.start([_scheduled(loaded, t) for t in cfg.shard_targets(loaded.options)])
@@ -113,9 +122,11 @@ class Agent:
             if keeper is not None:
                 await keeper.close()
             if recorder is not None:
-                recorder.close()
+                await worker.call(recorder.close)
             if runner is not None:
                 await runner.cleanup()
+            lag.stop()
+            worker.close()
 
     def _scheduler_families(self) -> list[Family]:
         restarts = Family("fabricmon_scheduler_task_restarts_total", "counter",
@@ -129,8 +140,8 @@ class Agent:
     def _healthy(self) -> bool:
         return not self.stop_event.is_set() and all(not t.done() for t in self.scheduler.tasks.values())
 
-    def _on_poll(self, poll) -> bool:
-        ok = self.pipeline.ingest(poll)
+    async def _on_poll(self, poll) -> bool:
+        ok = await self.worker.call(self.pipeline.ingest, poll)
         self.exporter.request_render()
         return ok
 
@@ -152,24 +163,30 @@ class Agent:
             mine = new.config.shard_targets(new.options)
             fresh = {t.name: _fingerprint(new, t) for t in mine}
             built = {t.name: _scheduled(new, t) for t in mine if self._fingerprints.get(t.name) != fresh[t.name]}
-            for mw in self.middlewares:  # the web config (TLS, basic auth) is re-read too; it commits last
-                if hasattr(mw, "reload"):
-                    mw.reload()
+            # The web config (TLS, basic auth) is re-read too, in a thread; it commits last.
+            commits = [await asyncio.to_thread(mw.prepare) for mw in self.middlewares if hasattr(mw, "prepare")]
         except (ConfigError, ValueError, OSError) as exc:
             log.error("reload failed, keeping the running config: %s", exc)
             self.exporter.reload_ok = False
             self.exporter.request_render()
             return False
+        for commit in commits:
+            commit()
         for name in list(self.scheduler.targets):
             if name not in fresh or name in built:
                 await self.scheduler.remove(name)
         for target in built.values():
             self.scheduler.add(target)
-        self.pipeline.set_targets(self._specs(new))
-        self.pipeline.detector.rules = rules
-        self.pipeline.fabric = new.config.fabric.priority_map()
-        self.pipeline.topology.set_static(new.config.static_links())
-        self.pipeline.exposition_policy = _policy(new.config)
+        specs = self._specs(new)
+
+        def apply() -> None:  # on the pipeline worker: never while a poll is ingested or rendered
+            self.pipeline.set_targets(specs)
+            self.pipeline.detector.rules = rules
+            self.pipeline.fabric = new.config.fabric.priority_map()
+            self.pipeline.topology.set_static(new.config.static_links())
+            self.pipeline.exposition_policy = _policy(new.config)
+
+        await self.worker.call(apply)
         self._fingerprints = fresh
         self.loaded = new
         self.exporter.reload_ok = True

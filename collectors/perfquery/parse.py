@@ -348,6 +348,14 @@ def parse_perfquery(text: str) -> list[CounterBlock]:
     return blocks
 
 
+def header_capmask2(text: str) -> list[tuple[bool, int | None]]:
+    """(extended, CapMask2 or None) of every counter block header of a perfquery stdout, by one
+    regex scan of the headers only: what the fetch needs to know of each output (does it hold
+    counters, are its extended error counters real) without parsing it on the event loop."""
+    return [(m.group(1) is not None, int(m.group(5), 16) if m.group(5) else None)
+            for m in _HEADER_RE.finditer(text) if int(m.group(3)) != ALL_PORTS]
+
+
 def _parse_header(line: str) -> CounterBlock | None:
     m = _HEADER_RE.search(line)
     if m is None:
