@@ -97,12 +97,27 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     ssl_ctx, middlewares = _web_security(args, loaded)
     try:
-        asyncio.run(Agent(loaded, listen=args.listen, ssl_context=ssl_ctx, middlewares=middlewares,
-                          enable_lifecycle=args.enable_lifecycle).run())
+        with _commands_reaped():
+            asyncio.run(Agent(loaded, listen=args.listen, ssl_context=ssl_ctx, middlewares=middlewares,
+                              enable_lifecycle=args.enable_lifecycle).run())
     except OSError as exc:  # e.g. the listen address is taken
         print(f"error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), file=sys.stderr)
         return 1
     return 0
+
+
+@contextlib.contextmanager
+def _commands_reaped():
+    """This process owns every process its collectors' commands start: it is their subreaper
+    (strict: any re-parented child is a leftover), and none of them survives it
+    (fabricmon.collectors.reaper)."""
+    from fabricmon.collectors.reaper import REAPER
+
+    REAPER.enable(strict=True)
+    try:
+        yield
+    finally:
+        REAPER.sweep()
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -117,7 +132,8 @@ def cmd_record(args: argparse.Namespace) -> int:
         return 2
     print(f"recording every poll to {args.out}" + (f" for {duration:g} s" if duration else " until interrupted"), file=sys.stderr)
     try:
-        asyncio.run(Agent(loaded, listen=args.listen or "", record_path=args.out, duration=duration).run())
+        with _commands_reaped():
+            asyncio.run(Agent(loaded, listen=args.listen or "", record_path=args.out, duration=duration).run())
     except OSError as exc:
         print(f"error: cannot record to {args.out}: {exc.strerror or exc}", file=sys.stderr)
         return 2
@@ -371,7 +387,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.log_level != "debug":  # failed targets are listed in the audit's notes
         pipeline_log.setLevel(logging.ERROR)
     try:
-        result = audit.audit_recording(args.recording, loaded) if args.recording else asyncio.run(audit.audit_live(loaded))
+        if args.recording:
+            result = audit.audit_recording(args.recording, loaded)
+        else:
+            with _commands_reaped():
+                result = asyncio.run(audit.audit_live(loaded))
     except RecordingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -110,6 +110,48 @@ class ResultBuilder:
         return True
 
 
+@dataclass
+class BadValues:
+    """Counter readings dropped because they are numbers but not counter values (a whole number
+    in [0, 2^64)): 1e400 (infinity once decoded), -1, NaN, 1.5, 2^70. Such a value is never
+    stored (it would fake a reset or a wrap), and never dropped silently: one warning per field
+    and poll names the field, how many were dropped, and the first one with its port (the
+    pipeline's log line names the target). An empty or ``N/A`` cell is an absent reading, not
+    a bad one, and is not counted."""
+
+    seen: dict[str, list[Any]] = field(default_factory=dict)  # field -> [count, first port, first value]
+
+    def note(self, name: str, where: str, raw: Any) -> None:
+        if not _numeric(raw):
+            return
+        entry = self.seen.get(name)
+        if entry is None:
+            self.seen[name] = [1, where, raw]
+        else:
+            entry[0] += 1
+
+    def warnings(self) -> list[str]:
+        return [f"field {name}: {n} value(s) that are not counter values (a whole number 0..2^64) dropped, "
+                f"first {clean(reprlib.repr(raw), 64)} on {where}" for name, (n, where, raw) in sorted(self.seen.items())]
+
+
+def _numeric(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return False
+    if isinstance(raw, int | float):
+        return True
+    if isinstance(raw, str):
+        try:
+            float(raw.strip())
+        except ValueError:
+            try:
+                int(raw.strip(), 0)
+            except ValueError:
+                return False
+        return True
+    return False
+
+
 class SourceOptions(BaseModel):
     """Base of each collector's per-target options; unknown keys are errors."""
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import Field
 
-from fabricmon.collectors.base import ParseError, ParseOptions, ResultBuilder
+from fabricmon.collectors.base import BadValues, ParseError, ParseOptions, ResultBuilder
 from fabricmon.collectors.nvue import lldp, roce_config  # they import this module back for its readers (used at call time)
 from fabricmon.core.model import ParseResult, TargetSpec
 
@@ -130,6 +130,7 @@ class Emitter(ResultBuilder):
     """Builds the ParseResult (first writer wins per port, name, sub); notes problems once each."""
 
     inexact: dict[str, set[str]] = field(default_factory=dict)
+    bad: BadValues = field(default_factory=BadValues)
 
     def counter(self, port: str, name: str, raw: Any, sub: tuple[Any, ...] = (), scale: float = 1.0, where: str = "") -> None:
         if self.has(port, name, sub):
@@ -138,6 +139,8 @@ class Emitter(ResultBuilder):
         if value is None:
             if humanised(raw):
                 self.inexact.setdefault(where or name, set()).add(port)
+            else:
+                self.bad.note(where or name, f"{self.device} port {port}", raw)
             return
         self.sample(port, name, value, sub, scale=scale)
 
@@ -156,6 +159,7 @@ class Emitter(ResultBuilder):
     def finish(self) -> ParseResult:
         for what, ports in sorted(self.inexact.items()):
             self.result.warnings.append(f"{what}: humanised value (not exact) skipped on {', '.join(sorted(ports))}")
+        self.result.warnings.extend(self.bad.warnings())
         return self.result
 
 

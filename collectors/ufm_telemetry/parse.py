@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from fabricmon.collectors.base import ParseError, ParseOptions
+from fabricmon.collectors.base import BadValues, ParseError, ParseOptions
 from fabricmon.collectors.ufm.names import lookup, to_int
 from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import ParseResult, PortInfo, TargetSpec
@@ -223,6 +223,7 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
     add = result.counters.add
     ports: dict[tuple[str, str], PortInfo] = {}
     by_guid: set[str] = set()
+    bad = BadValues()
     no_port = 0
     for resp in payload["responses"]:
         if not isinstance(resp, dict):
@@ -269,12 +270,14 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
                     continue
                 n = to_int(value)
                 if n is None:
+                    bad.note(name, f"{device} port {port}", value)
                     continue
                 counter, scale = hit
                 if (device, port, counter) not in seen:
                     seen.add((device, port, counter))
                     add(device, port, counter, n, scale=scale)
     result.ports = list(ports.values())
+    result.warnings.extend(bad.warnings())
     if no_port:
         result.warnings.append(f"{no_port} row(s) with counters but without node/port GUID and port number skipped")
     if by_guid:
