@@ -4,7 +4,14 @@ Why a shared helper: every REST source needs the same care — TLS verified by d
 CA file for self-signed appliances and an explicit opt-out), basic or token auth, a cap on
 body size, a check that the body was not cut short, and every failure turned into a
 :class:`FetchError` with a reason the error metric can count. Secrets are resolved at fetch
-time and never appear in a message, a payload or a recording.
+time (a secret file is read in a thread) and never appear in a message, a payload or a
+recording.
+
+**Objects, not bytes.** A JSON body is also bounded in values (``max_values``,
+:mod:`fabricmon.core.boundedjson`): counted before it is decoded, refused beyond the bound
+(reason ``size``), and a large body is decoded element by element in a thread, so neither a
+body of ``[{},{},...]`` nor a legitimate 100 MB ports list takes the memory or the event
+loop. A body nested deeper than the decoder can follow is reason ``protocol``.
 """
 
 from __future__ import annotations
@@ -12,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import email.utils
-import json
 import ssl
 import time
 from collections.abc import Coroutine
@@ -23,7 +29,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from fabricmon.collectors.base import Collector, ErrorReason, FetchError, SourceOptions, resolve_secret
-from fabricmon.core import secrets
+from fabricmon.core import boundedjson, secrets
 
 DEFAULT_MAX_BODY = 256 * 1024 * 1024  # a full-fabric UFM ports list can be tens of MB
 
@@ -56,6 +62,7 @@ class RestOptions(SourceOptions):
     ca_file: str | None = None
     tls_insecure_skip_verify: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY
+    max_values: int = boundedjson.MAX_VALUES  # values a JSON body may hold (see the module docstring)
     username: str | None = None
     password: str | None = None
     password_file: str | None = None
@@ -131,6 +138,7 @@ class HttpClient:
         ca_file: str | None = None,
         insecure: bool = False,
         max_body_bytes: int = DEFAULT_MAX_BODY,
+        max_values: int = boundedjson.MAX_VALUES,
         headers: dict[str, str] | None = None,
         connect_timeout: float | None = 10.0,
     ) -> None:
@@ -139,6 +147,7 @@ class HttpClient:
         self.ca_file = ca_file
         self.insecure = insecure
         self.max_body_bytes = max_body_bytes
+        self.max_values = max_values
         self.headers = dict(headers or {})
         self.connect_timeout = connect_timeout
         self._session: aiohttp.ClientSession | None = None
@@ -203,14 +212,11 @@ class HttpClient:
                 why = "rate limited" if status == 429 else "service unavailable"
                 raise FetchError(f"GET {path} {why} (HTTP {status}){asks}: {_snippet(raw)}", ErrorReason.HTTP, retry_after=wait)
             raise FetchError(f"GET {path} failed with HTTP {status}: {_snippet(raw)}", ErrorReason.HTTP)
-        resp_out = _decode(path, status, ctype, raw)
-        if want_json and 200 <= status < 300 and not resp_out.is_json:
-            try:
-                resp_out.body = json.loads(raw)
-                resp_out.is_json = True
-            except ValueError:
-                raise FetchError(f"GET {path}: expected JSON, got {ctype or 'no Content-Type'}: {_snippet(raw)}", ErrorReason.PROTOCOL) from None
-        return resp_out
+        json_body = (want_json and 200 <= status < 300) or "json" in ctype.lower()
+        if len(raw) < boundedjson.SLICE_BYTES:
+            return _decode(path, status, ctype, raw, json_body, want_json, self.max_values)
+        # A large body is decoded in a thread, element by element (the loop keeps the GIL often enough).
+        return await asyncio.to_thread(_decode, path, status, ctype, raw, json_body, want_json, self.max_values)
 
     async def _read_body(self, resp: aiohttp.ClientResponse, path: str) -> bytes:
         declared = resp.content_length
@@ -239,10 +245,12 @@ class ClientSlot:
         self._client: HttpClient | None = None
         self._auth: HttpAuth | None = None
 
-    async def client(self, base: str, auth: HttpAuth, *, ca_file: str | None, insecure: bool, max_body_bytes: int) -> HttpClient:
+    async def client(self, base: str, auth: HttpAuth, *, ca_file: str | None, insecure: bool, max_body_bytes: int,
+                     max_values: int = boundedjson.MAX_VALUES) -> HttpClient:
         if self._client is None or auth != self._auth:
             await self.close()
-            self._client = HttpClient(base, auth=auth, ca_file=ca_file, insecure=insecure, max_body_bytes=max_body_bytes)
+            self._client = HttpClient(base, auth=auth, ca_file=ca_file, insecure=insecure, max_body_bytes=max_body_bytes,
+                                      max_values=max_values)
             self._auth = auth
         return self._client
 
@@ -271,9 +279,13 @@ class RestCollector(Collector):
     async def client(self) -> HttpClient:
         o = self.options
         assert isinstance(o, RestOptions)
+        if getattr(o, "password_file", None) or getattr(o, "token_file", None):  # a file read: never on the loop
+            auth = await asyncio.to_thread(auth_from_options, o, self.token_scheme)
+        else:
+            auth = auth_from_options(o, self.token_scheme)
         return await self._slot.client(
-            base_url(o.scheme, self.address, o.port), auth_from_options(o, self.token_scheme),
-            ca_file=o.ca_file, insecure=o.tls_insecure_skip_verify, max_body_bytes=o.max_body_bytes,
+            base_url(o.scheme, self.address, o.port), auth,
+            ca_file=o.ca_file, insecure=o.tls_insecure_skip_verify, max_body_bytes=o.max_body_bytes, max_values=o.max_values,
         )
 
     async def close(self) -> None:
@@ -293,16 +305,23 @@ async def run_all(calls: list[Coroutine[Any, Any, HttpResponse]]) -> list[HttpRe
     return [t.result() for t in tasks]
 
 
-def _decode(path: str, status: int, ctype: str, raw: bytes) -> HttpResponse:
+def _decode(path: str, status: int, ctype: str, raw: bytes, json_body: bool, want_json: bool, max_values: int) -> HttpResponse:
+    """The response with its body decoded: JSON (bounded, see the module docstring) when the
+    Content-Type says so or ``want_json``, else text. A body that is not JSON is kept as text
+    unless JSON was required (``protocol``)."""
     text = raw.decode("utf-8", errors="replace")
-    is_json = "json" in ctype.lower()
-    body: Any = text
-    if is_json:
+    if json_body and text.strip():
         try:
-            body = json.loads(text) if text.strip() else None
+            return HttpResponse("GET", path, status, boundedjson.loads(text, max_values, f"response to GET {path}"), ctype, True)
+        except boundedjson.JsonRefused as exc:
+            reason = ErrorReason.SIZE if exc.too_many else ErrorReason.PROTOCOL
+            raise FetchError(f"{exc}; refused", reason) from None
         except ValueError:
-            is_json = False  # keep the text: the parser (or the caller) says what was wrong
-    return HttpResponse("GET", path, status, body, ctype, is_json)
+            if want_json:
+                raise FetchError(f"GET {path}: expected JSON, got {ctype or 'no Content-Type'}: {_snippet(raw)}", ErrorReason.PROTOCOL) from None
+    elif want_json and 200 <= status < 300:
+        raise FetchError(f"GET {path}: expected JSON, got {ctype or 'no Content-Type'}: {_snippet(raw)}", ErrorReason.PROTOCOL)
+    return HttpResponse("GET", path, status, None if json_body and not text.strip() else text, ctype, False)
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:

@@ -36,7 +36,11 @@ _WS = " \t\n\r"
 
 
 class JsonRefused(ValueError):
-    """JSON that holds more values than allowed, or nests deeper than the decoder can."""
+    """JSON that holds more values than allowed (``too_many``), or nests deeper than the decoder can."""
+
+    def __init__(self, message: str, too_many: bool) -> None:
+        super().__init__(message)
+        self.too_many = too_many
 
 
 def count_values(text: str | bytes) -> int:
@@ -51,7 +55,7 @@ def loads(text: str | bytes, max_values: int = MAX_VALUES, what: str = "JSON") -
     cannot follow (:class:`JsonRefused`); other errors are ``json``'s ``ValueError``."""
     n = count_values(text)
     if n > max_values:
-        raise JsonRefused(f"{what} holds up to {n:,} values, more than the limit of {max_values:,}")
+        raise JsonRefused(f"{what} holds up to {n:,} values, more than the limit of {max_values:,}", True)
     if isinstance(text, bytes | bytearray):
         text = bytes(text).decode("utf-8-sig" if text[:3] == b"\xef\xbb\xbf" else "utf-8")
     try:
@@ -59,7 +63,7 @@ def loads(text: str | bytes, max_values: int = MAX_VALUES, what: str = "JSON") -
             return json.loads(text)
         return _sliced(text)
     except RecursionError:
-        raise JsonRefused(f"{what} is nested deeper than the decoder can follow") from None
+        raise JsonRefused(f"{what} is nested deeper than the decoder can follow", False) from None
 
 
 def _skip(text: str, i: int) -> int:

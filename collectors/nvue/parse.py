@@ -15,6 +15,7 @@ the device keeps no running total to read; they are summed into one monotonic co
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -461,6 +462,7 @@ class NvueParseOptions(ParseOptions):
         return {k: v for k in DEFAULT_PATHS if (v := getattr(self, k))}
 
 
+@functools.lru_cache(maxsize=64)
 def template_regex(template: str) -> re.Pattern[str]:
     """``interface/{if}/link/stats`` -> a regex with a named group for the interface."""
     parts = template.strip("/").split("{if}")

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from fabricmon.collectors.base import BadValues, ParseError, ParseOptions
 from fabricmon.collectors.ufm.names import lookup, to_int
+from fabricmon.core.boundedjson import MAX_VALUES
 from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import ParseResult, PortInfo, TargetSpec
 
@@ -225,6 +226,7 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
     by_guid: set[str] = set()
     bad = BadValues()
     no_port = 0
+    values = 0
     for resp in payload["responses"]:
         if not isinstance(resp, dict):
             raise ParseError("ufm-telemetry payload: each response must be an object")
@@ -238,6 +240,11 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
             result.warnings.append(f"{path}: empty body")
             continue
         fmt = detect_format(path, body, forced)
+        if isinstance(body, str):  # bounded before it is read: a 10^6-port body took 4.6 GB
+            values += body.count(",") if fmt == "csv" else body.count("\n")
+            if values > MAX_VALUES:
+                raise ParseError(f"{path}: the poll holds about {values:,} values, more than the limit of {MAX_VALUES:,} "
+                                 "(about 200,000 ports): shard the endpoint (num_shards)")
         if fmt == "csv":
             if not isinstance(body, str):
                 raise ParseError(f"{path}: CSV expected, got JSON")
