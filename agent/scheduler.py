@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricmon.collectors import Collector, FetchError
+from fabricmon.collectors.base import POLL_DEADLINE
 from fabricmon.core.model import Poll
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,7 @@ class Scheduler:
         async with self.semaphore:
             t_start = round(time.time(), 6)  # as recorded: live and replay see the same clock
             m0 = time.monotonic()
+            deadline = POLL_DEADLINE.set(m0 + target.timeout)  # the fetch's task inherits it
             try:
                 payload = await asyncio.wait_for(c.fetch(), timeout=target.timeout)
                 return Poll(c.name, c.source, t_start, _elapsed(m0), True, payload=payload)
@@ -121,6 +123,8 @@ class Scheduler:
                 log.exception("collector %s crashed polling %s", c.source, c.name)
                 return Poll(c.name, c.source, t_start, _elapsed(m0), False,
                             error=f"internal error in the {c.source} collector: {type(exc).__name__}: {exc}", reason="internal")
+            finally:
+                POLL_DEADLINE.reset(deadline)
 
     async def _supervise(self, target: ScheduledTarget) -> None:
         """Run the target's poll loop for ever: a crash is logged, shown as a failed poll, and restarted."""

@@ -10,7 +10,11 @@ package knows which source it is.
 from __future__ import annotations
 
 import abc
+import asyncio
+import math
 import reprlib
+import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Self
@@ -54,10 +58,25 @@ class FetchError(Exception):
     wrong; the scheduler adds the target name. ``retry_after``: seconds the server asked us to
     wait (HTTP Retry-After on a 429/503); the scheduler does not poll the target again sooner."""
 
-    def __init__(self, message: str, reason: ErrorReason | str = ErrorReason.PROTOCOL, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, reason: ErrorReason | str = ErrorReason.PROTOCOL, retry_after: float | None = None,
+                 fatal: bool = False) -> None:
         super().__init__(clean(message, MAX_TEXT))  # may quote a server's body: cleaned like ParseError
         self.reason = ErrorReason(reason)
         self.retry_after = retry_after
+        self.fatal = fatal  # ends the whole poll, even where one failed request would only be skipped
+
+
+# When the poll in progress must be over (time.monotonic()), set by the scheduler around each
+# fetch. The scheduler's own timeout cancels the fetch; a collector whose library can swallow a
+# cancellation (gufo-snmp's receive, on Python 3.11) checks this between requests, so the
+# deadline holds whatever the library does.
+POLL_DEADLINE: ContextVar[float] = ContextVar("fabricmon_poll_deadline", default=math.inf)
+
+
+def poll_over() -> bool:
+    """True when the poll's deadline has passed or its task was asked to stop (cancelled)."""
+    task = asyncio.current_task()
+    return time.monotonic() > POLL_DEADLINE.get() or (task is not None and task.cancelling() > 0)
 
 
 def resolve_secret(what: str, inline: str | None, file: str | None, env: str | None) -> str | None:

@@ -269,9 +269,7 @@ class PysnmpAgent:
                     oid = tuple(name.asTuple())
                     if oid[:n] != root or isinstance(value, hl.EndOfMibView):
                         return rows
-                    if oid <= last:  # an agent that loops would be walked forever
-                        raise FetchError(f"walk of {text} on {self.s.where}: OID {'.'.join(map(str, oid))} does not "
-                                         "increase", ErrorReason.PROTOCOL)
+                    self.s.walked(f"walk of {text}", oid, last)  # increasing, bounded, inside the poll's deadline
                     last = oid
                     row = to_row(oid, value)
                     if row is not None:
