@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 from importlib import resources
@@ -129,6 +130,12 @@ def cmd_record(args: argparse.Namespace) -> int:
         duration = parse_duration(args.duration) if args.duration else None
     except ValueError as exc:
         print(f"error: --duration: {exc}", file=sys.stderr)
+        return 2
+    try:  # the file must be writable now: `record` is run by hand, where a typo is better said at once
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC, 0o600))
+    except (OSError, ValueError) as exc:
+        print(f"error: cannot record to {args.out}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
         return 2
     print(f"recording every poll to {args.out}" + (f" for {duration:g} s" if duration else " until interrupted"), file=sys.stderr)
     try:

@@ -77,7 +77,7 @@ class Agent:
         loaded = self.loaded
         cfg = loaded.config
         specs = self._specs(loaded)
-        recorder = RecordingWriter(self.record_path, specs, description="fabricmon record") if self.record_path else None
+        self.recorder = recorder = RecordingWriter(self.record_path, specs, description="fabricmon record") if self.record_path else None
         self.pipeline = Pipeline(
             specs, rules_mod.build(cfg.rules), history=cfg.global_.history, stale_after=cfg.global_.stale_after,
             static_links=cfg.static_links(), detect_min_interval=cfg.detector.min_interval, recorder=recorder, wall_clock=True,
@@ -122,7 +122,8 @@ class Agent:
             if keeper is not None:
                 await keeper.close()
             if recorder is not None:
-                await worker.call(recorder.close)
+                with contextlib.suppress(TimeoutError):
+                    await worker.call(recorder.close, timeout=1.0)
             if runner is not None:
                 await runner.cleanup()
             lag.stop()
@@ -135,7 +136,9 @@ class Agent:
         restarts.add("", scheduler.restarts if scheduler is not None else 0)
         keeper = getattr(self, "keeper", None)
         saves = [state_family(keeper.save_errors)] if keeper is not None else []
-        return [restarts, *saves, *(connections.families() if self.listen else [])]
+        recorder = getattr(self, "recorder", None)
+        recording = recorder.families() if recorder is not None else []
+        return [restarts, *saves, *recording, *(connections.families() if self.listen else [])]
 
     def _healthy(self) -> bool:
         return not self.stop_event.is_set() and all(not t.done() for t in self.scheduler.tasks.values())
