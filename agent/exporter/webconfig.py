@@ -32,10 +32,12 @@ so a flood of wrong passwords could keep the verifier busy and starve the real s
 - Uncached checks wait for the :data:`BCRYPT_WORKERS` bcrypt threads in a small priority
   queue (:data:`MAX_WAITING_CHECKS` places), served by the reputation of the client's address
   (IPv6 by /64): an address that has logged in before first, then an address with no recent
-  failure, then addresses that keep failing. When the queue is full, a better-placed check
-  takes the place of the worst one, which answers 503 at once. So a correct credential from
-  a scraper's address never queues behind a flood from other addresses, cold cache or not
-  (a fresh start, a rotated hash): it waits for at most the checks already running.
+  failure, then addresses that keep failing; within each, the address that asked for fewer
+  uncached checks lately (a decaying count, half-life :data:`PRESSURE_HALF_LIFE_S`) first.
+  When the queue is full, a better-placed check takes the place of the worst one, which
+  answers 503 at once. So a correct credential from a scraper's address never queues behind a
+  flood from other addresses, cold cache or not (a fresh start, a rotated hash): it waits for
+  at most the checks already running.
 - Timing does not tell users apart. Every uncached check costs as much as one check at the
   highest bcrypt cost configured: an unknown user is checked against a dummy hash of that
   cost, and a known user whose hash has a lower cost is padded (an ``asyncio.sleep``
@@ -63,7 +65,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import heapq
 import hmac
 import ipaddress
 import itertools
@@ -115,6 +116,7 @@ MAX_WEB_CONFIG_BYTES = 1 << 20  # users, headers, TLS paths: a few KB; 1 MiB hol
 MAX_PEM_BYTES = 4 << 20  # a certificate chain, a key, or a client CA bundle (the Debian bundle is ~220 KB)
 # Priority classes of an uncached check (lower first): see the module docstring.
 TRUSTED, CLEAN, FAILING = 0, 1, 2
+PRESSURE_HALF_LIFE_S = 10.0  # how fast an address's count of recent uncached checks decays
 REALM_HEADER = 'Basic realm="fabricmon"'
 
 
@@ -299,36 +301,41 @@ def _sans(peercert: dict[str, Any] | None) -> set[str]:
 
 
 class _CheckQueue:
-    """At most ``workers`` checks at once; at most ``places`` waiting, served by priority class
-    (lower first), then in arrival order. A full queue gives a newcomer's place to it when it
-    ranks better than the worst waiter, which is told "busy" at once."""
+    """At most ``workers`` checks at once; at most ``places`` waiting, served best first. A
+    waiter's rank is (class, the current pressure of its address, arrival): computed when it
+    matters, so an address that kept asking since it queued has dropped back meanwhile. A full
+    queue gives a newcomer's place to it when it ranks better than the worst waiter, which is
+    told "busy" at once."""
 
-    def __init__(self, workers: int, places: int) -> None:
+    def __init__(self, workers: int, places: int, pressure: Callable[[str], float]) -> None:
         self.workers, self.places = workers, places
+        self._pressure = pressure
         self._running = 0
-        self._heap: list[tuple[int, int, asyncio.Future[bool]]] = []
+        self._waiting: list[tuple[int, str, int, asyncio.Future[bool]]] = []  # (class, group, arrival, granted?)
         self._seq = itertools.count()
 
-    async def run(self, klass: int, check: Callable[[], Awaitable[bool]]) -> bool | None:
+    def _rank(self, entry: tuple[int, str, int, asyncio.Future[bool]]) -> tuple[int, int, int]:
+        klass, group, seq, _fut = entry
+        return klass, int(self._pressure(group)).bit_length(), seq  # pressure 0, 1, 2-3, 4-7, ...
+
+    async def run(self, klass: int, group: str, check: Callable[[], Awaitable[bool]]) -> bool | None:
         """``check()``'s result, or None when there was no place (answer 503)."""
-        if self._running >= self.workers or self._heap:
-            entry = (klass, next(self._seq), asyncio.get_running_loop().create_future())
-            if len(self._heap) >= self.places:
-                worst = max(self._heap)
-                if entry[:2] > worst[:2]:
+        if self._running >= self.workers or self._waiting:
+            entry = (klass, group, next(self._seq), asyncio.get_running_loop().create_future())
+            if len(self._waiting) >= self.places:
+                worst = max(self._waiting, key=self._rank)
+                if self._rank(entry) > self._rank(worst):
                     return None
-                self._heap.remove(worst)
-                heapq.heapify(self._heap)
-                worst[2].set_result(False)
-            heapq.heappush(self._heap, entry)
+                self._waiting.remove(worst)
+                worst[3].set_result(False)
+            self._waiting.append(entry)
             try:
-                if not await entry[2]:
+                if not await entry[3]:
                     return None  # pushed out by a better-placed check
             except asyncio.CancelledError:
-                if entry in self._heap:
-                    self._heap.remove(entry)
-                    heapq.heapify(self._heap)
-                elif entry[2].done() and not entry[2].cancelled() and entry[2].result():
+                if entry in self._waiting:
+                    self._waiting.remove(entry)
+                elif entry[3].done() and not entry[3].cancelled() and entry[3].result():
                     self._release()  # the slot was handed over as the client left
                 raise
         else:
@@ -340,10 +347,11 @@ class _CheckQueue:
 
     def _release(self) -> None:
         """Hand the slot to the best waiter, or free it."""
-        while self._heap:
-            _k, _s, fut = heapq.heappop(self._heap)
-            if not fut.done():
-                fut.set_result(True)
+        while self._waiting:
+            best = min(self._waiting, key=self._rank)
+            self._waiting.remove(best)
+            if not best[3].done():
+                best[3].set_result(True)
                 return
         self._running -= 1
 
@@ -374,9 +382,10 @@ class WebSecurity:
         self._ok_cache: OrderedDict[bytes, None] = OrderedDict()  # least recently used first
         self._inflight: dict[bytes, asyncio.Future[bool | None]] = {}  # one bcrypt check per credential at a time
         self._bucket: _Bucket | None = None
-        self._queue = _CheckQueue(BCRYPT_WORKERS, MAX_WAITING_CHECKS)
+        self._queue = _CheckQueue(BCRYPT_WORKERS, MAX_WAITING_CHECKS, self._pressure_of)
         self._failures: dict[str, _Bucket] = {}
         self._trusted: OrderedDict[str, None] = OrderedDict()  # address groups that logged in before
+        self._pressure: OrderedDict[str, tuple[float, float]] = OrderedDict()  # group -> (recent uncached checks, when)
         self._dummy = ""  # a hash of the highest configured cost, for unknown users
         self._check_s: dict[int, float] = {}  # measured seconds of one check, per bcrypt cost
         self.reload(initial=True)
@@ -486,7 +495,8 @@ class WebSecurity:
         if pending is None:
             failing = bucket is not None and bucket.tokens < bucket.burst  # failed recently (the bucket refills)
             klass = TRUSTED if group in self._trusted else FAILING if failing else CLEAN
-            pending = self._inflight[key] = asyncio.ensure_future(self._queue.run(klass, lambda: self._check(password, hashed)))
+            self._pressed(group)
+            pending = self._inflight[key] = asyncio.ensure_future(self._queue.run(klass, group, lambda: self._check(password, hashed)))
             pending.add_done_callback(lambda _f: self._inflight.pop(key, None))
         ok = await asyncio.shield(pending)  # a client that leaves does not cancel the check others wait for
         if ok is None:
@@ -503,6 +513,19 @@ class WebSecurity:
             return "ok"
         self._failed(group)
         return "denied"
+
+    def _pressure_of(self, group: str) -> float:
+        """The uncached checks ``group`` asked for lately (decayed), this one not counted."""
+        value, t = self._pressure.get(group, (1.0, time.monotonic()))
+        return max(0.0, value * 0.5 ** ((time.monotonic() - t) / PRESSURE_HALF_LIFE_S) - 1.0)
+
+    def _pressed(self, group: str) -> None:
+        """Count one more uncached check of ``group``."""
+        now = time.monotonic()
+        value, t = self._pressure.pop(group, (0.0, now))
+        self._pressure[group] = (value * 0.5 ** ((now - t) / PRESSURE_HALF_LIFE_S) + 1.0, now)
+        if len(self._pressure) > _MAX_TRACKED_ADDRESSES:
+            self._pressure.popitem(last=False)
 
     async def _check(self, password: str, hashed: str) -> bool:
         """One bcrypt check in a thread, padded to the duration of a check at the highest configured cost."""
