@@ -37,6 +37,7 @@ class LoopLag:
         self.counts = [0] * (len(BUCKETS) + 1)  # per bucket (not cumulative); the last is +Inf
         self.total = 0.0
         self.n = 0
+        self.peak = 0.0  # the longest lag since start (bench and tests; the metric is the windowed max)
         self._peaks: deque[tuple[float, float]] = deque()  # (monotonic second, max lag in it)
         self._task: asyncio.Task[None] | None = None
 
@@ -58,6 +59,7 @@ class LoopLag:
         self.counts[bisect.bisect_left(BUCKETS, lag)] += 1
         self.total += lag
         self.n += 1
+        self.peak = max(self.peak, lag)
         second = float(int(time.monotonic() if now is None else now))
         peaks = self._peaks
         if peaks and peaks[-1][0] == second:

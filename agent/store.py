@@ -598,7 +598,7 @@ class CounterStore:
             return cached
         entries = [self._touch(pk, target, poll_t, touched) for pk in cols.ports]
         n = len(cols.keys)
-        bits = np.asarray(cols.bits, dtype=np.int64).reshape(n)
+        bits = _array(cols.bits, np.int64).reshape(n)
         bad_bits = set(np.flatnonzero((bits < 1) | (bits > _MAX_BITS)).tolist()) if n else set()
         offs = [-1] * n
         new: list[int] = []
@@ -630,7 +630,7 @@ class CounterStore:
             self._grow(e, pend)
         base = np.array([e.base if e is not None else 0 for e in entries], dtype=np.int64)
         offs_a = np.array(offs, dtype=np.int64)
-        port_of = np.asarray(cols.port_of, dtype=np.int32).reshape(n)
+        port_of = _array(cols.port_of, np.int32).reshape(n)
         rows = base[port_of] + offs_a
         rows[offs_a < 0] = -1
         new_mask = None
@@ -652,9 +652,9 @@ class CounterStore:
         t = self._t
         n = len(plan.rows)
         values, exotic = _values(cols.values, n)
-        bits = np.asarray(cols.bits, dtype=np.int64).reshape(n).clip(0, _MAX_BITS).astype(np.int16)
-        sat = np.asarray(cols.saturating, dtype=bool).reshape(n)
-        scale = np.asarray(cols.scale, dtype=np.float64).reshape(n)
+        bits = _array(cols.bits, np.int64).reshape(n).clip(0, _MAX_BITS).astype(np.int16)
+        sat = _array(cols.saturating, bool).reshape(n)
+        scale = _array(cols.scale, np.float64).reshape(n)
         clocks = cols.clocks
         port_of = plan.port_of
         if clocks:
@@ -1276,13 +1276,31 @@ class CounterStore:
 
 
 # ---------------------------------------------------------------------------- array helpers
+# A Python list converted to an array in one call holds the GIL for all of it (0.3 s for the
+# 2 million values of a 100,000-port poll): on the pipeline worker that is a stall of the event
+# loop (agent/worker.py). Long lists are converted in slices, with a chance to switch between.
+_SLICE = 1 << 16
+
+
+def _array(col: Any, dtype: Any) -> np.ndarray:
+    """``np.asarray(col, dtype)``; a long list in slices (``dtype`` None: numpy's choice, the same for every slice)."""
+    if isinstance(col, np.ndarray) or len(col) <= _SLICE:
+        return np.asarray(col, dtype=dtype)
+    if dtype is None:
+        dtype = np.asarray(col[:_SLICE]).dtype
+        if dtype.kind in "ui":  # a later slice may not fit (a big or negative value): let numpy decide for the whole
+            parts = [np.asarray(col[i:i + _SLICE]) for i in range(0, len(col), _SLICE)]
+            return np.concatenate(parts) if all(p.dtype == dtype for p in parts) else np.asarray(col)
+    return np.concatenate([np.asarray(col[i:i + _SLICE], dtype=dtype) for i in range(0, len(col), _SLICE)])
+
+
 def _as_list(col: Any) -> list[Any]:
     return col.tolist() if isinstance(col, np.ndarray) else col
 
 
 def _values(values: Any, n: int) -> tuple[np.ndarray, np.ndarray | None]:
     """The values as uint64, and which of them are not integers in [0, 2^64) (None: all are)."""
-    a = np.asarray(values) if n else np.zeros(0, np.uint64)
+    a = _array(values, None) if n else np.zeros(0, np.uint64)
     if a.dtype.kind == "u" or (a.dtype.kind == "i" and (not n or a.min() >= 0)):
         return a.astype(np.uint64).reshape(n), None
     items = values.tolist() if isinstance(values, np.ndarray) else list(values)

@@ -191,6 +191,7 @@ class Exporter:
             log.exception("rendering the exposition failed; serving the previous one")
 
 
+
 def targets_json(p: Pipeline) -> list[dict[str, Any]]:
     """``/api/targets``: every target's status, sorted by name."""
     now = p.now()
