@@ -376,6 +376,7 @@ def _compose(text: str, path: str) -> tuple[Any, Positions]:
     scalars = yaml.SafeLoader("")
     budget = [_count_nodes(root) + ALIAS_NODE_BUDGET]
     building: set[int] = set()
+    duplicates: list[str] = []  # every duplicate key is reported, not only the first
 
     def scalar(n: yaml.Node, loc: tuple) -> Any:
         if "\x00" in n.value:  # YAML's "\0" escape: no path, host, variable or name holds a NUL
@@ -430,14 +431,20 @@ def _compose(text: str, path: str) -> tuple[Any, Positions]:
             except TypeError:
                 raise _Problem(k.start_mark, loc, "a key must be a plain value") from None
             if key in first:
-                raise _Problem(k.start_mark, (*loc, key), f"duplicate key {key!r} (first at line {first[key]})")
+                m = k.start_mark
+                duplicates.append(f"{path}:{m.line + 1}:{m.column + 1}: {_loc_str((*loc, key))}: "
+                                  f"duplicate key {key!r} (first at line {first[key]})")
+                continue
             first[key] = k.start_mark.line + 1
             positions[(*loc, key)] = (k.start_mark.line + 1, k.start_mark.column + 1)
             out[key] = build(v, (*loc, key), k.start_mark)
         return {**merged, **out}
 
     try:
-        return build(root, (), root.start_mark), positions
+        data = build(root, (), root.start_mark)
+        if duplicates:
+            raise ConfigError(duplicates)
+        return data, positions
     except _Problem as p:
         m = p.mark
         raise ConfigError([f"{path}:{m.line + 1}:{m.column + 1}: {_loc_str(p.loc)}: {p.message}"]) from None
