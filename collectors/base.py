@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fabricmon.collectors.sanitize import MAX_TEXT, clean, sanitize_result
 from fabricmon.core.model import Gauge, ParseResult, TargetSpec
+from fabricmon.core.secrets import redact
 
 
 class ParseError(ValueError):
@@ -32,7 +33,7 @@ class ParseError(ValueError):
     (:func:`fabricmon.collectors.sanitize.clean`) before it reaches the API, logs or ``/``."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(clean(message, MAX_TEXT))
+        super().__init__(clean(redact(message), MAX_TEXT))  # redacted before it is cut: no half secret at the cut
 
 
 class ErrorReason(StrEnum):
@@ -60,7 +61,7 @@ class FetchError(Exception):
 
     def __init__(self, message: str, reason: ErrorReason | str = ErrorReason.PROTOCOL, retry_after: float | None = None,
                  fatal: bool = False) -> None:
-        super().__init__(clean(message, MAX_TEXT))  # may quote a server's body: cleaned like ParseError
+        super().__init__(clean(redact(message), MAX_TEXT))  # may quote a server's body: redacted and cleaned like ParseError
         self.reason = ErrorReason(reason)
         self.retry_after = retry_after
         self.fatal = fatal  # ends the whole poll, even where one failed request would only be skipped

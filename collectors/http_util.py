@@ -342,5 +342,7 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
 
 
 def _snippet(raw: bytes, n: int = 160) -> str:
-    text = raw[:n].decode("utf-8", errors="replace").strip().replace("\n", " ")
-    return secrets.redact(text) or "(empty body)"
+    """The start of a body for an error message, redacted before it is cut (a secret the device
+    echoes across the cut must not leave its first half in the message)."""
+    text = secrets.redact(raw[: 64 * n].decode("utf-8", errors="replace")).strip().replace("\n", " ")
+    return text[:n] or "(empty body)"
