@@ -362,10 +362,27 @@ def _count_nodes(root: yaml.Node) -> int:
     return len(seen)
 
 
+if yaml.__with_libyaml__:
+    from yaml._yaml import CParser
+
+    class _Loader(yaml.composer.Composer, CParser, yaml.resolver.Resolver):  # type: ignore[misc]
+        """libyaml's scanner and parser (C), PyYAML's composer (Python): 25x faster than the
+        pure-Python loader (a 4 MiB config took 48 s to reload), and unlike libyaml's own
+        composer it hands the GIL over between events, so a reload's parse in a thread never
+        stalls the event loop."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            yaml.composer.Composer.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+else:  # pragma: no cover - PyYAML built without libyaml
+    _Loader = yaml.SafeLoader  # type: ignore[assignment,misc]
+
+
 def _compose(text: str, path: str) -> tuple[Any, Positions]:
     """Load YAML and remember the position of every key and list item, by path."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         raise ConfigError([_yaml_error(exc, text, path)]) from None
     except RecursionError:  # the parser recurses once per nesting level

@@ -147,4 +147,7 @@ def test_target_and_link_names_that_cannot_be_labels_are_errors(tmp_path, name):
     with pytest.raises(ConfigError) as exc:
         load(str(cfg))
     text = "\n".join(exc.value.problems)
+    if "\ud800" in name:  # libyaml refuses the escape of a lone surrogate itself: an error at its line
+        assert f"{cfg}:2:" in text and "invalid Unicode character escape" in text
+        return
     assert "targets[0].name" in text and "links[0].device" in text
