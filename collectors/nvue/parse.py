@@ -16,7 +16,6 @@ the device keeps no running total to read; they are summed into one monotonic co
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -27,6 +26,7 @@ from pydantic import Field
 
 from fabricmon.collectors.base import BadValues, ParseError, ParseOptions, ResultBuilder
 from fabricmon.collectors.nvue import lldp, roce_config  # they import this module back for its readers (used at call time)
+from fabricmon.core import boundedjson
 from fabricmon.core.model import ParseResult, TargetSpec
 
 API_PREFIX = "/nvue_v1/"
@@ -323,7 +323,7 @@ def wjh_records(obj: Any, context: str | None = None, depth: int = 0) -> Iterato
         s = obj.strip()
         if s[:1] in ("[", "{"):
             try:
-                decoded = json.loads(s)
+                decoded = boundedjson.loads(s, what="a JSON string value")  # bounded like a body (a string may hold megabytes)
             except ValueError:
                 return
             yield from wjh_records(decoded, context, depth + 1)

@@ -17,7 +17,6 @@ is detected from its magnitude (s, ms, us, ns), because UFM versions differ.
 from __future__ import annotations
 
 import csv
-import json
 import math
 import re
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from typing import Any, Literal
 
 from fabricmon.collectors.base import BadValues, ParseError, ParseOptions
 from fabricmon.collectors.ufm.names import lookup, to_int
+from fabricmon.core import boundedjson
 from fabricmon.core.boundedjson import MAX_VALUES
 from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import ParseResult, PortInfo, TargetSpec
@@ -129,7 +129,9 @@ def _safe_csv(text: str, path: str) -> Iterator[list[str]]:
 def json_rows(body: Any, path: str) -> Iterator[Row]:
     if isinstance(body, str):
         try:
-            body = json.loads(body)
+            body = boundedjson.loads(body, what=f"{path}: body")
+        except boundedjson.JsonRefused as exc:
+            raise ParseError(str(exc)) from None
         except ValueError:
             raise ParseError(f"{path}: body is not JSON") from None
     if isinstance(body, dict):
