@@ -248,11 +248,18 @@ def serve(routes: dict[str, tuple[Any, ...]]):
             proc.kill()
 
 
-def processes_with(mark: str) -> int:
-    """Processes whose command line carries ``mark`` (leftovers of the fake commands)."""
+def processes_with(mark: str, older_than: float = 0.0) -> int:
+    """Processes whose command line carries ``mark`` (leftovers of the fake commands), started
+    more than ``older_than`` seconds ago."""
+    hz = os.sysconf("SC_CLK_TCK")
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
     n = 0
     for d in os.listdir("/proc"):
         if d.isdigit():
-            with contextlib.suppress(OSError), open(f"/proc/{d}/cmdline", "rb") as fh:
-                n += mark.encode() in fh.read()
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{d}/cmdline", "rb") as fh:
+                    if mark.encode() not in fh.read():
+                        continue
+                started = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[19]) / hz
+                n += uptime - started >= older_than
     return n
