@@ -37,6 +37,7 @@ RESTART_MIN_DELAY = 1.0
 # Stopping: cancelled polls and closed sessions get this long together (2,000 targets took 15.8 s
 # when each was stopped in turn); what is still closing then is abandoned, the process is ending.
 STOP_DEADLINE_S = 2.0
+PREPARE_TIMEOUT_S = 120.0  # a collector's one-time preparation (imports) before its first poll
 
 
 @dataclass
@@ -147,6 +148,10 @@ class Scheduler:
     async def _loop(self, target: ScheduledTarget) -> None:
         name = target.collector.name
         await asyncio.sleep(self.rng.uniform(0, self.jitter * target.interval))
+        try:  # outside the poll's timeout; a failure shows in the first poll instead
+            await asyncio.wait_for(target.collector.prepare(), PREPARE_TIMEOUT_S)
+        except Exception as exc:
+            log.warning("preparing the %s collector for %s failed: %s", target.collector.source, name, exc)
         next_due = time.monotonic()
         while True:
             poll = await self.poll_once(target)

@@ -256,6 +256,12 @@ class Collector(abc.ABC):
         result, new_state = cls.parse(payload, spec, state)
         return sanitize_result(result), new_state
 
+    async def prepare(self) -> None:
+        """Load what the first poll needs and is slow to load (a library, an engine), off the
+        event loop. The scheduler calls it once before a target's first poll, outside the poll's
+        timeout: seconds of imports must neither stall the loop nor time the first poll out."""
+        return None
+
     async def close(self) -> None:
         """Release sessions, engines, subprocesses. Called on shutdown and reload."""
         return None

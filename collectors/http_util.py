@@ -8,10 +8,17 @@ time (a secret file is read in a thread) and never appear in a message, a payloa
 recording.
 
 **Objects, not bytes.** A JSON body is also bounded in values (``max_values``,
-:mod:`fabricmon.core.boundedjson`): counted before it is decoded, refused beyond the bound
-(reason ``size``), and a large body is decoded element by element in a thread, so neither a
-body of ``[{},{},...]`` nor a legitimate 100 MB ports list takes the memory or the event
-loop. A body nested deeper than the decoder can follow is reason ``protocol``.
+:mod:`fabricmon.core.boundedjson`): counted as it arrives, refused beyond the bound (reason
+``size``) before the rest is read, and a large body is decoded element by element in a
+thread, so neither a body of ``[{},{},...]`` nor a legitimate 100 MB ports list takes the
+memory or the event loop. A body nested deeper than the decoder can follow is reason
+``protocol``.
+
+**Compressed bodies** are decompressed here, not by aiohttp: its decompression of a gzip bomb
+(255 KB on the wire, 250 MB inside) ran on the event loop in 64 MB steps. Here each step makes
+at most :data:`_INFLATE_STEP` bytes, the byte cap and the values bound apply to what comes out,
+and the loop gets a turn between steps. Accepted encodings: gzip and deflate (what the request
+offers).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import base64
 import email.utils
 import ssl
 import time
+import zlib
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -32,6 +40,7 @@ from fabricmon.collectors.base import Collector, ErrorReason, FetchError, Source
 from fabricmon.core import boundedjson, secrets
 
 DEFAULT_MAX_BODY = 256 * 1024 * 1024  # a full-fabric UFM ports list can be tens of MB
+_INFLATE_STEP = 1 << 20  # decompressed bytes per step (a few ms of zlib), then the loop gets a turn
 
 
 @dataclass(slots=True)
@@ -159,7 +168,9 @@ class HttpClient:
                 ssl_arg = make_ssl_context(self.ca_file, self.insecure)
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(ssl=ssl_arg),
-                headers={"Accept": "application/json, text/plain;q=0.9, */*;q=0.5", **self.headers, **self.auth.headers()},
+                headers={"Accept": "application/json, text/plain;q=0.9, */*;q=0.5", "Accept-Encoding": "gzip, deflate",
+                         **self.headers, **self.auth.headers()},
+                auto_decompress=False,  # bounded, in steps: _read_body
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout),
                 # Redirects could carry the credentials to another host: never follow them silently.
             )
@@ -180,9 +191,10 @@ class HttpClient:
         session = self._get_session()
         try:
             async with session.get(url, allow_redirects=False) as resp:
-                raw = await self._read_body(resp, path)
-                status = resp.status
                 ctype = resp.headers.get("Content-Type", "")
+                counted = (want_json and 200 <= resp.status < 300) or "json" in ctype.lower()
+                raw = await self._read_body(resp, path, counted)
+                status = resp.status
                 retry_header = resp.headers.get("Retry-After")
         except FetchError:
             raise
@@ -218,24 +230,75 @@ class HttpClient:
         # A large body is decoded in a thread, element by element (the loop keeps the GIL often enough).
         return await asyncio.to_thread(_decode, path, status, ctype, raw, json_body, want_json, self.max_values)
 
-    async def _read_body(self, resp: aiohttp.ClientResponse, path: str) -> bytes:
+    async def _read_body(self, resp: aiohttp.ClientResponse, path: str, count_values: bool) -> bytes:
+        """The body, decompressed, at most ``max_body_bytes`` (and ``max_values`` values when it
+        is JSON, ``count_values``); FetchError("size") as soon as either is passed."""
         declared = resp.content_length
         limit = self.max_body_bytes
         if declared is not None and declared > limit:
             raise FetchError(f"response to GET {path} is {declared} bytes, over the {limit}-byte limit", ErrorReason.SIZE)
+        encoding = resp.headers.get("Content-Encoding", "").strip().lower()
+        if encoding in ("", "identity"):
+            inflate = None
+        elif encoding in ("gzip", "x-gzip", "deflate"):
+            inflate = _Inflater(encoding)
+        else:
+            raise FetchError(f"response to GET {path} has Content-Encoding {encoding[:40]!r}, which was not asked for",
+                             ErrorReason.PROTOCOL)
         chunks: list[bytes] = []
-        total = 0
+        received = total = values = 0
         async for chunk in resp.content.iter_chunked(1 << 16):
-            total += len(chunk)
-            if total > limit:
-                raise FetchError(f"response to GET {path} exceeds the {limit}-byte limit", ErrorReason.SIZE)
-            chunks.append(chunk)
+            received += len(chunk)
+            for piece in (inflate.steps(chunk) if inflate is not None else (chunk,)):
+                total += len(piece)
+                if total > limit:
+                    raise FetchError(f"response to GET {path} exceeds the {limit}-byte limit"
+                                     + (" once decompressed" if inflate is not None else ""), ErrorReason.SIZE)
+                if count_values:
+                    values += piece.count(b",") + piece.count(b"{") + piece.count(b"[")
+                    if values > self.max_values:
+                        raise FetchError(f"response to GET {path} holds more than {self.max_values:,} values (the limit, "
+                                         "counted before decoding); refused", ErrorReason.SIZE)
+                chunks.append(piece)
+                if inflate is not None:
+                    await asyncio.sleep(0)  # a turn for the loop between decompression steps
+        if inflate is not None:
+            inflate.check(path)
         body = b"".join(chunks)
         # aiohttp normally raises on a short body; this also catches a peer that closed cleanly.
-        # Content-Length counts encoded bytes, so only compare when nothing was decompressed.
-        if declared is not None and not resp.headers.get("Content-Encoding") and len(body) < declared:
-            raise FetchError(f"response to GET {path} truncated: {len(body)} of {declared} bytes (Content-Length)", ErrorReason.SIZE)
+        if declared is not None and received < declared:
+            raise FetchError(f"response to GET {path} truncated: {received} of {declared} bytes (Content-Length)", ErrorReason.SIZE)
         return body
+
+
+class _Inflater:
+    """A gzip or deflate body decompressed in steps of at most _INFLATE_STEP bytes."""
+
+    def __init__(self, encoding: str) -> None:
+        self.deflate = encoding == "deflate"
+        self.d = zlib.decompressobj(zlib.MAX_WBITS | 32 if not self.deflate else zlib.MAX_WBITS)  # 32: gzip or zlib header
+        self.raw_tried = False
+
+    def steps(self, chunk: bytes):
+        data = chunk
+        while data:
+            try:
+                out = self.d.decompress(data, _INFLATE_STEP)
+            except zlib.error:
+                if self.deflate and not self.raw_tried:  # "deflate" without the zlib wrapper, as some servers send it
+                    self.raw_tried, self.d = True, zlib.decompressobj(-zlib.MAX_WBITS)
+                    continue
+                raise FetchError("the body is not valid compressed data", ErrorReason.PROTOCOL) from None
+            self.raw_tried = True
+            data = self.d.unconsumed_tail
+            if out:
+                yield out
+            if self.d.eof:
+                return
+
+    def check(self, path: str) -> None:
+        if not self.d.eof:
+            raise FetchError(f"response to GET {path}: the compressed body ends before its end marker", ErrorReason.SIZE)
 
 
 class ClientSlot:

@@ -34,7 +34,7 @@ async def test_a_body_of_empty_objects_is_refused_before_it_is_decoded():
     async with StandIn(_routes(Reply(body, content_type="application/json"))) as srv:
         with pytest.raises(FetchError) as exc:
             await fetch_once(_ufm(srv))
-    assert exc.value.reason == ErrorReason.SIZE and "more than the limit of 8,000,000" in str(exc.value)
+    assert exc.value.reason == ErrorReason.SIZE and "more than 8,000,000 values" in str(exc.value)
 
 
 async def test_the_values_bound_is_an_option():

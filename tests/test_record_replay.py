@@ -30,7 +30,7 @@ targets:
   - {{name: leaf-cisco, source: snmp, address: 127.0.0.1, port: {sim.port}, community: cisco}}
 """)
         loaded = load(cfg)
-        agent = Agent(loaded, listen="", record_path=str(rec), duration=6.0)
+        agent = Agent(loaded, listen="", record_path=str(rec), duration=10.0)  # the first poll waits for pysnmp to load (a thread)
         await agent.run()
     live = stable(Exporter(agent.pipeline).render_now().text.decode())
     header, polls, _ = read_polls(rec)

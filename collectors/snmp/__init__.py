@@ -102,6 +102,9 @@ class SnmpCollector(Collector):
         roots = [*snmp_parse.STRUCTURE_WALKS, *profiles[snmp_profiles.BASE_PROFILE].walk_oids(), *vendor.walk_oids()]
         return list(dict.fromkeys(roots))
 
+    async def prepare(self) -> None:
+        await snmp_fetch.prepare(self._backend())
+
     async def fetch(self) -> dict[str, Any]:
         o = self.options
         session = snmp_fetch.Session(host=self.address, port=o.port, credentials=self._credentials(),
