@@ -47,6 +47,11 @@ _known_values: set[str] = set()  # revealed secrets, for RedactFilter (values on
 _forms: list[str] = []  # every encoding of every known value, longest first (see encodings())
 _forms_bytes: list[bytes] = []
 REDACTED = "***"
+# redact_bytes (a whole recorded line, device data included) cuts out secrets of at least this
+# many characters only: a shorter one (an SNMP community "public" or "cisco") is too likely an
+# ordinary word of the data (a sysDescr, a target named after its community) to be cut out of
+# what a device sent. Messages, log lines and pages (redact) lose every secret whatever its length.
+MIN_PAYLOAD_SECRET = 8
 MAX_SECRET_FILE_BYTES = 64 * 1024  # a password, token or community string; anything bigger is not a secret file
 # An HTTP credential written out: `Basic <base64>`, `Bearer <token>` (RFC 7617, RFC 6750 token68 syntax).
 _CREDENTIAL_TOKEN = re.compile(r"\b(Basic|Bearer|Token)\s+[A-Za-z0-9\-._~+/]{4,}=*", re.IGNORECASE)
@@ -153,7 +158,8 @@ def _know(value: str) -> None:
     _known_values.add(value)
     forms = {f for v in _known_values for f in encodings(v)}
     _forms = sorted(forms, key=lambda f: (-len(f), f))
-    _forms_bytes = [f.encode("utf-8", "backslashreplace") for f in _forms]
+    long_forms = {f for v in _known_values if len(v) >= MIN_PAYLOAD_SECRET for f in encodings(v)}
+    _forms_bytes = [f.encode("utf-8", "backslashreplace") for f in sorted(long_forms, key=lambda f: (-len(f), f))]
 
 
 def _json_forms(v: str) -> set[str]:
@@ -191,7 +197,8 @@ def redact(text: str) -> str:
 
 
 def redact_bytes(data: bytes) -> bytes:
-    """:func:`redact` for encoded text (a recording line): each form is searched in C."""
+    """:func:`redact` for encoded text (a recording line), secrets of MIN_PAYLOAD_SECRET
+    characters and more: each form is searched in C."""
     for form in _forms_bytes:
         if form in data:
             data = data.replace(form, b"***")
