@@ -534,12 +534,15 @@ def ufm_empty_objects(tmp: Path) -> tuple[bool, str]:
 def ufm_700k(tmp: Path) -> tuple[bool, str]:
     """UFM with 700k ports: a 43.7 s stall."""
     body = tmp / "ports.json"
-    with open(body, "w") as fh:
+    with open(body, "w") as fh:  # the port object of collectors/ufm/testcases/v620_fabric (UFM 6.20), 700,000 times
         fh.write("[")
         for i in range(700_000):
-            fh.write(("," if i else "") + json.dumps({"guid": f"{i:016x}", "number": i % 64 + 1, "system_id": f"sw{i // 64}",
-                                                      "dname": f"{i % 64 + 1}", "physical_state": "LinkUp", "logical_state": "Active",
-                                                      "severity": "Info", "active_speed": "NDR", "peer_guid": f"{i ^ 1:016x}"}))
+            sw = f"b0cf0e03{i // 64:08x}"
+            fh.write(("," if i else "") + json.dumps({
+                "active_speed": "NDR", "active_width": "4x", "dname": f"1/{i % 64 // 2 + 1}/{i % 2 + 1}", "guid": sw, "lid": i // 64 + 1,
+                "logical_state": "Active", "name": f"{sw}_{i % 64 + 1}", "node_description": f"MF0;sw{i // 64}:MQM9700/U1:1",
+                "number": i % 64 + 1, "peer": f"fc6a1c03{i:08x}_1", "physical_state": "Link Up", "system_name": f"sw{i // 64}",
+                "systemID": sw, "tier": 1}))
         fh.write("]")
     return _payload_attack(tmp, {"/ufmRest/resources/ports": ("file", str(body), "application/json", 200, None)},
                            lambda p: _ufm_target(p))
