@@ -80,11 +80,13 @@ async def _read(stream: asyncio.StreamReader | None, limit: int, fail: bool) -> 
             return b"".join(chunks)
         if total >= limit:
             if fail:
+                chunks.clear()  # not kept alive by the exception's frame until the poll's error is dropped
                 raise _TooLong()
             continue
         chunks.append(chunk[: limit - total])
         total += len(chunk)
         if total > limit and fail:
+            chunks.clear()
             raise _TooLong()
 
 
@@ -147,11 +149,12 @@ async def run_command(argv: list[str], timeout: float, max_output: int = PERFQUE
                              reason=ErrorReason.SIZE) from None
         clean = True
     finally:
-        if proc is not None:
-            _kill_group(proc.pid)  # a finished command's group may still hold background children
-        REAPER.finished(proc.pid if proc is not None else None, token, clean)
-        if proc is not None:
-            await _finish(proc)
+        try:
+            if proc is not None:
+                _kill_group(proc.pid)  # a finished command's group may still hold background children
+                await _finish(proc)  # reaped before the sweep, which would otherwise count it as a leftover
+        finally:
+            REAPER.finished(proc.pid if proc is not None else None, token, clean)
     rc = proc.returncode if proc.returncode is not None else -1
     return CommandResult(argv, rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
 
