@@ -151,3 +151,39 @@ async def test_keeper_saves_periodically_and_at_close(tmp_path):
     await keeper.close()
     data = state.read(path)
     assert data.meta["ports"][0][:2] == ["sw1", "3"]
+
+
+async def test_the_final_save_has_a_deadline(tmp_path, monkeypatch, caplog):
+    """A stop never waits past the deadline for a slow disk; the previous file stays."""
+    import time as time_mod
+
+    store, det = _store(), _detector()
+    _poll(store, det, T0, 1, 0)
+    path = state.state_path(tmp_path)
+    state.save(path, store, det)
+    before = path.read_bytes()
+    monkeypatch.setattr(state, "write_atomic", lambda p, write: time_mod.sleep(3))  # a dead NFS server
+    keeper = state.StateKeeper(path, store, det)
+    t0 = time_mod.monotonic()
+    with caplog.at_level(logging.ERROR, logger="fabricmon.agent.state"):
+        await keeper.close(deadline=0.5)
+    assert time_mod.monotonic() - t0 < 2.0
+    assert keeper.save_errors == 1 and "did not finish within" in caplog.text
+    assert path.read_bytes() == before
+
+
+async def test_the_snapshot_is_taken_where_the_keeper_is_told(tmp_path):
+    """The live agent passes its pipeline worker: the store is read there, never while it changes."""
+    import threading
+
+    store, det = _store(), _detector()
+    _poll(store, det, T0, 1, 0)
+    seen: list[str] = []
+
+    async def run(fn):
+        seen.append(threading.current_thread().name)
+        return await asyncio.to_thread(fn)
+
+    keeper = state.StateKeeper(state.state_path(tmp_path), store, det, run=run)
+    assert await keeper.save()
+    assert seen and state.read(state.state_path(tmp_path)).meta["ports"][0][:2] == ["sw1", "3"]
