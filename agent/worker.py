@@ -112,9 +112,6 @@ class PipelineWorker:
             return await fut
         return await asyncio.wait_for(fut, timeout)
 
-    def on_thread(self) -> bool:
-        return threading.current_thread() is self._thread
-
     def close(self) -> None:
         """Stop after the jobs already queued (does not wait: the thread is a daemon)."""
         if not self._closed:

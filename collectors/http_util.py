@@ -109,7 +109,6 @@ class HttpResponse:
     status: int
     body: Any  # parsed JSON when the response was JSON, else text
     content_type: str = ""
-    is_json: bool = False
 
     def record(self) -> dict[str, Any]:
         return {"method": self.method, "path": self.path, "status": self.status, "body": self.body}
@@ -375,7 +374,7 @@ def _decode(path: str, status: int, ctype: str, raw: bytes, json_body: bool, wan
     text = raw.decode("utf-8", errors="replace")
     if json_body and text.strip():
         try:
-            return HttpResponse("GET", path, status, boundedjson.loads(text, max_values, f"response to GET {path}"), ctype, True)
+            return HttpResponse("GET", path, status, boundedjson.loads(text, max_values, f"response to GET {path}"), ctype)
         except boundedjson.JsonRefused as exc:
             reason = ErrorReason.SIZE if exc.too_many else ErrorReason.PROTOCOL
             raise FetchError(f"{exc}; refused", reason) from None
@@ -384,7 +383,7 @@ def _decode(path: str, status: int, ctype: str, raw: bytes, json_body: bool, wan
                 raise FetchError(f"GET {path}: expected JSON, got {ctype or 'no Content-Type'}: {_snippet(raw)}", ErrorReason.PROTOCOL) from None
     elif want_json and 200 <= status < 300:
         raise FetchError(f"GET {path}: expected JSON, got {ctype or 'no Content-Type'}: {_snippet(raw)}", ErrorReason.PROTOCOL)
-    return HttpResponse("GET", path, status, None if json_body and not text.strip() else text, ctype, False)
+    return HttpResponse("GET", path, status, None if json_body and not text.strip() else text, ctype)
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:

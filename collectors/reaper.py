@@ -63,7 +63,6 @@ class Reaper:
         self.running: dict[int, str] = {}  # pid of a command in flight -> its token
         self.active: set[str] = set()  # tokens of commands in flight
         self.spawning = 0  # commands being started: their child has no tag until it execs
-        self.killed = 0  # leftovers killed so far (in the log)
 
     def enable(self, strict: bool = False) -> bool:
         """Become the subreaper of every descendant (once per process); ``strict``: see the module doc."""
@@ -125,7 +124,6 @@ class Reaper:
             total += len(victims)
             self._reap(victims)
         if total:
-            self.killed += total
             log.warning("killed %d process(es) that commands of finished polls left running (setsid or daemonised children)", total)
         return total
 

@@ -158,5 +158,5 @@ def test_a_full_disk_is_counted_and_retried_while_monitoring_goes_on(tmp_path, m
     fams = {f.name: f.lines for f in w.families()}
     assert fams["fabricmon_recording_up"] == ["fabricmon_recording_up 1"]
     assert fams["fabricmon_recording_polls_lost_total"] == ["fabricmon_recording_polls_lost_total 3"]
-    lines, report = _lenient(path)
+    lines, _report = _lenient(path)
     assert [ln["t"] for ln in lines if ln["type"] == "poll"] == [103.0]

@@ -131,7 +131,7 @@ def test_a_column_cut_short(tmp_path, caplog):
 
 def test_a_version_1_file_still_loads(tmp_path):
     """The previous release wrote the whole store as one JSON document: an upgrade keeps it."""
-    store, det = _fresh()
+    store, _det = _fresh()
     t = time.time() - 20
     store.update([Sample("sw1", "3", "tx_bytes", 7, bits=32)], t, target="snmp-sw1")
     doc = {"format": "fabricmon-state", "version": 1, "saved_at": t, "findings": [], **store.save()}
