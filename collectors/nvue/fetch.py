@@ -38,11 +38,23 @@ async def get_tolerating_404(client: HttpClient, path: str) -> HttpResponse:
     raise FetchError(f"GET {path} failed with HTTP {resp.status}", ErrorReason.HTTP)
 
 
-def interfaces_from(resp: HttpResponse, pattern: re.Pattern[str]) -> list[str]:
-    """Interface names of a ``GET interface`` answer (a JSON object keyed by name) matching ``pattern``."""
+# A listing also holds interfaces the pattern leaves out (eth0, lo, bonds, VLANs): up to this many
+# times max_interfaces of them are filtered; a longer listing is refused without looking further.
+_LISTED_PER_POLLED = 16
+
+
+def interfaces_from(resp: HttpResponse, pattern: re.Pattern[str], limit: int) -> list[str]:
+    """Interface names of a ``GET interface`` answer (a JSON object keyed by name) matching
+    ``pattern``, at most ``limit`` of them (else FetchError "size", before anything is sorted)."""
     if resp.status != 200 or not isinstance(resp.body, dict):
         raise FetchError(f"GET {resp.path}: expected a JSON object of interfaces, got HTTP {resp.status} {type(resp.body).__name__}", ErrorReason.PROTOCOL)
-    return sorted((n for n in resp.body if isinstance(n, str) and pattern.search(n)), key=_natural)
+    listed = len(resp.body)
+    names = [n for n in resp.body if isinstance(n, str) and pattern.search(n)] if listed <= _LISTED_PER_POLLED * limit else None
+    if names is None or len(names) > limit:
+        what = f"{listed} interfaces" if names is None else f"{len(names)} interfaces match interface_regex"
+        raise FetchError(f"GET {resp.path}: {what}, more than max_interfaces ({limit}); refused (narrow interface_regex "
+                         "or list interfaces:)", ErrorReason.SIZE)
+    return sorted(names, key=_natural)
 
 
 def _natural(name: str) -> list[Any]:
@@ -65,11 +77,7 @@ async def fetch_poll(
     if interfaces is None:
         listing = await client.get(api_path(INTERFACES_PATH, rev), want_json=True)
         records.append(listing)
-        interfaces = interfaces_from(listing, interface_pattern)
-        if len(interfaces) > max_interfaces:
-            raise FetchError(f"GET {listing.path}: {len(interfaces)} interfaces match interface_regex, more than "
-                             f"max_interfaces ({max_interfaces}); refused (narrow interface_regex or list interfaces:)",
-                             ErrorReason.SIZE)
+        interfaces = interfaces_from(listing, interface_pattern, max_interfaces)
     paths = [api_path(t.replace("{if}", quote(name, safe="")), rev) for name in interfaces for t in per_interface]
     paths += [api_path(t, rev) for t in global_paths]
     got: list[HttpResponse | None] = [None] * len(paths)
