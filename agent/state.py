@@ -327,17 +327,18 @@ def read(path: Path) -> Snapshot | dict[str, Any] | None:
     except zlib.error as exc:
         raise StateError(f"{path}: corrupt state file: {exc}") from None
     nl = data.find(b"\n")
-    if nl < 0 or not data[nl + 1:].strip():  # version 1: one JSON document
-        if len(data) > V1_MAX_FILE_BYTES:
-            raise StateError(f"{path}: state is larger than {V1_MAX_FILE_BYTES >> 20} MiB decompressed")
-        doc = _json(path, data)
-        _check_format(path, doc, 1)
-        return doc
     if nl > MAX_HEADER_BYTES:
         raise StateError(f"{path}: corrupt state file: a header of more than {MAX_HEADER_BYTES >> 20} MiB")
-    meta = _json(path, data[:nl])
-    _check_format(path, meta, VERSION)
-    return Snapshot(meta, _columns(path, meta, memoryview(data)[nl + 1:]))
+    head = _json(path, data if nl < 0 else data[:nl])
+    if isinstance(head, dict) and head.get("version") == VERSION:  # the header line, then the columns
+        _check_format(path, head, VERSION)
+        return Snapshot(head, _columns(path, head, memoryview(data)[nl + 1:] if nl >= 0 else memoryview(b"")))
+    # Version 1: one JSON document (its compact form has no newline).
+    if len(data) > V1_MAX_FILE_BYTES:
+        raise StateError(f"{path}: state is larger than {V1_MAX_FILE_BYTES >> 20} MiB decompressed")
+    doc = head if nl < 0 or not data[nl:].strip() else _json(path, data)
+    _check_format(path, doc, 1)
+    return doc
 
 
 def _check_format(path: Path, doc: Any, version: int) -> None:
