@@ -98,13 +98,13 @@ def engine() -> hl.SnmpEngine:
     return eng
 
 
-async def ensure_engine() -> None:
+async def ensure_engine() -> bool:
     """Create the running loop's SnmpEngine in a thread: building one loads pysnmp's MIB modules
     (0.6 s on the test machine, 2 s under load), which on the event loop stalled every other
-    poll and scrape at a SNMP target's first poll."""
+    poll and scrape at a SNMP target's first poll. True when this call made it."""
     loop = asyncio.get_running_loop()
     if loop in _ENGINES:
-        return
+        return False
     building = _BUILDING.get(loop)
     if building is None:  # one build per loop, however many targets start at once
 
@@ -124,7 +124,7 @@ async def ensure_engine() -> None:
     finally:
         if building.done():
             _BUILDING.pop(loop, None)
-    _ENGINES.setdefault(loop, eng)
+    return _ENGINES.setdefault(loop, eng) is eng  # True for the caller that made it
 
 
 def _count_undecodable(eng: hl.SnmpEngine) -> None:
