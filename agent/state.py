@@ -46,7 +46,6 @@ import json
 import logging
 import math
 import os
-import threading
 import time
 import zlib
 from collections.abc import Awaitable, Callable
@@ -61,6 +60,7 @@ from fabricmon.agent.gcpause import gc_paused
 from fabricmon.agent.store import IMAGE_COLUMNS, CounterStore, StoreImage, valid_text
 from fabricmon.core.files import FileRefused, read_regular
 from fabricmon.core.model import Finding
+from fabricmon.core.threads import in_daemon_thread
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -429,29 +429,6 @@ async def _inline(fn: Callable[[], T]) -> T:
     return fn()
 
 
-def _in_daemon_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
-    """``fn()`` in a daemon thread of its own, as a future of the running loop: unlike the
-    default executor, a write stuck on a dead disk does not hold the process at exit."""
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[T] = loop.create_future()
-
-    def settle(result: Any, error: BaseException | None) -> None:
-        if not fut.done():
-            fut.set_exception(error) if error is not None else fut.set_result(result)
-
-    def run() -> None:
-        result, error = None, None
-        try:
-            result = fn()
-        except BaseException as exc:
-            error = exc
-        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
-            loop.call_soon_threadsafe(settle, result, error)
-
-    threading.Thread(target=run, name="fabricmon-state-write", daemon=True).start()
-    return fut
-
-
 class StateKeeper:
     """Loads the state at start, saves it every ``interval`` seconds and once more at shutdown.
 
@@ -500,7 +477,7 @@ class StateKeeper:
             return False  # the previous write is still running (a slow disk): skip this one
         t0 = time.perf_counter()
         snap = await self._run(self._snapshot)
-        self._write = _in_daemon_thread(lambda: write_atomic(self.path, lambda fh: encode_to(fh, snap)))
+        self._write = in_daemon_thread(write_atomic, self.path, lambda fh: encode_to(fh, snap), name="fabricmon-state-write")
         try:
             size = await asyncio.shield(self._write)
         except OSError as exc:

@@ -38,6 +38,7 @@ import aiohttp
 
 from fabricmon.collectors.base import Collector, ErrorReason, FetchError, SourceOptions, resolve_secret
 from fabricmon.core import boundedjson, secrets
+from fabricmon.core.threads import in_daemon_thread
 
 DEFAULT_MAX_BODY = 256 * 1024 * 1024  # a full-fabric UFM ports list can be tens of MB
 _INFLATE_STEP = 1 << 20  # decompressed bytes per step (a few ms of zlib), then the loop gets a turn
@@ -226,8 +227,9 @@ class HttpClient:
         json_body = (want_json and 200 <= status < 300) or "json" in ctype.lower()
         if len(raw) < boundedjson.SLICE_BYTES:
             return _decode(path, status, ctype, raw, json_body, want_json, self.max_values)
-        # A large body is decoded in a thread, element by element (the loop keeps the GIL often enough).
-        return await asyncio.to_thread(_decode, path, status, ctype, raw, json_body, want_json, self.max_values)
+        # A large body is decoded in a thread, element by element (the loop keeps the GIL often enough),
+        # a daemon one: a stop does not wait for a decode in progress.
+        return await in_daemon_thread(_decode, path, status, ctype, raw, json_body, want_json, self.max_values)
 
     async def _read_body(self, resp: aiohttp.ClientResponse, path: str, count_values: bool) -> bytes:
         """The body, decompressed, at most ``max_body_bytes`` (and ``max_values`` values when it

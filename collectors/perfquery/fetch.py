@@ -34,6 +34,7 @@ from fabricmon.collectors.perfquery.parse import (
     parse_samples_control,
 )
 from fabricmon.collectors.reaper import REAPER
+from fabricmon.core.threads import in_daemon_thread
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ class PerfqueryFetcher:
         """Run ibnetdiscover; None when a refresh failed and the previous topology is kept."""
         try:
             res = await run_command([self.ibnetdiscover_path, *self.extra_args], self.command_timeout, IBNETDISCOVER_MAX_OUTPUT)
-            topo = await asyncio.to_thread(parse_ibnetdiscover, res.stdout)  # 22 MB at 200,000 ports: not on the loop
+            topo = await in_daemon_thread(parse_ibnetdiscover, res.stdout)  # 22 MB at 200,000 ports: not on the loop
             if not topo.nodes:
                 raise FetchError(res.describe_failure("printed no topology"), reason=ErrorReason.COMMAND)
         except FetchError as exc:
