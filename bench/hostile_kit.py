@@ -198,11 +198,15 @@ def _stand_in(routes: dict[str, tuple[Any, ...]], port_q: Any, stop: Any) -> Non
 
     from aiohttp import web
 
+    from bench.fabric import UFM_COLUMNS
+
+    columns = list(UFM_COLUMNS.values())  # the 18 counters of the converted_enterprise CSV (bench/fabric.py)
+
     def telemetry(n: int, per: int) -> str:
-        head = "timestamp,node_guid,port_guid,port_num,node_description,Infiniband_MBOut_u_Gb,Infiniband_MBIn_u_Gb\n"
+        head = "timestamp,node_guid,port_guid,port_num,node_description," + ",".join(columns) + "\n"
         now = int(time.time() * 1e6)
-        return head + "".join(f"{now},0x{n:08x}{p:08x},0x{n:08x}{p:08x},{p + 1},tsw{n}-{p // 64},{now // 1000},{now // 1000}\n"
-                              for p in range(per))
+        vals = ",".join(str(now // 1_000_000 * (j + 1)) for j in range(len(columns)))
+        return head + "".join(f"{now},0x{n:08x}{p:08x},0x{n:08x}{p:08x},{p + 1},tsw{n}-{p // 64},{vals}\n" for p in range(per))
 
     async def handle(request: web.Request) -> web.StreamResponse:
         path = request.path
