@@ -187,3 +187,13 @@ async def test_the_snapshot_is_taken_where_the_keeper_is_told(tmp_path):
     keeper = state.StateKeeper(state.state_path(tmp_path), store, det, run=run)
     assert await keeper.save()
     assert seen and state.read(state.state_path(tmp_path)).meta["ports"][0][:2] == ["sw1", "3"]
+
+
+def test_a_large_file_is_compressed_as_two_members(tmp_path, monkeypatch):
+    monkeypatch.setattr(state, "PARALLEL_ABOVE", 1)
+    store, det = _store(), _detector()
+    _poll(store, det, T0, 1, 0)
+    _poll(store, det, T0 + 10, 2, 1)
+    store2, det2 = _roundtrip(tmp_path, store, det)
+    assert store2.get("sw1", "3", "tx_bytes").total == store.get("sw1", "3", "tx_bytes").total
+    assert state.state_path(tmp_path).read_bytes().count(b"\x1f\x8b\x08") >= 2
