@@ -89,10 +89,10 @@ class Agent:
         self.exporter.loop_lag = lag = LoopLag().start()
         state_dir = state.default_state_dir(cfg.global_.state_dir)
         keeper = state.StateKeeper(state.state_path(state_dir), self.pipeline.store, self.pipeline.detector,
-                                   run=worker.call) if state_dir else None
+                                   run=worker.read) if state_dir else None
         self.keeper = keeper
         if keeper is not None:
-            await worker.call(keeper.load)
+            await worker.call(keeper.load)  # restores into the store: a job of the worker
             keeper.start()
         self.exporter.request_render()
         self.scheduler = Scheduler(self._on_poll, cfg.global_.max_concurrency, cfg.global_.jitter, cfg.global_.backoff_max)

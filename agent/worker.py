@@ -43,6 +43,13 @@ that cyclic garbage alive at that moment is never collected, a few objects per l
 indexes; a process would have to own the store and the detector and ship every body and page
 back through a pipe, for a gain (a second core) the 0.25-core budget at 100k ports does not need.
 
+**Readers beside the worker.** A job that only reads the pipeline (a render, a page, the state
+snapshot) may overlap with another reader, never with a job that changes it (an ingest, a
+reload): jobs say which they are (``mutates``), and :meth:`PipelineWorker.read` runs a
+read-only call right away in a thread of its own, beside a render in progress rather than
+behind it. The state saves use it, so the final save at SIGTERM does not wait for a render of
+2 million series to end (at 100,000 ports a render takes seconds; the stop has a 5 s budget).
+
 **Shutdown.** The thread is a daemon: a job still running when the agent must stop (a huge
 parse) does not hold the process past its stop deadline; :meth:`PipelineWorker.call` with a
 ``timeout`` lets the caller give up waiting (the final state save does, see agent/state.py).
@@ -52,14 +59,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import gc
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from fabricmon.agent.gcpause import gc_paused
+from fabricmon.core.threads import in_daemon_thread
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -69,10 +78,39 @@ _STOP = object()
 FREEZE_ABOVE = 50_000
 
 
+class _ReadWrite:
+    """Readers together, a writer alone (threading.Condition; the writers are the worker's jobs)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+
+    @contextlib.contextmanager
+    def hold(self, write: bool) -> Iterator[None]:
+        with self._cond:
+            while self._writer or (write and self._readers):
+                self._cond.wait()
+            if write:
+                self._writer = True
+            else:
+                self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                if write:
+                    self._writer = False
+                else:
+                    self._readers -= 1
+                self._cond.notify_all()
+
+
 class PipelineWorker:
     """One daemon thread running submitted jobs in order (see the module docstring)."""
 
     def __init__(self, name: str = "fabricmon-pipeline") -> None:
+        self._access = _ReadWrite()
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._closed = False
@@ -83,11 +121,11 @@ class PipelineWorker:
             job = self._jobs.get()
             if job is _STOP:
                 return
-            fut, fn, args = job
+            fut, fn, args, mutates = job
             if not fut.set_running_or_notify_cancel():
                 continue  # cancelled while queued
             try:
-                with gc_paused():
+                with self._access.hold(mutates), gc_paused():
                     result = fn(*args)
                     if gc.get_count()[0] > FREEZE_ABOVE:
                         gc.freeze()
@@ -95,13 +133,13 @@ class PipelineWorker:
             except BaseException as exc:  # the caller's await raises it; the worker goes on
                 fut.set_exception(exc)
 
-    def submit(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
-        """Queue ``fn(*args)``; its future (thread-safe)."""
+    def submit(self, fn: Callable[..., T], *args: Any, mutates: bool = True) -> concurrent.futures.Future[T]:
+        """Queue ``fn(*args)``; its future (thread-safe). ``mutates=False``: it only reads the pipeline."""
         fut: concurrent.futures.Future[T] = concurrent.futures.Future()
         if self._closed:
             fut.set_exception(RuntimeError("the pipeline worker is stopped"))
             return fut
-        self._jobs.put((fut, fn, args))
+        self._jobs.put((fut, fn, args, mutates))
         return fut
 
     async def call(self, fn: Callable[..., T], *args: Any, timeout: float | None = None) -> T:
@@ -111,6 +149,16 @@ class PipelineWorker:
         if timeout is None:
             return await fut
         return await asyncio.wait_for(fut, timeout)
+
+    async def read(self, fn: Callable[[], T]) -> T:
+        """Run read-only ``fn()`` now, in a thread of its own, beside a read-only job in progress
+        (never beside one that changes the pipeline)."""
+
+        def run() -> T:
+            with self._access.hold(False), gc_paused():
+                return fn()
+
+        return await in_daemon_thread(run, name="fabricmon-pipeline-read")
 
     def close(self) -> None:
         """Stop after the jobs already queued (does not wait: the thread is a daemon)."""

@@ -126,3 +126,33 @@ async def test_the_loop_lag_monitor_sees_a_stall():
     le_01 = int(next(ln.split()[1] for ln in text.splitlines() if ln.startswith('fabricmon_event_loop_lag_seconds_bucket{le="0.1"}')))
     assert lag.n // 2 <= le_01 < lag.n  # the wake-up after the stall is above 0.1 s (the others: on a loaded machine, mostly)
     assert f"fabricmon_event_loop_lag_seconds_count {lag.n}" in text
+
+
+async def test_a_reader_runs_beside_a_render_but_never_beside_an_ingest():
+    """The final state save at SIGTERM must not wait for a render of millions of series to end."""
+    worker = PipelineWorker()
+    render_started, render_release = threading.Event(), threading.Event()
+    ingest_started, ingest_release = threading.Event(), threading.Event()
+
+    def render() -> None:
+        render_started.set()
+        render_release.wait(10)
+
+    def ingest() -> None:
+        ingest_started.set()
+        ingest_release.wait(10)
+
+    rendering = asyncio.wrap_future(worker.submit(render, mutates=False))
+    await asyncio.to_thread(render_started.wait, 10)
+    assert await asyncio.wait_for(worker.read(lambda: "snapshot"), 5) == "snapshot"  # beside the render
+    render_release.set()
+    await rendering
+    ingesting = asyncio.wrap_future(worker.submit(ingest))
+    await asyncio.to_thread(ingest_started.wait, 10)
+    reading = asyncio.ensure_future(worker.read(lambda: "snapshot"))
+    await asyncio.sleep(0.3)
+    assert not reading.done()  # waits for the ingest
+    ingest_release.set()
+    await ingesting
+    assert await asyncio.wait_for(reading, 5) == "snapshot"
+    worker.close()

@@ -175,7 +175,7 @@ class Exporter:
             return
         self._dirty = False
         loop = asyncio.get_running_loop()
-        fut = self.worker.submit(self._render_safely)
+        fut = self.worker.submit(self._render_safely, mutates=False)  # reads the pipeline only
         fut.add_done_callback(lambda _f: loop.call_soon_threadsafe(self._rendered))
 
     def _rendered(self) -> None:

@@ -134,7 +134,7 @@ class WebCache:
             if len(self._pending) >= MAX_PENDING_PAGES:
                 raise Busy()
             generation = self.generation
-            pending = self._pending[key] = asyncio.wrap_future(self.worker.submit(lambda: build().encode()))
+            pending = self._pending[key] = asyncio.wrap_future(self.worker.submit(lambda: build().encode(), mutates=False))
             pending.add_done_callback(lambda f: self._done(key, generation, f))
         return await asyncio.shield(pending)
 
