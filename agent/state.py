@@ -279,9 +279,31 @@ def remove_stale_temp_files(path: Path) -> int:
     return n
 
 
-def write_atomic(path: Path, write: Callable[[Any], None]) -> int:
+class RenameOrder:
+    """Writes that may overlap (a periodic save still writing when the final one starts) put
+    their files in place in the order they were started: a slower, older one that ends last is
+    dropped instead of replacing the newer file."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seq = itertools.count()
+        self._placed = -1
+
+    def ticket(self) -> int:
+        return next(self._seq)
+
+    def place(self, ticket: int, tmp: Path, path: Path) -> bool:
+        with self._lock:
+            if ticket < self._placed:
+                return False
+            os.replace(tmp, path)
+            self._placed = ticket
+            return True
+
+
+def write_atomic(path: Path, write: Callable[[Any], None], order: tuple[RenameOrder, int] | None = None) -> int:
     """Write a file through ``write(fh)`` so a crash leaves either the old file or the new one;
-    returns the bytes written.
+    returns the bytes written (0 when ``order`` says a newer write was put in place meanwhile).
 
     The temporary file is created with O_EXCL|O_NOFOLLOW in the state directory: a file or
     symlink planted under its name makes the save fail instead of writing through it.
@@ -295,7 +317,11 @@ def write_atomic(path: Path, write: Callable[[Any], None]) -> int:
             fh.flush()
             size = fh.tell()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        if order is None:
+            os.replace(tmp, path)
+        elif not order[0].place(order[1], tmp, path):
+            tmp.unlink()
+            return 0
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
@@ -502,6 +528,7 @@ class StateKeeper:
         self.saves = 0
         self.save_errors = 0  # failed writes (exported as fabricmon_state_save_errors_total)
         self.last_save = (0.0, 0.0, 0)  # seconds of snapshot, seconds of compress and write, bytes
+        self._order = RenameOrder()
 
     def load(self) -> bool:
         """Read and restore the file (file I/O and store changes: on the pipeline worker)."""
@@ -525,13 +552,17 @@ class StateKeeper:
         with gc_paused():
             return snapshot(self.store, self.detector)
 
-    async def save(self) -> bool:
-        if self._write is not None and not self._write.done():
-            return False  # the previous write is still running (a slow disk): skip this one
+    async def save(self, final: bool = False) -> bool:
+        """One save; a periodic one is skipped while the previous write still runs (a slow disk),
+        the final one is not (its file goes in place last, RenameOrder)."""
+        if not final and self._write is not None and not self._write.done():
+            return False
         t0 = time.perf_counter()
+        ticket = self._order.ticket()
         snap = await self._run(self._snapshot)
         t1 = time.perf_counter()
-        self._write = in_daemon_thread(write_atomic, self.path, lambda fh: encode_to(fh, snap), name="fabricmon-state-write")
+        self._write = in_daemon_thread(write_atomic, self.path, lambda fh: encode_to(fh, snap), (self._order, ticket),
+                                       name="fabricmon-state-write")
         try:
             size = await asyncio.shield(self._write)
         except OSError as exc:
@@ -544,18 +575,16 @@ class StateKeeper:
         return True
 
     async def close(self, deadline: float = FINAL_SAVE_DEADLINE_S) -> None:
-        """Stop the periodic saves and write the final state (after any write in flight), giving
-        up after ``deadline`` seconds: the previous file then stays as it was."""
+        """Stop the periodic saves and write the final state at once (a periodic write still in
+        flight goes on, and is dropped if it ends last), giving up after ``deadline`` seconds: the
+        previous file then stays as it was."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         t0 = time.monotonic()
         try:
-            if self._write is not None and not self._write.done():
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(asyncio.shield(self._write), deadline)
-            ok = await asyncio.wait_for(self.save(), max(0.1, deadline - (time.monotonic() - t0)))
+            ok = await asyncio.wait_for(self.save(final=True), deadline)
         except TimeoutError:
             self.save_errors += 1
             log.error("the final state save did not finish within %.0f s; %s keeps the previous save", deadline, self.path)

@@ -633,7 +633,7 @@ def sigterm_many(tmp: Path) -> tuple[bool, str]:
                       for i in range(2000))
     with serve({"/tele": ("telemetry", 50)}) as port:
         agent = AgentProc(tmp, _base(targets.replace("PORT", str(port)), interval="10s", timeout="9s", state=state)
-                          .replace("jitter: 0", "jitter: 0.5, max_concurrency: 64"))
+                          .replace("jitter: 0", "jitter: 0.5, max_concurrency: 64"), log_level=os.environ.get("FABRICMON_BENCH_LOG", "info"))
         try:
             agent.wait_ready(300)
             t0 = time.monotonic()

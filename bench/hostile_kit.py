@@ -56,7 +56,7 @@ class AgentProc:
     """``fabricmon run`` on a config; stderr (the log) to a file."""
 
     def __init__(self, tmp: Path, config: str, *, web: str | None = None, nofile: int | None = None,
-                 env: dict[str, str] | None = None, headers: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, headers: dict[str, str] | None = None, log_level: str = "info") -> None:
         tmp.mkdir(parents=True, exist_ok=True)
         self.tmp = tmp
         self.port = free_port()
@@ -64,7 +64,7 @@ class AgentProc:
         self.headers = headers or {}
         self.config = tmp / "fabricmon.yml"
         self.config.write_text(config.replace("LISTEN", f"127.0.0.1:{self.port}"))
-        args = [sys.executable, "-m", "fabricmon.agent", "run", "--config.file", str(self.config)]
+        args = [sys.executable, "-m", "fabricmon.agent", "--log.level", log_level, "run", "--config.file", str(self.config)]
         if web is not None:
             self.web = tmp / "web.yml"
             self.web.write_text(web)

@@ -162,7 +162,7 @@ async def test_the_final_save_has_a_deadline(tmp_path, monkeypatch, caplog):
     path = state.state_path(tmp_path)
     state.save(path, store, det)
     before = path.read_bytes()
-    monkeypatch.setattr(state, "write_atomic", lambda p, write: time_mod.sleep(3))  # a dead NFS server
+    monkeypatch.setattr(state, "write_atomic", lambda p, write, order=None: time_mod.sleep(3))  # a dead NFS server
     keeper = state.StateKeeper(path, store, det)
     t0 = time_mod.monotonic()
     with caplog.at_level(logging.ERROR, logger="fabricmon.agent.state"):
@@ -197,3 +197,12 @@ def test_a_large_file_is_compressed_as_two_members(tmp_path, monkeypatch):
     store2, det2 = _roundtrip(tmp_path, store, det)
     assert store2.get("sw1", "3", "tx_bytes").total == store.get("sw1", "3", "tx_bytes").total
     assert state.state_path(tmp_path).read_bytes().count(b"\x1f\x8b\x08") >= 2
+
+
+def test_an_older_write_that_ends_last_is_dropped(tmp_path):
+    path = state.state_path(tmp_path)
+    order = state.RenameOrder()
+    old, new = order.ticket(), order.ticket()
+    assert state.write_atomic(path, lambda fh: fh.write(b"new"), (order, new)) == 3
+    assert state.write_atomic(path, lambda fh: fh.write(b"old"), (order, old)) == 0  # the slow periodic save
+    assert path.read_bytes() == b"new" and [p.name for p in tmp_path.iterdir()] == [state.FILENAME]
