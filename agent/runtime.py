@@ -118,6 +118,7 @@ class Agent:
         finally:
             systemd.notify("STOPPING=1")
             watchdog.cancel()
+            self.exporter.stop_rendering()
             await self.scheduler.stop()
             if keeper is not None:
                 await keeper.close()

@@ -97,6 +97,7 @@ class Exporter:
         self.rendered = False  # a render of the fabric finished at least once (fabricmon_exposition_ready)
         self._scheduled = False
         self._dirty = False
+        self._stopping = False
         self._last_render_end = 0.0
         self._targets_json = b"[]\n"  # /api/targets as of the last render (worker mode)
         self._waiting: list[str] | None = None  # /ready as of the last render: None once ready
@@ -161,6 +162,8 @@ class Exporter:
         than half the time of the thread it runs on (the loop, or the pipeline worker) from the
         polls.
         """
+        if self._stopping:
+            return
         if self._scheduled:
             self._dirty = True
             return
@@ -168,7 +171,13 @@ class Exporter:
         wait = self._last_render_end + self.exposition.render_seconds - time.monotonic()
         asyncio.get_running_loop().call_later(max(0.0, wait), self._render_scheduled)
 
+    def stop_rendering(self) -> None:
+        """No render after this one (the agent is stopping: the CPU goes to the final state save)."""
+        self._stopping = True
+
     def _render_scheduled(self) -> None:
+        if self._stopping:
+            return
         if self.worker is None:
             self._scheduled = False
             self._render_safely()
@@ -185,6 +194,8 @@ class Exporter:
             self.request_render()
 
     def _render_safely(self) -> None:
+        if self._stopping:
+            return
         try:
             self.render_now()
         except Exception:  # never let a rendering bug take the agent down; keep serving the last body
