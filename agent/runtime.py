@@ -119,9 +119,11 @@ class Agent:
             systemd.notify("STOPPING=1")
             watchdog.cancel()
             self.exporter.stop_rendering()
+            # The final state save starts now, beside the polls' cancellation: both within the stop budget.
+            final_save = asyncio.ensure_future(keeper.close()) if keeper is not None else None
             await self.scheduler.stop()
-            if keeper is not None:
-                await keeper.close()
+            if final_save is not None:
+                await final_save
             if recorder is not None:
                 with contextlib.suppress(TimeoutError):
                     await worker.call(recorder.close, timeout=1.0)

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 RESTART_MIN_DELAY = 1.0
 # Stopping: cancelled polls and closed sessions get this long together (2,000 targets took 15.8 s
 # when each was stopped in turn); what is still closing then is abandoned, the process is ending.
-STOP_DEADLINE_S = 2.0
+STOP_DEADLINE_S = 1.0
 PREPARE_TIMEOUT_S = 120.0  # a collector's one-time preparation (imports) before its first poll
 
 

@@ -948,10 +948,11 @@ class CounterStore:
             ports.append([device, port, entry.target, entry.seen, series])
         return {"device_clocks": {d: list(v) for d, v in self._device_clock.items()}, "ports": ports}
 
-    def image(self) -> StoreImage:
+    def image(self, history: int | None = None) -> StoreImage:
         """What :meth:`save` holds, as whole columns (for the state file, agent/state.py): a few
         array copies and one small list per port, no Python object per series, so taking it at
-        100,000 ports costs a fraction of a second. :meth:`restore_image` is its inverse."""
+        100,000 ports costs a fraction of a second. :meth:`restore_image` is its inverse.
+        ``history``: keep only the last that many points of each series (a save that must be quick)."""
         live = [(pk, e) for pk, e in self.ports.items() if e.schema.keys]
         schema_ids: dict[int, int] = {}
         key_ids: dict[SeriesKey, int] = {}
@@ -969,7 +970,16 @@ class CounterStore:
         starts = np.cumsum(sizes) - sizes
         rows = np.repeat(bases - starts, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)
         t = self._t
-        cols = {name: getattr(t, name)[rows] for name in IMAGE_COLUMNS}
+        h = t.hist_t.shape[1]
+        if history is None or history >= h:
+            cols = {name: getattr(t, name)[rows] for name in IMAGE_COLUMNS}
+        else:  # the last ``history`` points, oldest first, right-aligned (a ring whose head is slot 0)
+            cols = {name: getattr(t, name)[rows] for name in IMAGE_COLUMNS if not name.startswith("hist_") and name != "head"}
+            slots = (t.head[rows].astype(np.intp)[:, None] - history + np.arange(history)) % h
+            cols["hist_t"] = t.hist_t[rows[:, None], slots]
+            cols["hist_v"] = t.hist_v[rows[:, None], slots]
+            cols["npts"] = np.minimum(cols["npts"], history).astype(np.uint16)
+            cols["head"] = np.zeros(len(rows), np.uint16)
         big: dict[int, Any] = {}
         if t.big:
             where = {r: i for i, r in enumerate(rows.tolist()) if r in t.big}

@@ -206,3 +206,17 @@ def test_an_older_write_that_ends_last_is_dropped(tmp_path):
     assert state.write_atomic(path, lambda fh: fh.write(b"new"), (order, new)) == 3
     assert state.write_atomic(path, lambda fh: fh.write(b"old"), (order, old)) == 0  # the slow periodic save
     assert path.read_bytes() == b"new" and [p.name for p in tmp_path.iterdir()] == [state.FILENAME]
+
+
+def test_a_short_history_image_restores_the_last_points(tmp_path):
+    store, det = _store(), _detector()
+    for i in range(6):
+        _poll(store, det, T0 + 10 * i, 100 * i, 0)
+    full = store.get("sw1", "3", "tx_bytes").history
+    snap = state.snapshot(store, det, history=2)
+    path = state.state_path(tmp_path)
+    state.write_atomic(path, lambda fh: state.encode_to(fh, snap))
+    store2, det2 = _store(), _detector()
+    assert state.load_into(path, store2, det2)
+    se = store2.get("sw1", "3", "tx_bytes")
+    assert se.history == full[-2:] and se.total == store.get("sw1", "3", "tx_bytes").total
