@@ -78,6 +78,7 @@ PARALLEL_ABOVE = 32 << 20  # bytes of a file above which two threads compress it
 # the last two give the restored series its last interval; the rules' windows refill after the
 # restart. (1.8 M series: 316 MB of columns with 8 points, 144 MB with 2.)
 FINAL_HISTORY = 2
+SHORT_FINAL_ABOVE = 500_000  # series above which a final save with no earlier save to measure keeps FINAL_HISTORY points
 _tmp_seq = itertools.count()
 
 
@@ -564,9 +565,11 @@ class StateKeeper:
             return False
         t0 = time.perf_counter()
         ticket = self._order.ticket()
-        # The final save must fit the stop's deadline: when the last save took more than half of it,
-        # it keeps the last FINAL_HISTORY points of each series (the periodic saves keep them all).
-        short = final and sum(self.last_save[:2]) > FINAL_SAVE_DEADLINE_S / 2
+        # The final save must fit the stop's deadline: when the last save took more than half of it
+        # (or there was none yet and the store is large), it keeps the last FINAL_HISTORY points of
+        # each series (the periodic saves keep them all).
+        short = final and (sum(self.last_save[:2]) > FINAL_SAVE_DEADLINE_S / 2
+                           or (not self.saves and self.store.series_count() > SHORT_FINAL_ABOVE))
         snap = await self._run(lambda: self._snapshot(FINAL_HISTORY if short else None))
         t1 = time.perf_counter()
         log.debug("state snapshot taken in %.2f s%s", t1 - t0, " (the final save)" if final else "")
