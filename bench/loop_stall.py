@@ -52,6 +52,29 @@ print(json.dumps({"healthz": health, "metrics": scrapes}))
 """
 
 
+class _Blamed(LoopLag):
+    """The monitor, also noting where the pipeline worker was when the loop woke up late: the
+    long C call that held the GIL has just returned, so the worker's frame is (almost always)
+    still the line that made it. The bench prints these lines as the measured causes."""
+
+    def __init__(self, worker: PipelineWorker) -> None:
+        super().__init__()
+        self.worker = worker
+        self.blame: dict[str, list[float]] = {}
+
+    def observe(self, lag: float, now: float | None = None) -> None:
+        super().observe(lag, now)
+        if lag > 0.1:
+            frame = sys._current_frames().get(self.worker._thread.ident)
+            where = []
+            while frame is not None and len(where) < 3:
+                code = frame.f_code
+                if "/threading.py" not in code.co_filename:
+                    where.append(f"{code.co_filename.rsplit('/', 2)[-2]}/{code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno} {code.co_name}")
+                frame = frame.f_back
+            self.blame.setdefault(" < ".join(where) or "worker idle", []).append(lag)
+
+
 def _pct(xs: list[float], q: float) -> float:
     return sorted(xs)[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
@@ -62,7 +85,8 @@ async def _run(fab: Fabric, polls: int) -> dict[str, Any]:
     p = Pipeline([TargetSpec("ib", "perfquery")], rules_mod.build(), stale_after=3600.0)
     worker = PipelineWorker()
     exporter = Exporter(p, worker=worker)
-    lag = exporter.loop_lag = LoopLag().start()
+    lag = _Blamed(worker)
+    exporter.loop_lag = lag.start()
     port = free_port()
     runner = await start_server(make_app(exporter), f"127.0.0.1:{port}")
     client = subprocess.Popen([sys.executable, "-c", CLIENT, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -97,7 +121,8 @@ async def _run(fab: Fabric, polls: int) -> dict[str, Any]:
             "healthz": {"n": len(got["healthz"]), "ok": len(health), "p50_s": _pct(health, 0.5), "max_s": max(health, default=float("nan"))},
             "metrics_scrapes": {"n": len(got["metrics"]), "ok": sum(1 for _, s in got["metrics"] if s == 200),
                                 "max_s": max((t for t, _ in got["metrics"]), default=float("nan"))},
-            "series": p.store.series_count()}
+            "series": p.store.series_count(),
+            "stalls_by_worker_line": sorted(([round(max(v), 3), len(v), k] for k, v in lag.blame.items()), reverse=True)[:8]}
 
 
 def measure(fab: Fabric, polls: int = 3) -> dict[str, Any]:
