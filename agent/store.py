@@ -70,6 +70,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fabricmon.core.model import CounterColumns, Counters, DeviceInfo, Gauge, PortInfo, Sample
+from fabricmon.core.slicing import sorted_in_slices
 
 # Why the last interval has (or has no) delta.
 OK = "ok"
@@ -1261,14 +1262,13 @@ class CounterStore:
         if self._families is not None and self._families[0] == stamp:
             return self._families[1]
         keys: dict[str, list[tuple[tuple[str, ...], PortKey, tuple[Any, ...], int]]] = {}
-        for pk in sorted(self.ports):
+        for pk in sorted_in_slices(self.ports):  # a sort of 100,000 ports in one C call held the GIL 0.2 s
             e = self.ports[pk]
             for off, (name, sub) in enumerate(e.schema.keys):
                 keys.setdefault(name, []).append((tuple(str(x) for x in sub), pk, sub, e.base + off))
         out: dict[str, FamilyRows] = {}
         for name in sorted(keys):
-            items = keys[name]
-            items.sort(key=lambda it: (it[1], it[0]))
+            items = sorted_in_slices(keys[name], key=lambda it: (it[1], it[0]))
             out[name] = FamilyRows([(pk, sub) for _, pk, sub, _ in items],
                                    np.array([r for *_, r in items], dtype=np.int64))
         self._families = (stamp, out)

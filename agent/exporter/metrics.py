@@ -20,6 +20,7 @@ import numpy as np
 from fabricmon.agent import __version__
 from fabricmon.agent.exporter.exposition import Family, Template, escape_label, fmt_value, format_values, labels
 from fabricmon.agent.store import CounterStore, PortKey
+from fabricmon.core.slicing import join_in_slices, sorted_in_slices
 from fabricmon.core.vocabulary import COUNTERS, GAUGES, NAMESPACE, metric_name
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def _cache_for(store: CounterStore) -> _RenderCache:
     layout = getattr(store, "layout", None)
     if layout is None or c.layout != layout or len(c.order) != len(ports):
         c.bases = {pk: c.bases.get(pk) or labels((("device", pk[0]), ("port", pk[1])))[:-1] for pk in ports}
-        c.order = [(pk, c.bases[pk]) for pk in sorted(ports)]
+        c.order = [(pk, c.bases[pk]) for pk in sorted_in_slices(ports)]
         c.index = {pk: i for i, (pk, _) in enumerate(c.order)}
         c.rows = {}
         c.layout = layout if layout is not None else -1
@@ -372,8 +373,8 @@ def finding_families(p: Pipeline) -> list[Family]:
         blocks = [(b + "}" if per_port and (b := bases.get(values)) is not None else  # type: ignore[arg-type]
                    labels(tuple(zip(m.labels, values, strict=False)))) for values, _ in m.values]
         if blocks:
-            fam.lines.append("\n".join(map(f"{fam.name.replace('%', '%%')}%s %s".__mod__,
-                                            zip(blocks, format_values([v for _, v in m.values]), strict=True))))
+            fam.lines.append(join_in_slices("\n", list(map(f"{fam.name.replace('%', '%%')}%s %s".__mod__,
+                                                             zip(blocks, format_values([v for _, v in m.values]), strict=True)))))
     out.extend(rule_fams[k] for k in sorted(rule_fams))
     return out
 
