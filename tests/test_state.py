@@ -194,7 +194,7 @@ def test_a_large_file_is_compressed_as_two_members(tmp_path, monkeypatch):
     store, det = _store(), _detector()
     _poll(store, det, T0, 1, 0)
     _poll(store, det, T0 + 10, 2, 1)
-    store2, det2 = _roundtrip(tmp_path, store, det)
+    store2, _det2 = _roundtrip(tmp_path, store, det)
     assert store2.get("sw1", "3", "tx_bytes").total == store.get("sw1", "3", "tx_bytes").total
     assert state.state_path(tmp_path).read_bytes().count(b"\x1f\x8b\x08") >= 2
 
