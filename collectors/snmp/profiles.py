@@ -51,6 +51,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from fabricmon.collectors.snmp.snmprec import Oid, parse_oid
+from fabricmon.core.files import FileRefused, read_regular
 from fabricmon.core.vocabulary import COUNTERS, GAUGES
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "profiles"
@@ -264,13 +265,16 @@ def profile_from_dict(doc: Any, default_name: str, path: str = "") -> Profile:
 def _load_dir(directory: Path) -> dict[str, Profile]:
     out: dict[str, Profile] = {}
     for path in sorted(directory.glob("*.yaml")):
-        try:
-            doc = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError) as exc:
+        try:  # opened without blocking, a regular file of bounded size (a FIFO is refused at once)
+            doc = yaml.safe_load(read_regular(path, MAX_PROFILE_BYTES, "SNMP profile").decode("utf-8"))
+        except (FileRefused, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise ProfileError(f"{path}: cannot read: {exc}") from None
         prof = profile_from_dict(doc, path.stem, str(path))
         out[prof.name] = prof
     return out
+
+
+MAX_PROFILE_BYTES = 1 << 20  # a vendor profile is a few KB of YAML
 
 
 @functools.lru_cache(maxsize=32)
