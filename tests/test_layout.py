@@ -52,10 +52,25 @@ def _layer(module: str) -> str:
     return module.split(".")[1] if module.count(".") else module
 
 
-def test_the_package_list_covers_every_folder_with_an_init():
+def _data_folders() -> dict[str, Path]:
+    """Folders of agent/ and collectors/ that hold files the agent reads (no Python), by installed name."""
+    out = {}
+    for src in ("agent", "collectors"):
+        for d in sorted((ROOT / src).rglob("*")):
+            if (d.is_dir() and d.name != "__pycache__" and d.name != "testcases" and "testcases" not in d.parts
+                    and not any(d.glob("*.py")) and any(f.is_file() for f in d.iterdir())):
+                out[_module_name(d / "x.py").removesuffix(".x")] = d
+    return out
+
+
+def test_the_package_list_covers_every_folder_with_an_init_or_data():
+    # A data folder setuptools is not told of makes every install print a "Package would be
+    # ignored" warning per folder; listing it (its files under package-data) ships it quietly.
     listed = set(SETUP["packages"])
     found = {m for m, p in _sources().items() if p.name == "__init__.py"}
-    assert found == listed
+    assert found | set(_data_folders()) == listed
+    for name in _data_folders():
+        assert name in SETUP["package-data"], f"{name}: a data folder needs its files under package-data"
 
 
 def test_no_module_is_reachable_under_two_names():
