@@ -1,7 +1,6 @@
 """Real aiohttp stand-in servers on 127.0.0.1 for the REST collectors (UFM, UFM Telemetry, NVUE).
 
-* ``self_signed_cert(dir)``: a throw-away CA-less self-signed certificate for 127.0.0.1,
-  generated at test time with ``cryptography`` (or the ``openssl`` CLI when it is missing).
+* ``self_signed_cert(dir)``: a throw-away self-signed certificate for 127.0.0.1 (tests/pki.py).
 * ``StandIn``: an aiohttp server with per-prefix auth (basic user/password, or a token sent
   as ``Authorization: <scheme> <token>``), optional TLS, canned ``Reply`` objects per path,
   and a log of every request (path with query string, headers) for assertions.
@@ -13,14 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import datetime as dt
-import ipaddress
 import json
-import shutil
 import socket
 import ssl
 import struct
-import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,45 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-LOOPBACK = "127.0.0.1"
-
-
-def self_signed_cert(directory: Path) -> tuple[Path, Path]:
-    """(cert.pem, key.pem) valid for IP 127.0.0.1 and DNS localhost; the cert is its own CA file."""
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    try:
-        _with_cryptography(cert, key)
-    except ImportError:
-        if shutil.which("openssl") is None:
-            raise RuntimeError("neither the cryptography package nor the openssl CLI is available") from None
-        subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
-             "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", str(key), "-out", str(cert)],
-            check=True, capture_output=True, timeout=60,
-        )
-    return cert, key
-
-
-def _with_cryptography(cert_path: Path, key_path: Path) -> None:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fabricmon test stand-in")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=2))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(LOOPBACK)), x509.DNSName("localhost")]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+from tests.pki import LOOPBACK
 
 
 @dataclass
