@@ -148,13 +148,13 @@ async def _run_demo(listen: str, speed: float, path: Path, loops: int | None = N
     """Loop ``path`` with its poll times on the wall clock: each loop starts now and maps
     recording time onto real time (divided by ``speed``), so nothing drifts across loops."""
     from fabricmon.agent.exporter.server import Exporter, make_app, start_server
-    from fabricmon.agent.replay import build_pipeline, replay_paced
+    from fabricmon.agent.replay import replay_paced, replay_pipeline
 
     if not path.exists():
         print(f"the demo recording is missing from this installation ({path})", file=sys.stderr)
         return 1
     header = next(iter_lines(path))[1]
-    pipeline = build_pipeline(header, path)
+    pipeline = replay_pipeline(header, path)
     exporter = Exporter(pipeline, demo=True)
     exporter.render_now()
     runner = await start_server(make_app(exporter), listen)
@@ -175,8 +175,8 @@ Findings appear as the faults in the recording unfold (the first within about {9
     try:
         done_loops = 0
         while not stopper.done() and (loops is None or done_loops < loops):
-            replay = asyncio.create_task(replay_paced(path, lambda h: pipeline, speed=speed, on_poll=exporter.request_render,
-                                                      wall_clock=True, pipeline=pipeline))
+            replay = asyncio.create_task(replay_paced(path, speed=speed, pipeline=pipeline, on_poll=exporter.request_render,
+                                                      wall_clock=True))
             done, _ = await asyncio.wait({replay, stopper}, return_when=asyncio.FIRST_COMPLETED)
             if replay not in done:
                 break
@@ -271,10 +271,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 async def _replay_paced_cli(args, loaded, out: _FindingsOut, speed: float, limits: Limits) -> int:
-    from fabricmon.agent.replay import build_pipeline, in_shard, replay_paced
+    from fabricmon.agent.replay import replay_paced
 
-    result = await replay_paced(args.file, lambda h: build_pipeline(h, args.file, loaded, out.write, limits), speed=speed,
-                                progress=not args.quiet, keep=in_shard(loaded), limits=limits)
+    result = await replay_paced(args.file, loaded, speed=speed, on_finding_end=out.write, progress=not args.quiet, limits=limits)
     for f in result.pipeline.detector.close_all():
         out.write(f)
     return _summary(result)
@@ -282,18 +281,18 @@ async def _replay_paced_cli(args, loaded, out: _FindingsOut, speed: float, limit
 
 async def _replay_serve(args, loaded, out: _FindingsOut, speed: float | None, limits: Limits) -> int:
     from fabricmon.agent.exporter.server import Exporter, make_app, start_server
-    from fabricmon.agent.replay import build_pipeline, in_shard, replay_paced
+    from fabricmon.agent.replay import replay_paced, replay_pipeline
 
     header = next(iter_lines(args.file, limits=limits))[1]
-    pipeline = build_pipeline(header, args.file, loaded, out.write, limits)
+    pipeline = replay_pipeline(header, args.file, loaded, out.write, limits)
     exporter = Exporter(pipeline)
     exporter.render_now()
     ssl_ctx, middlewares = _web_security(args, loaded)
     runner = await start_server(make_app(exporter, middlewares), args.serve, ssl_ctx)
     print(f"serving on {'https' if ssl_ctx else 'http'}://{args.serve}/metrics", file=sys.stderr, flush=True)
     try:
-        result = await replay_paced(args.file, lambda h: pipeline, speed=speed, on_poll=exporter.request_render,
-                                    progress=not args.quiet, pipeline=pipeline, keep=in_shard(loaded), limits=limits)
+        result = await replay_paced(args.file, loaded, speed=speed, pipeline=pipeline, on_poll=exporter.request_render,
+                                    progress=not args.quiet, limits=limits)
         exporter.render_now()
         for f in pipeline.detector.close_all():
             out.write(f)

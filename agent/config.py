@@ -168,16 +168,20 @@ def shard_of(name: str, count: int) -> int:
     return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "big") % count
 
 
-def splits_itself(options: Any) -> bool:
-    """Sources with their own shard parameters (UFM Telemetry) are split by them, not by name."""
-    return hasattr(options, "num_shards") and hasattr(options, "shard")
-
-
-def shard_options(options: Any, shard: ShardConfig) -> Any:
-    """Options of a self-sharding source for this agent: its shard ``index`` of ``count``."""
-    if shard.count <= 1 or not splits_itself(options):
-        return options
-    return options.model_copy(update={"num_shards": shard.count, "shard": shard.index})
+def in_shard(name: str, source: str, shard: ShardConfig) -> bool:
+    """Whether the agent that is ``shard`` polls (or, replaying, keeps) target ``name`` of
+    ``source``: the one place that decides. A source that splits itself (its collector's
+    ``self_sharding``, e.g. UFM Telemetry) is every agent's, each asking it for its own share
+    (:meth:`Collector.shard_options`); any other target is the agent's its name hashes to. A
+    source this installation does not know (a recording from a newer version) goes by its name."""
+    if shard.count <= 1:
+        return True
+    try:
+        if collectors.get(source).self_sharding:
+            return True
+    except collectors.UnknownSource:
+        pass
+    return shard_of(name, shard.count) == shard.index
 
 
 def _label_text(v: str) -> str:
@@ -266,11 +270,9 @@ class Config(Strict):
     def enabled_targets(self) -> list[TargetConfig]:
         return [t for t in self.targets if t.enabled and self.collectors.get(t.source, True)]
 
-    def shard_targets(self, options: dict[str, Any]) -> list[TargetConfig]:
-        """The enabled targets this agent polls: its hash share, plus every self-sharding one."""
-        n, i = self.shard.count, self.shard.index
-        return [t for t in self.enabled_targets()
-                if n <= 1 or splits_itself(options.get(t.name)) or shard_of(t.name, n) == i]
+    def shard_targets(self) -> list[TargetConfig]:
+        """The enabled targets this agent polls (:func:`in_shard`)."""
+        return [t for t in self.enabled_targets() if in_shard(t.name, t.source, self.shard)]
 
     def target_levels(self) -> dict[str, str]:
         """Exposition level per target name (targets without one use ``exposition.level``)."""
@@ -294,10 +296,6 @@ class LoadedConfig:
     path: str
     options: dict[str, Any]  # target name -> validated collector options (SourceOptions)
     positions: Positions = field(default_factory=dict)  # key path -> (line, column), for later checks
-
-
-# Sources that reach a device over the network: without an address there is nothing to poll.
-NETWORK_SOURCES = frozenset({"snmp", "ufm", "ufm-telemetry", "nvue"})
 
 
 # --------------------------------------------------------------------- YAML with positions
@@ -494,14 +492,16 @@ def _validate_target(i: int, raw: Any, path: str, positions: Positions) -> tuple
     except ValidationError as exc:
         problems.extend(_problems(exc, path, positions, loc))
     source, options = raw.get("source"), None
-    if isinstance(source, str) and source in NETWORK_SOURCES and not str(raw.get("address") or "").strip():
-        problems.append(_at(path, positions, loc, f"a {source} target needs an address: (the device to poll)"))
     if isinstance(source, str) and source in collectors.SOURCES:
         try:
             cls = collectors.get(source)
         except collectors.UnknownSource:
             problems.append(_at(path, positions, (*loc, "source"), f"source {source!r} is not available in this installation"))
         else:
+            address = raw.get("address")
+            wrong = cls.address_problem(address or "") if address is None or isinstance(address, str) else None
+            if wrong is not None:  # (an address that is not text is TargetConfig's error)
+                problems.append(_at(path, positions, (*loc, "address") if address else loc, wrong))
             extra = {k: v for k, v in raw.items() if k not in _TARGET_FIELDS}
             try:
                 options = cls.options_model.model_validate(extra)

@@ -69,7 +69,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from fabricmon.agent.exporter.exposition import Family, labels
 from fabricmon.core.model import CounterColumns, Counters, DeviceInfo, Gauge, PortInfo, Sample
+from fabricmon.core.vocabulary import NAMESPACE
 
 # Why the last interval has (or has no) delta.
 OK = "ok"
@@ -452,6 +454,15 @@ class _Plan(NamedTuple):
 # headroom. 1,000,000 ports is 10x the largest fabric one agent is sized for (docs/scaling.md).
 MAX_PORTS = 1_000_000
 MAX_SERIES_PER_PORT = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStatus:
+    """What :meth:`CounterStore.status` reports."""
+
+    series: int  # counter series held
+    refused_ports: int  # readings of new ports refused at max_ports
+    refused_series: int  # readings of new series refused at max_series_per_port
 
 
 class CounterStore:
@@ -1043,6 +1054,21 @@ class CounterStore:
 
     def series_count(self) -> int:
         return sum(len(e.schema.keys) for e in self.ports.values())
+
+    def status(self) -> StoreStatus:
+        """How full the store is and what its bounds refused."""
+        return StoreStatus(self.series_count(), self.refused["port"], self.refused["series"])
+
+    def families(self) -> list[Family]:
+        """The store's own metric families (the counters themselves are the exporter's)."""
+        s = self.status()
+        series = Family(f"{NAMESPACE}_store_series", "gauge", "Counter series held in the store.")
+        series.add("", s.series)
+        refused = Family(f"{NAMESPACE}_store_refused_total", "counter", "Readings the store refused by its bounds: "
+                         "a new port over max_ports, a new series of a port at max_series_per_port.")
+        refused.add(labels((("what", "port"),)), s.refused_ports)
+        refused.add(labels((("what", "series"),)), s.refused_series)
+        return [series, refused]
 
     # ----------------------------------------------------------------- bulk reads
     def family_rows(self) -> dict[str, FamilyRows]:
