@@ -173,3 +173,29 @@ def test_shard_info_is_exported():
 def test_unsharded_agent_exports_no_shard_info():
     p = run_agent(0, 1)
     assert "fabricmon_shard_info" not in {f.name for f in metrics.all_families(p)}
+
+
+def test_a_sharded_replay_keeps_what_that_agent_would_poll(tmp_path):
+    """Replay shards by the same rule as the live agent (config.in_shard): a self-sharding
+    source's target is in every shard's replay (each agent polls it for its share), the others
+    in the one shard their name hashes to."""
+    from fabricmon.agent.recording import RecordingWriter
+    from fabricmon.agent.replay import replay_recording
+
+    specs = [TargetSpec("ufm", "ufm-telemetry"), *(TargetSpec(f"ib{i}", "perfquery") for i in range(8))]
+    path = tmp_path / "r.jsonl"
+    rec = RecordingWriter(path, specs)
+    for k in range(2):
+        for s in specs:
+            rec.write_poll(Poll(s.name, s.source, 1000.0 + 10 * k, 0.1, False, error="timeout", reason="timeout"))
+    rec.close()
+    seen: dict[str, list[int]] = {}
+    for index in range(2):
+        loaded = load_text(config_text(index, 2))
+        result = replay_recording(path, loaded)
+        assert result.polls == 2 * len(result.pipeline.targets)  # polls of the other shard's targets are skipped
+        for name in result.pipeline.targets:
+            seen.setdefault(name, []).append(index)
+    assert seen.pop("ufm") == [0, 1]
+    assert sorted(seen) == [f"ib{i}" for i in range(8)] and all(len(v) == 1 for v in seen.values())
+    assert {v[0] for v in seen.values()} == {0, 1}
