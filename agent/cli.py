@@ -11,7 +11,7 @@ import signal
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from fabricmon.agent import __version__
 from fabricmon.agent.config import DEFAULT_LISTEN, ConfigError, load
@@ -445,7 +445,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"fabricmon {__version__}")
     ap.add_argument("--log.level", dest="log_level", default="info", choices=["debug", "info", "warning", "error"])
     sub = ap.add_subparsers(dest="command", required=True)
+    for add in (_agent_commands, _replay_command, _check_commands, _correlate_command):
+        add(sub)
+    return ap
 
+
+def _agent_commands(sub: Any) -> None:
+    """Run, demo and record: the agent polling or replaying the demo."""
     run = sub.add_parser("run", help="run the agent on the configured targets")
     run.add_argument("--config.file", dest="config", help="configuration file (YAML); required")
     run.add_argument("--web.listen-address", dest="listen", help=f"address to serve on (default {DEFAULT_LISTEN})")
@@ -468,6 +474,9 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--web.listen-address", dest="listen", default="", help="also serve /metrics while recording")
     rec.set_defaults(func=cmd_record)
 
+
+def _replay_command(sub: Any) -> None:
+    """Replay: a recording through the agent's path."""
     rep = sub.add_parser("replay", help="replay a recording through the same parse/store/detect/export path",
                          epilog=REPLAY_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     rep.add_argument("file")
@@ -490,6 +499,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"refuse polls of targets beyond this many (default {d.max_targets})")
     rep.set_defaults(func=cmd_replay)
 
+
+def _check_commands(sub: Any) -> None:
+    """Check-config, eval and audit: checks of a config, the detector and a fabric."""
     chk = sub.add_parser("check-config", help="validate a configuration file and what it needs at start; exits 1 on problems")
     chk.add_argument("file")
     chk.add_argument("--syntax-only", action="store_true",
@@ -511,6 +523,9 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--json", action="store_true", help="the checklist as JSON, for machines")
     au.set_defaults(func=cmd_audit)
 
+
+def _correlate_command(sub: Any) -> None:
+    """Correlate: findings across sharded agents."""
     co = sub.add_parser("correlate", help="join sharded agents through Prometheus: PFC storms and deadlocks that span shards")
     co.add_argument("--prometheus", required=True, metavar="URL", help="Prometheus (or Thanos Query, VictoriaMetrics) base URL")
     co.add_argument("--window", default="1m", help="a port counts when its agent saw it paused over this whole window (default 1m)")
@@ -518,7 +533,6 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--interval", type=float, default=30.0, help="seconds between correlations when serving (default 30)")
     co.add_argument("--web.listen-address", dest="listen", default="127.0.0.1:10118", help="serve /metrics and /api/findings here")
     co.set_defaults(func=cmd_correlate)
-    return ap
 
 
 def main(argv: list[str] | None = None) -> int:

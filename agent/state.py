@@ -131,7 +131,8 @@ def _finding_from_json(d: Any, i: int) -> Finding:
     except UnicodeEncodeError:
         raise StateError(f"findings[{i}].evidence holds a lone surrogate") from None
     return Finding(
-        kind=valid_text(d.get("kind"), f"findings[{i}].kind"), severity=severity, device=valid_text(d.get("device"), f"findings[{i}].device"),
+        kind=valid_text(d.get("kind"), f"findings[{i}].kind"), severity=severity,
+        device=valid_text(d.get("device"), f"findings[{i}].device"),
         port=_opt_text(d, "port", i), priority=priority, role=_opt_text(d, "role", i), start=float(start), end=None,
         summary=valid_text(d.get("summary", ""), f"findings[{i}].summary"), evidence=dict(evidence),
         peer_device=_opt_text(d, "peer_device", i), peer_port=_opt_text(d, "peer_port", i),

@@ -112,7 +112,10 @@ def _cache_for(store: CounterStore) -> _RenderCache:
     return c
 
 
-def counter_columns(store: CounterStore, with_rates: bool) -> Iterator[tuple[str, list[tuple[PortKey, tuple]], np.ndarray, np.ndarray | None]]:
+CounterColumn = tuple[str, list[tuple[PortKey, tuple]], np.ndarray, np.ndarray | None]
+
+
+def counter_columns(store: CounterStore, with_rates: bool) -> Iterator[CounterColumn]:
     """Per counter name, in exposition order: its (port, sub) keys, their totals and (when
     asked) their rates, NaN where a series has none.
 
@@ -315,7 +318,8 @@ def topology_families(p: Pipeline) -> list[Family]:
         d = p.store.devices[name]
         dev.add(labels((("device", d.name), ("kind", d.kind), ("guid", d.guid), ("description", d.description),
                         ("model", d.model), ("target", p.store.device_target.get(d.name, "")))), 1)
-    port = Family(f"{N}_port_info", "info", "Ports with their GUID, LID, alias, label and the peer port they are cabled to (from the fabric topology).")
+    port = Family(f"{N}_port_info", "info",
+                  "Ports with their GUID, LID, alias, label and the peer port they are cabled to (from the fabric topology).")
     cache = _cache_for(p.store)
     ports = p.store.ports
     infos = [ports[pk].info for pk, _ in cache.order]
