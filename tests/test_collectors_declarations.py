@@ -126,3 +126,16 @@ def test_every_sample_config_validates():
         path = ROOT / "collectors" / cls.__module__.split(".")[-1] / "sample.yaml"
         loaded = load_text(path.read_text(), str(path))
         assert {t.source for t in loaded.config.targets} == {source}
+
+
+def test_the_readme_sources_table_shows_each_address_kind():
+    """The README's table of sources says what address each takes, as its class declares."""
+    from tests.conftest import ROOT
+
+    text = (ROOT / "README.md").read_text().split("## Sources", 1)[1].split("\n## ", 1)[0]
+    rows = {cells[1].strip("` "): cells[3].strip() for line in text.splitlines()
+            if line.startswith("| `") and len(cells := line.split("|")) >= 5}
+    assert set(rows) == set(CLASSES)
+    for source, cls in CLASSES.items():
+        want = {AddressKind.NONE: "none", AddressKind.LOCAL: "empty or `local`"}.get(cls.address_kind, f"(port {cls.default_port})")
+        assert want in rows[source], (source, rows[source])
