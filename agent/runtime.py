@@ -122,7 +122,7 @@ class Agent:
             planned = plan_targets(new)
             fresh = {t.spec.name: t.fingerprint for t in planned}
             # only new and changed targets get a (new) collector; the others keep theirs
-            built = {t.spec.name: t.scheduled() for t in planned if self._fingerprints.get(t.spec.name) != t.fingerprint}
+            built = {t.spec.name: t.scheduled() for t in planned if self._fingerprints.get(t.spec.name) != fresh[t.spec.name]}
             for mw in self.middlewares:  # the web config (TLS, basic auth) is re-read too; it commits last
                 if hasattr(mw, "reload"):
                     mw.reload()
