@@ -275,3 +275,26 @@ def test_each_metric_family_is_defined_once():
 
     data_given = {metric_name(d) for d in [*COUNTERS.values(), *GAUGES.values()]}
     assert data_given.isdisjoint(sites)  # a vocabulary entry is not also written out by hand
+
+
+ASSEMBLERS = ("agent/exporter", "agent/web", "agent/runtime.py", "agent/assemble.py", "agent/cli.py", "agent/audit.py")
+# GatedSite subclasses aiohttp's BaseSite and stops as BaseSite.stop does (a library's protocol).
+LIBRARY_INTERNALS = {"self._runner._check_site"}
+
+
+def test_the_exporter_and_web_view_read_no_private_attribute():
+    """What /metrics, the pages and the live agent show comes from the components' own surfaces
+    (``families()``, status objects, public fields): ``x._name`` of anything but ``self``/``cls``
+    (or a module's own private names) is reading another component's internals."""
+    problems = []
+    for path in _python_files("agent"):
+        rel = path.relative_to(ROOT).as_posix()
+        if not rel.startswith(ASSEMBLERS):
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+                    and ast.unparse(node) not in LIBRARY_INTERNALS):
+                problems.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+    assert problems == []
