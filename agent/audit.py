@@ -70,21 +70,18 @@ def audit_recording(path: str | Path, config: LoadedConfig | None = None) -> Aud
 
 async def audit_live(loaded: LoadedConfig) -> Audit:
     """One poll of every configured target (this shard's), through the live agent's pipeline."""
-    from fabricmon.agent.detector import rules as rules_mod
-    from fabricmon.agent.runtime import _scheduled
+    from fabricmon.agent.assemble import build_pipeline, plan_targets
     from fabricmon.agent.scheduler import Scheduler
 
     cfg = loaded.config
     targets = []
     notes = []
-    for t in cfg.shard_targets(loaded.options):
+    for t in plan_targets(loaded):
         try:
-            targets.append(_scheduled(loaded, t))
+            targets.append(t.scheduled())
         except Exception as exc:  # a collector that cannot be set up is that target's failure, not the audit's
-            notes.append(f"target {t.name} ({t.source}) not polled: {type(exc).__name__}: {exc}")
-    pipeline = Pipeline([t.collector.spec() for t in targets], rules_mod.build(cfg.rules), history=cfg.global_.history,
-                        stale_after=cfg.global_.stale_after, static_links=cfg.static_links(), wall_clock=True,
-                        fabric=cfg.fabric.priority_map())
+            notes.append(f"target {t.config.name} ({t.config.source}) not polled: {type(exc).__name__}: {exc}")
+    pipeline = build_pipeline(cfg, [t.collector.spec() for t in targets], wall_clock=True)
     scheduler = Scheduler(pipeline.ingest, cfg.global_.max_concurrency)
     try:
         polls = await asyncio.gather(*(scheduler.poll_once(t) for t in targets))

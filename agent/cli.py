@@ -11,7 +11,7 @@ import signal
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from fabricmon.agent import __version__
 from fabricmon.agent.config import DEFAULT_LISTEN, ConfigError, load
@@ -148,13 +148,13 @@ async def _run_demo(listen: str, speed: float, path: Path, loops: int | None = N
     """Loop ``path`` with its poll times on the wall clock: each loop starts now and maps
     recording time onto real time (divided by ``speed``), so nothing drifts across loops."""
     from fabricmon.agent.exporter.server import Exporter, make_app, start_server
-    from fabricmon.agent.replay import build_pipeline, replay_paced
+    from fabricmon.agent.replay import replay_paced, replay_pipeline
 
     if not path.exists():
         print(f"the demo recording is missing from this installation ({path})", file=sys.stderr)
         return 1
     header = next(iter_lines(path))[1]
-    pipeline = build_pipeline(header, path)
+    pipeline = replay_pipeline(header, path)
     exporter = Exporter(pipeline, demo=True)
     exporter.render_now()
     runner = await start_server(make_app(exporter), listen)
@@ -175,8 +175,8 @@ Findings appear as the faults in the recording unfold (the first within about {9
     try:
         done_loops = 0
         while not stopper.done() and (loops is None or done_loops < loops):
-            replay = asyncio.create_task(replay_paced(path, lambda h: pipeline, speed=speed, on_poll=exporter.request_render,
-                                                      wall_clock=True, pipeline=pipeline))
+            replay = asyncio.create_task(replay_paced(path, speed=speed, pipeline=pipeline, on_poll=exporter.request_render,
+                                                      wall_clock=True))
             done, _ = await asyncio.wait({replay, stopper}, return_when=asyncio.FIRST_COMPLETED)
             if replay not in done:
                 break
@@ -271,10 +271,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 async def _replay_paced_cli(args, loaded, out: _FindingsOut, speed: float, limits: Limits) -> int:
-    from fabricmon.agent.replay import build_pipeline, in_shard, replay_paced
+    from fabricmon.agent.replay import replay_paced
 
-    result = await replay_paced(args.file, lambda h: build_pipeline(h, args.file, loaded, out.write, limits), speed=speed,
-                                progress=not args.quiet, keep=in_shard(loaded), limits=limits)
+    result = await replay_paced(args.file, loaded, speed=speed, on_finding_end=out.write, progress=not args.quiet, limits=limits)
     for f in result.pipeline.detector.close_all():
         out.write(f)
     return _summary(result)
@@ -282,18 +281,18 @@ async def _replay_paced_cli(args, loaded, out: _FindingsOut, speed: float, limit
 
 async def _replay_serve(args, loaded, out: _FindingsOut, speed: float | None, limits: Limits) -> int:
     from fabricmon.agent.exporter.server import Exporter, make_app, start_server
-    from fabricmon.agent.replay import build_pipeline, in_shard, replay_paced
+    from fabricmon.agent.replay import replay_paced, replay_pipeline
 
     header = next(iter_lines(args.file, limits=limits))[1]
-    pipeline = build_pipeline(header, args.file, loaded, out.write, limits)
+    pipeline = replay_pipeline(header, args.file, loaded, out.write, limits)
     exporter = Exporter(pipeline)
     exporter.render_now()
     ssl_ctx, middlewares = _web_security(args, loaded)
     runner = await start_server(make_app(exporter, middlewares), args.serve, ssl_ctx)
     print(f"serving on {'https' if ssl_ctx else 'http'}://{args.serve}/metrics", file=sys.stderr, flush=True)
     try:
-        result = await replay_paced(args.file, lambda h: pipeline, speed=speed, on_poll=exporter.request_render,
-                                    progress=not args.quiet, pipeline=pipeline, keep=in_shard(loaded), limits=limits)
+        result = await replay_paced(args.file, loaded, speed=speed, pipeline=pipeline, on_poll=exporter.request_render,
+                                    progress=not args.quiet, limits=limits)
         exporter.render_now()
         for f in pipeline.detector.close_all():
             out.write(f)
@@ -446,7 +445,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"fabricmon {__version__}")
     ap.add_argument("--log.level", dest="log_level", default="info", choices=["debug", "info", "warning", "error"])
     sub = ap.add_subparsers(dest="command", required=True)
+    for add in (_agent_commands, _replay_command, _check_commands, _correlate_command):
+        add(sub)
+    return ap
 
+
+def _agent_commands(sub: Any) -> None:
+    """Run, demo and record: the agent polling or replaying the demo."""
     run = sub.add_parser("run", help="run the agent on the configured targets")
     run.add_argument("--config.file", dest="config", help="configuration file (YAML); required")
     run.add_argument("--web.listen-address", dest="listen", help=f"address to serve on (default {DEFAULT_LISTEN})")
@@ -469,6 +474,9 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--web.listen-address", dest="listen", default="", help="also serve /metrics while recording")
     rec.set_defaults(func=cmd_record)
 
+
+def _replay_command(sub: Any) -> None:
+    """Replay: a recording through the agent's path."""
     rep = sub.add_parser("replay", help="replay a recording through the same parse/store/detect/export path",
                          epilog=REPLAY_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     rep.add_argument("file")
@@ -491,6 +499,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"refuse polls of targets beyond this many (default {d.max_targets})")
     rep.set_defaults(func=cmd_replay)
 
+
+def _check_commands(sub: Any) -> None:
+    """Check-config, eval and audit: checks of a config, the detector and a fabric."""
     chk = sub.add_parser("check-config", help="validate a configuration file and what it needs at start; exits 1 on problems")
     chk.add_argument("file")
     chk.add_argument("--syntax-only", action="store_true",
@@ -512,6 +523,9 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--json", action="store_true", help="the checklist as JSON, for machines")
     au.set_defaults(func=cmd_audit)
 
+
+def _correlate_command(sub: Any) -> None:
+    """Correlate: findings across sharded agents."""
     co = sub.add_parser("correlate", help="join sharded agents through Prometheus: PFC storms and deadlocks that span shards")
     co.add_argument("--prometheus", required=True, metavar="URL", help="Prometheus (or Thanos Query, VictoriaMetrics) base URL")
     co.add_argument("--window", default="1m", help="a port counts when its agent saw it paused over this whole window (default 1m)")
@@ -519,7 +533,6 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--interval", type=float, default=30.0, help="seconds between correlations when serving (default 30)")
     co.add_argument("--web.listen-address", dest="listen", default="127.0.0.1:10118", help="serve /metrics and /api/findings here")
     co.set_defaults(func=cmd_correlate)
-    return ap
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -168,16 +168,20 @@ def shard_of(name: str, count: int) -> int:
     return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "big") % count
 
 
-def splits_itself(options: Any) -> bool:
-    """Sources with their own shard parameters (UFM Telemetry) are split by them, not by name."""
-    return hasattr(options, "num_shards") and hasattr(options, "shard")
-
-
-def shard_options(options: Any, shard: ShardConfig) -> Any:
-    """Options of a self-sharding source for this agent: its shard ``index`` of ``count``."""
-    if shard.count <= 1 or not splits_itself(options):
-        return options
-    return options.model_copy(update={"num_shards": shard.count, "shard": shard.index})
+def in_shard(name: str, source: str, shard: ShardConfig) -> bool:
+    """Whether the agent that is ``shard`` polls (or, replaying, keeps) target ``name`` of
+    ``source``: the one place that decides. A source that splits itself (its collector's
+    ``self_sharding``, e.g. UFM Telemetry) is every agent's, each asking it for its own share
+    (:meth:`Collector.shard_options`); any other target is the agent's its name hashes to. A
+    source this installation does not know (a recording from a newer version) goes by its name."""
+    if shard.count <= 1:
+        return True
+    try:
+        if collectors.get(source).self_sharding:
+            return True
+    except collectors.UnknownSource:
+        pass
+    return shard_of(name, shard.count) == shard.index
 
 
 def _label_text(v: str) -> str:
@@ -266,11 +270,9 @@ class Config(Strict):
     def enabled_targets(self) -> list[TargetConfig]:
         return [t for t in self.targets if t.enabled and self.collectors.get(t.source, True)]
 
-    def shard_targets(self, options: dict[str, Any]) -> list[TargetConfig]:
-        """The enabled targets this agent polls: its hash share, plus every self-sharding one."""
-        n, i = self.shard.count, self.shard.index
-        return [t for t in self.enabled_targets()
-                if n <= 1 or splits_itself(options.get(t.name)) or shard_of(t.name, n) == i]
+    def shard_targets(self) -> list[TargetConfig]:
+        """The enabled targets this agent polls (:func:`in_shard`)."""
+        return [t for t in self.enabled_targets() if in_shard(t.name, t.source, self.shard)]
 
     def target_levels(self) -> dict[str, str]:
         """Exposition level per target name (targets without one use ``exposition.level``)."""
@@ -294,10 +296,6 @@ class LoadedConfig:
     path: str
     options: dict[str, Any]  # target name -> validated collector options (SourceOptions)
     positions: Positions = field(default_factory=dict)  # key path -> (line, column), for later checks
-
-
-# Sources that reach a device over the network: without an address there is nothing to poll.
-NETWORK_SOURCES = frozenset({"snmp", "ufm", "ufm-telemetry", "nvue"})
 
 
 # --------------------------------------------------------------------- YAML with positions
@@ -369,61 +367,71 @@ def _compose(text: str, path: str) -> tuple[Any, Positions]:
         raise ConfigError([_yaml_error(exc, text, path)]) from None
     except RecursionError:  # the parser recurses once per nesting level
         raise ConfigError([f"{path}:1:1: (top level): nesting too deep"]) from None
-    positions: Positions = {}
     if root is None:
-        return {}, positions
-    scalars = yaml.SafeLoader("")
-    budget = [_count_nodes(root) + ALIAS_NODE_BUDGET]
-    building: set[int] = set()
+        return {}, {}
+    builder = _Builder(_count_nodes(root) + ALIAS_NODE_BUDGET)
+    try:
+        return builder.build(root, (), root.start_mark), builder.positions
+    except _Problem as p:
+        m = p.mark
+        raise ConfigError([f"{path}:{m.line + 1}:{m.column + 1}: {_loc_str(p.loc)}: {p.message}"]) from None
+    except RecursionError:  # nesting deeper than the interpreter's stack
+        raise ConfigError([f"{path}:1:1: (top level): nesting too deep"]) from None
 
-    def scalar(n: yaml.Node, loc: tuple) -> Any:
+
+class _Builder:
+    """Python values from a composed YAML tree, with the position of every key and item, within
+    a node budget (aliases included) and refusing recursive aliases, unknown tags and NULs."""
+
+    def __init__(self, budget: int) -> None:
+        self.positions: Positions = {}
+        self.budget = budget
+        self.building: set[int] = set()
+        self.scalars = yaml.SafeLoader("")
+
+    def scalar(self, n: yaml.Node, loc: tuple) -> Any:
         if "\x00" in n.value:  # YAML's "\0" escape: no path, host, variable or name holds a NUL
             raise _Problem(n.start_mark, loc, "a NUL character (\\0) is not allowed in a value")
         try:
-            return scalars.construct_object(n, deep=True)
+            return self.scalars.construct_object(n, deep=True)
         except yaml.YAMLError as exc:  # an unknown tag such as !!python/object, or a bad !!timestamp
             problem = str(getattr(exc, "problem", None) or exc)
             if "could not determine a constructor" in problem:
                 problem = f"unknown tag {n.tag!r}"
             raise _Problem(n.start_mark, loc, problem) from None
 
-    def build(n: yaml.Node, loc: tuple, mark: Any) -> Any:
-        budget[0] -= 1
-        if budget[0] < 0:
+    def build(self, n: yaml.Node, loc: tuple, mark: Any) -> Any:
+        self.budget -= 1
+        if self.budget < 0:
             raise _Problem(mark, loc, f"aliases expand to more than {ALIAS_NODE_BUDGET} extra nodes; refused (a \"billion laughs\" file?)")
-        if id(n) in building:
+        if id(n) in self.building:
             raise _Problem(mark, loc, "recursive alias: a node that contains itself")
-        positions.setdefault(loc, (n.start_mark.line + 1, n.start_mark.column + 1))
+        self.positions.setdefault(loc, (n.start_mark.line + 1, n.start_mark.column + 1))
         if isinstance(n, yaml.ScalarNode):
-            return scalar(n, loc)
-        building.add(id(n))
+            return self.scalar(n, loc)
+        self.building.add(id(n))
         try:
             if isinstance(n, yaml.MappingNode):
                 if n.tag != _MAP_TAG:
                     raise _Problem(n.start_mark, loc, f"unknown tag {n.tag!r} on a mapping")
-                return build_map(n, loc)
+                return self.build_map(n, loc)
             if n.tag != _SEQ_TAG:
                 raise _Problem(n.start_mark, loc, f"unknown tag {n.tag!r} on a list")
-            return [build(v, (*loc, i), v.start_mark) for i, v in enumerate(n.value)]
+            return [self.build(v, (*loc, i), v.start_mark) for i, v in enumerate(n.value)]
         finally:
-            building.discard(id(n))
+            self.building.discard(id(n))
 
-    def build_map(n: yaml.MappingNode, loc: tuple) -> dict[Any, Any]:
+    def build_map(self, n: yaml.MappingNode, loc: tuple) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
         merged: dict[Any, Any] = {}
         first: dict[Any, int] = {}
         for k, v in n.value:
             if isinstance(k, yaml.ScalarNode) and k.tag == _MERGE_TAG:  # "<<: *defaults": explicit keys win
-                sources = v.value if isinstance(v, yaml.SequenceNode) else [v]
-                for src in sources:
-                    value = build(src, loc, k.start_mark)
-                    if not isinstance(value, dict):
-                        raise _Problem(k.start_mark, loc, "a merge key (<<) needs a mapping or a list of mappings")
-                    merged = {**value, **merged}
+                merged = {**self.merge(k, v, loc), **merged}
                 continue
             if not isinstance(k, yaml.ScalarNode):
                 raise _Problem(k.start_mark, loc, "a key must be a plain value, not a list or mapping")
-            key = scalar(k, loc)
+            key = self.scalar(k, loc)
             try:
                 hash(key)
             except TypeError:
@@ -431,17 +439,19 @@ def _compose(text: str, path: str) -> tuple[Any, Positions]:
             if key in first:
                 raise _Problem(k.start_mark, (*loc, key), f"duplicate key {key!r} (first at line {first[key]})")
             first[key] = k.start_mark.line + 1
-            positions[(*loc, key)] = (k.start_mark.line + 1, k.start_mark.column + 1)
-            out[key] = build(v, (*loc, key), k.start_mark)
+            self.positions[(*loc, key)] = (k.start_mark.line + 1, k.start_mark.column + 1)
+            out[key] = self.build(v, (*loc, key), k.start_mark)
         return {**merged, **out}
 
-    try:
-        return build(root, (), root.start_mark), positions
-    except _Problem as p:
-        m = p.mark
-        raise ConfigError([f"{path}:{m.line + 1}:{m.column + 1}: {_loc_str(p.loc)}: {p.message}"]) from None
-    except RecursionError:  # nesting deeper than the interpreter's stack
-        raise ConfigError([f"{path}:1:1: (top level): nesting too deep"]) from None
+    def merge(self, k: yaml.Node, v: yaml.Node, loc: tuple) -> dict[Any, Any]:
+        """The mappings a merge key (``<<``) names, the earlier ones winning."""
+        merged: dict[Any, Any] = {}
+        for src in v.value if isinstance(v, yaml.SequenceNode) else [v]:
+            value = self.build(src, loc, k.start_mark)
+            if not isinstance(value, dict):
+                raise _Problem(k.start_mark, loc, "a merge key (<<) needs a mapping or a list of mappings")
+            merged = {**value, **merged}
+        return merged
 
 
 def _position(positions: Positions, loc: tuple) -> tuple[int, int]:
@@ -494,14 +504,16 @@ def _validate_target(i: int, raw: Any, path: str, positions: Positions) -> tuple
     except ValidationError as exc:
         problems.extend(_problems(exc, path, positions, loc))
     source, options = raw.get("source"), None
-    if isinstance(source, str) and source in NETWORK_SOURCES and not str(raw.get("address") or "").strip():
-        problems.append(_at(path, positions, loc, f"a {source} target needs an address: (the device to poll)"))
     if isinstance(source, str) and source in collectors.SOURCES:
         try:
             cls = collectors.get(source)
         except collectors.UnknownSource:
             problems.append(_at(path, positions, (*loc, "source"), f"source {source!r} is not available in this installation"))
         else:
+            address = raw.get("address")
+            wrong = cls.address_problem(address or "") if address is None or isinstance(address, str) else None
+            if wrong is not None:  # (an address that is not text is TargetConfig's error)
+                problems.append(_at(path, positions, (*loc, "address") if address else loc, wrong))
             extra = {k: v for k, v in raw.items() if k not in _TARGET_FIELDS}
             try:
                 options = cls.options_model.model_validate(extra)

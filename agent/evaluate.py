@@ -197,50 +197,59 @@ def evaluate(findings_by_recording: Mapping[str, Iterable[Finding | Mapping[str,
              truth_by_recording: Mapping[str, Iterable[Mapping[str, Any]]],
              poll_interval: float | Mapping[str, float] = 10.0, tolerance_polls: float = 2.0) -> EvalReport:
     """Score findings against truth, per recording, summed per kind (see module doc)."""
-    kinds = {k: KindScore(k) for k in KINDS}
-    report = EvalReport(kinds)
-    names = sorted(set(findings_by_recording) | set(truth_by_recording))
-    for rec in names:
+    report = EvalReport({k: KindScore(k) for k in KINDS})
+    for rec in sorted(set(findings_by_recording) | set(truth_by_recording)):
         report.recordings += 1
         interval = poll_interval.get(rec, 10.0) if isinstance(poll_interval, Mapping) else float(poll_interval)
-        tol = tolerance_polls * interval
         findings = [_norm(f) for f in findings_by_recording.get(rec, ())]
         truths = [_norm(t) for t in truth_by_recording.get(rec, ())]
-        for f in findings:
-            kinds.setdefault(f.kind, KindScore(f.kind)).findings += 1
-        for t in truths:
-            ks = kinds.setdefault(t.kind, KindScore(t.kind))
-            if t.optional:
-                ks.optional_truths += 1
-            else:
-                ks.truths += 1
-        for f in findings:
-            if any(matches(f, t, tol) for t in truths):
-                kinds[f.kind].matched_findings += 1
-            else:
-                report.false.append(f"{rec}: {f.label()} at {_stamp(f.start)}")
-        for t in truths:
-            hits = [f for f in findings if matches(f, t, tol)]
-            if t.optional:
-                kinds[t.kind].matched_optional += bool(hits)
-                continue
-            if hits:
-                ks = kinds[t.kind]
-                ks.matched_truths += 1
-                first = min(f.start for f in hits)
-                ks.delays.append(max(0.0, round((first - t.start) / interval, 3)))
-            else:
-                report.misses.append(f"{rec}: {t.label()} at {_stamp(t.start)}")
-            if t.kind == "pfc_storm" and t.role == "origin":
-                report.origin_truths += 1
-                t_end = INF if t.end is None else t.end
-                cands = [f for f in findings if f.kind == "pfc_storm" and f.role == "origin"
-                         and f.start <= t_end + tol and (INF if f.end is None else f.end) >= t.start - tol]
-                if cands:
-                    best = min(cands, key=lambda f: (f.start, 0 if f.severity == "critical" else 1, f.device, f.port or ""))
-                    if matches(best, t, tol):
-                        report.origin_hits += 1
+        _score(report, rec, findings, truths, interval, tolerance_polls * interval)
     return report
+
+
+def _score(report: EvalReport, rec: str, findings: list[_F], truths: list[_F], interval: float, tol: float) -> None:
+    """One recording's findings and truth lines into ``report``."""
+    kinds = report.kinds
+    for f in findings:
+        kinds.setdefault(f.kind, KindScore(f.kind)).findings += 1
+    for t in truths:
+        ks = kinds.setdefault(t.kind, KindScore(t.kind))
+        if t.optional:
+            ks.optional_truths += 1
+        else:
+            ks.truths += 1
+    for f in findings:
+        if any(matches(f, t, tol) for t in truths):
+            kinds[f.kind].matched_findings += 1
+        else:
+            report.false.append(f"{rec}: {f.label()} at {_stamp(f.start)}")
+    for t in truths:
+        hits = [f for f in findings if matches(f, t, tol)]
+        if t.optional:
+            kinds[t.kind].matched_optional += bool(hits)
+            continue
+        if hits:
+            ks = kinds[t.kind]
+            ks.matched_truths += 1
+            first = min(f.start for f in hits)
+            ks.delays.append(max(0.0, round((first - t.start) / interval, 3)))
+        else:
+            report.misses.append(f"{rec}: {t.label()} at {_stamp(t.start)}")
+        if t.kind == "pfc_storm" and t.role == "origin":
+            report.origin_truths += 1
+            report.origin_hits += _origin_found(findings, t, tol)
+
+
+def _origin_found(findings: list[_F], t: _F, tol: float) -> bool:
+    """Storm-origin top-1: the earliest pfc_storm origin finding overlapping truth origin ``t``
+    (critical before warning) is at the truth's place."""
+    t_end = INF if t.end is None else t.end
+    cands = [f for f in findings if f.kind == "pfc_storm" and f.role == "origin"
+             and f.start <= t_end + tol and (INF if f.end is None else f.end) >= t.start - tol]
+    if not cands:
+        return False
+    best = min(cands, key=lambda f: (f.start, 0 if f.severity == "critical" else 1, f.device, f.port or ""))
+    return matches(best, t, tol)
 
 
 def _fmt(v: float | None, spec: str = ".2f") -> str:

@@ -15,6 +15,7 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
+from fabricmon import collectors
 from fabricmon.agent.config import LoadedConfig, _at
 from fabricmon.core import secrets
 
@@ -29,20 +30,6 @@ def secret_names(options: Any) -> list[str]:
     """Secret options of a collector's options model: every ``X`` that also has ``X_file`` and ``X_env``."""
     fields = type(options).model_fields
     return [n for n in fields if f"{n}_file" in fields and f"{n}_env" in fields]
-
-
-# Options naming a command a source runs (infiniband-diags' ibnetdiscover and perfquery; ethtool),
-# with the switch option that turns the command off, if any.
-EXECUTABLES: dict[str, tuple[tuple[str, str | None], ...]] = {
-    "perfquery": (("ibnetdiscover_path", None), ("perfquery_path", None)),
-    "host": (("ethtool_path", "ethtool"),),
-}
-
-
-def executables(source: str, options: Any) -> list[tuple[str, str]]:
-    """(option, command) for every command the target will run."""
-    return [(opt, getattr(options, opt)) for opt, switch in EXECUTABLES.get(source, ())
-            if switch is None or getattr(options, switch, True)]
 
 
 def check(loaded: LoadedConfig) -> Preflight:
@@ -66,7 +53,7 @@ def check(loaded: LoadedConfig) -> Preflight:
             except ValueError as exc:  # SecretError, or a path the OS refuses
                 key = next((k for k in (f"{name}_file", f"{name}_env", name) if getattr(options, k, None)), name)
                 result.errors.append(_at(path, pos, ("targets", i, key), str(exc).removeprefix(f"{key}: ")))
-        for option, command in executables(target.source, options):
+        for option, command in collectors.get(target.source).commands(options):  # the source's Collector.executables
             if shutil.which(command) is None:
                 result.warnings.append(_at(path, pos, ("targets", i, option),
                                            f"warning: {command!r} is not on PATH here; the {target.source} target cannot poll without it"))

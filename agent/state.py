@@ -31,13 +31,16 @@ import logging
 import os
 import time
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fabricmon.agent.detector import Detector
+from fabricmon.agent.exporter.exposition import Family
 from fabricmon.agent.gcpause import gc_paused
 from fabricmon.agent.store import CounterStore, valid_text
 from fabricmon.core.model import Finding
+from fabricmon.core.vocabulary import NAMESPACE
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +131,8 @@ def _finding_from_json(d: Any, i: int) -> Finding:
     except UnicodeEncodeError:
         raise StateError(f"findings[{i}].evidence holds a lone surrogate") from None
     return Finding(
-        kind=valid_text(d.get("kind"), f"findings[{i}].kind"), severity=severity, device=valid_text(d.get("device"), f"findings[{i}].device"),
+        kind=valid_text(d.get("kind"), f"findings[{i}].kind"), severity=severity,
+        device=valid_text(d.get("device"), f"findings[{i}].device"),
         port=_opt_text(d, "port", i), priority=priority, role=_opt_text(d, "role", i), start=float(start), end=None,
         summary=valid_text(d.get("summary", ""), f"findings[{i}].summary"), evidence=dict(evidence),
         peer_device=_opt_text(d, "peer_device", i), peer_port=_opt_text(d, "peer_port", i),
@@ -280,6 +284,14 @@ def load_into(path: Path, store: CounterStore, detector: Detector) -> bool:
     return True
 
 
+@dataclass(frozen=True, slots=True)
+class StateStatus:
+    """What :meth:`StateKeeper.status` reports."""
+
+    saves: int  # saves that succeeded
+    save_errors: int  # saves that failed (the last good file stays)
+
+
 class StateKeeper:
     """Loads the state at start, saves it every ``interval`` seconds and once more at shutdown.
 
@@ -296,6 +308,15 @@ class StateKeeper:
         self._task: asyncio.Task[None] | None = None
         self.saves = 0
         self.save_errors = 0  # failed writes (exported as fabricmon_state_save_errors_total)
+
+    def status(self) -> StateStatus:
+        return StateStatus(self.saves, self.save_errors)
+
+    def families(self) -> list[Family]:
+        fam = Family(f"{NAMESPACE}_state_save_errors_total", "counter",
+                     "Saves of the agent state file that failed (disk full, permissions, a planted file).")
+        fam.add("", self.status().save_errors)
+        return [fam]
 
     def load(self) -> bool:
         n = remove_stale_temp_files(self.path)

@@ -4,7 +4,10 @@ A collector class is registered under its source name (``snmp``, ``perfquery``, 
 ``ufm-telemetry``, ``nvue``, ``host``). The scheduler calls ``fetch`` on an instance made
 for one target; the pipeline calls the class's ``parse_poll`` (``parse``, then every string
 sanitised) on the payload, live or from a recording. Nothing outside the collector's own
-package knows which source it is.
+package knows which source it is: what the agent needs of a source (which address it takes,
+the commands it runs, whether it splits itself across shards) the class declares
+(:class:`Collector`'s class attributes), and config validation, ``check-config``, preflight
+and sharding read those.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import abc
 import reprlib
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, NamedTuple, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -110,6 +113,44 @@ class ResultBuilder:
         return True
 
 
+class AddressKind(StrEnum):
+    """What a target's ``address`` may be (:attr:`Collector.address_kind`); config validation
+    reports any other at the target's line (:meth:`Collector.address_problem`)."""
+
+    NONE = "none"  # takes no address: reads this node (host); an address is an error
+    LOCAL = "local"  # empty or this node only (perfquery: the local HCA); a remote address is an error
+    REMOTE = "remote"  # a device or server to reach over the network: required
+
+
+# The addresses that name this node, for an AddressKind.LOCAL source.
+LOCAL_ADDRESSES = ("", "local", "localhost", "127.0.0.1", "::1")
+
+
+class Executable(NamedTuple):
+    """A command a source runs (:attr:`Collector.executables`): preflight warns when it is not on PATH."""
+
+    option: str  # the options-model field that names the command (e.g. "perfquery_path")
+    switch: str | None = None  # an options field that turns the command off (e.g. "ethtool"), or None
+
+
+def address_problem(kind: AddressKind, source: str, address: str, default_port: int | None = None) -> str | None:
+    """Why ``address`` does not fit a source of this kind, or None when it does."""
+    a = address.strip()
+    if kind is AddressKind.NONE:
+        return None if not a else f"a {source} target takes no address: it reads this node; remove address: {a!r}"
+    if kind is AddressKind.LOCAL:
+        return None if a.lower() in LOCAL_ADDRESSES else \
+            f"address {a!r}: a {source} target polls from this node only; leave the address empty or write 'local'"
+    if not a:
+        return f"a {source} target needs an address: (the device to poll)"
+    if "://" in a or "/" in a:
+        return f"address {a!r}: give the host name or IP address alone, not a URL"
+    if a.count(":") == 1 or (a.startswith("[") and "]:" in a):  # host:port, [v6]:port; a bare IPv6 literal has 2+ colons
+        port = f" (default {default_port})" if default_port else ""
+        return f"address {a!r}: give the host alone and the port as port:{port}"
+    return None
+
+
 class SourceOptions(BaseModel):
     """Base of each collector's per-target options; unknown keys are errors."""
 
@@ -143,24 +184,69 @@ class ParseOptions(BaseModel):
 
 
 class Collector(abc.ABC):
-    """One collector instance polls one target."""
+    """One collector instance polls one target.
+
+    A source declares what the agent needs of it as class attributes (defaults here):
+    ``address_kind`` (config validation checks the target's address against it),
+    ``default_port`` (named when an address carries a port), ``executables`` (preflight looks
+    them up on PATH) and ``self_sharding`` (sharding gives such a target to every agent, with
+    its own shard in its options, instead of to one agent by its name's hash). Secret options
+    are derived from ``options_model``: every field ``X`` that also has ``X_file`` and ``X_env``.
+    """
 
     source: ClassVar[str]
     options_model: ClassVar[type[SourceOptions]] = SourceOptions
     # The options that change how payloads are parsed, typed; their values go into the recording
     # header, in field order. The base class has none (perfquery).
     parse_options_model: ClassVar[type[ParseOptions]] = ParseOptions
+    address_kind: ClassVar[AddressKind] = AddressKind.REMOTE
+    default_port: ClassVar[int | None] = None  # e.g. 161 snmp, 443 ufm
+    executables: ClassVar[tuple[Executable, ...]] = ()
+    # Splits itself by its own shard options (``num_shards`` and ``shard``, as UFM Telemetry's
+    # endpoint does): every agent polls it for its own share.
+    self_sharding: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.self_sharding and not {"num_shards", "shard"} <= set(cls.options_model.model_fields):
+            raise TypeError(f"{cls.__name__}: a self-sharding source needs num_shards and shard options")
+
+    @classmethod
+    def address_problem(cls, address: str) -> str | None:
+        """Why ``address`` cannot be this source's target address, or None."""
+        return address_problem(cls.address_kind, cls.source, address, cls.default_port)
+
+    @classmethod
+    def commands(cls, options: SourceOptions) -> list[tuple[str, str]]:
+        """(option, command) of every command a target with these options runs."""
+        return [(e.option, getattr(options, e.option)) for e in cls.executables
+                if e.switch is None or getattr(options, e.switch)]
+
+    @classmethod
+    def shard_options(cls, options: SourceOptions, index: int, count: int) -> SourceOptions:
+        """The options of this agent's target when it is shard ``index`` of ``count``: a
+        self-sharding source asks for its share; any other is unchanged (it is polled whole, by
+        the one agent its name hashes to)."""
+        if not cls.self_sharding or count <= 1:
+            return options
+        return options.model_copy(update={"num_shards": count, "shard": index})
 
     def __init__(self, name: str, address: str, options: SourceOptions) -> None:
         self.name = name
         self.address = address
         self.options = options
 
+    @classmethod
+    def target_spec(cls, name: str, options: SourceOptions) -> TargetSpec:
+        """The parse-relevant view of a target, as written to a recording header: what the
+        pipeline needs of a target, known without building its collector."""
+        dumped = options.model_dump(mode="json")
+        opts = {k: dumped[k] for k in cls.parse_options_model.model_fields if dumped.get(k) is not None}
+        return TargetSpec(name=name, source=cls.source, options=opts)
+
     def spec(self) -> TargetSpec:
-        """The parse-relevant view of this target, as written to a recording header."""
-        dumped = self.options.model_dump(mode="json")
-        opts = {k: dumped[k] for k in self.parse_options_model.model_fields if dumped.get(k) is not None}
-        return TargetSpec(name=self.name, source=self.source, options=opts)
+        """:meth:`target_spec` of this collector's target."""
+        return self.target_spec(self.name, self.options)
 
     @abc.abstractmethod
     async def fetch(self) -> dict[str, Any]:

@@ -180,7 +180,8 @@ class HttpClient:
         except TimeoutError:
             raise FetchError(f"timed out on GET {path}", ErrorReason.TIMEOUT) from None
         except aiohttp.ClientConnectorCertificateError as exc:
-            raise FetchError(f"TLS certificate of {self.base} not trusted ({exc.certificate_error}); set ca_file, or tls_insecure_skip_verify", ErrorReason.TLS) from None
+            raise FetchError(f"TLS certificate of {self.base} not trusted ({exc.certificate_error}); "
+                             "set ca_file, or tls_insecure_skip_verify", ErrorReason.TLS) from None
         except (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch, ssl.SSLError) as exc:
             raise FetchError(f"TLS error talking to {self.base}: {exc}", ErrorReason.TLS) from None
         except aiohttp.ClientConnectorError as exc:
@@ -196,7 +197,8 @@ class HttpClient:
             raise FetchError(f"GET {path} refused with HTTP {status}: check the credentials and the user's role", ErrorReason.AUTH)
         if status not in ok_statuses:
             if 300 <= status < 400:
-                raise FetchError(f"GET {path} answered with a redirect (HTTP {status}); check scheme, port and URL prefix", ErrorReason.HTTP)
+                raise FetchError(f"GET {path} answered with a redirect (HTTP {status}); check scheme, port and URL prefix",
+                                 ErrorReason.HTTP)
             if status in (429, 503):
                 wait = retry_after_seconds(retry_header)
                 asks = f"; the server asks to wait {wait:g} s (Retry-After)" if wait is not None else ""
@@ -209,7 +211,8 @@ class HttpClient:
                 resp_out.body = json.loads(raw)
                 resp_out.is_json = True
             except ValueError:
-                raise FetchError(f"GET {path}: expected JSON, got {ctype or 'no Content-Type'}: {_snippet(raw)}", ErrorReason.PROTOCOL) from None
+                raise FetchError(f"GET {path}: expected JSON, got {ctype or 'no Content-Type'}: {_snippet(raw)}",
+                                 ErrorReason.PROTOCOL) from None
         return resp_out
 
     async def _read_body(self, resp: aiohttp.ClientResponse, path: str) -> bytes:

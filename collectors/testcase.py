@@ -34,7 +34,8 @@ def dump(result: ParseResult) -> str:
     lines: list[str] = []
     for s in result.counters:
         sub = ",".join(fmt(x) for x in s.sub)
-        lines.append(f"sample {s.device}|{s.port}|{s.counter}|{sub} value={fmt(s.value)} bits={s.bits} sat={int(s.saturating)} scale={fmt(s.scale)}")
+        lines.append(f"sample {s.device}|{s.port}|{s.counter}|{sub} value={fmt(s.value)} bits={s.bits} "
+                     f"sat={int(s.saturating)} scale={fmt(s.scale)}")
     for g in result.gauges:
         sub = ",".join(fmt(x) for x in g.sub)
         lines.append(f"gauge {g.device}|{g.port}|{g.name}|{sub} value={fmt(g.value)}")

@@ -83,7 +83,8 @@ def test_one_live_poll_reports_the_target_that_failed(tmp_path: Path) -> None:
 targets:
   - name: leaf09
     source: snmp
-    address: 127.0.0.1:{port}
+    address: 127.0.0.1
+    port: {port}
     version: "2c"
     community: public
     snmp_timeout: 0.3

@@ -17,7 +17,14 @@ from fabricmon.agent.store import CLOCK, OK, RESET, WRAP, CounterStore
 from fabricmon.core.model import Sample
 from fabricmon.core.topology import Topology
 
-T0 = time.time() - 100.0  # recent: inside stale_after
+T0 = time.time() - 100.0  # recent: inside stale_after (set again before each test: see _recent)
+
+
+@pytest.fixture(autouse=True)
+def _recent(monkeypatch):
+    """T0 100 s before the test, not before collection: a long suite run reaches these tests
+    more than stale_after (600 s) after collection, and the restore then rightly drops it all."""
+    monkeypatch.setitem(globals(), "T0", time.time() - 100.0)
 
 
 def _store() -> CounterStore:

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import model_validator
 
-from fabricmon.collectors.base import Collector, SourceOptions
+from fabricmon.collectors.base import AddressKind, Collector, Executable, SourceOptions
 from fabricmon.collectors.host.fetch import SysfsReader, fetch_host
 from fabricmon.collectors.host.parse import HostParseOptions, HostState, parse_payload
 from fabricmon.core.model import ParseResult, TargetSpec
@@ -37,6 +37,9 @@ class HostCollector(Collector):
     source = "host"
     options_model = HostOptions
     parse_options_model = HostParseOptions
+    address_kind = AddressKind.NONE  # reads this node's sysfs and tools
+    # dcb and mlnx_qos are optional (left out of the poll when absent): only ethtool is checked.
+    executables = (Executable("ethtool_path", "ethtool"),)
 
     def __init__(self, name: str, address: str, options: HostOptions) -> None:  # type: ignore[override]
         super().__init__(name, address, options)

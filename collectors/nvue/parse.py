@@ -115,7 +115,8 @@ def table_rows(section: Any, index_keys: tuple[str, ...]) -> dict[int, dict[str,
     else:
         return rows
     for key, row in items:
-        idx = to_count(key.strip()) if isinstance(key, str) and key.strip().isascii() and key.strip().isdigit() else (key if type(key) is int else None)
+        digits = isinstance(key, str) and key.strip().isascii() and key.strip().isdigit()
+        idx = to_count(key.strip()) if digits else (key if type(key) is int else None)
         if idx is None or not 0 <= idx <= 255 or not isinstance(row, dict):
             continue
         rows[idx] = row

@@ -1,6 +1,7 @@
 """InfiniBand counters from infiniband-diags: ``ibnetdiscover`` for the topology, ``perfquery -x`` per node.
 
-The agent runs on a node with an IB port (the target address is empty or ``local``). Each poll
+The agent runs on a node with an IB port (the target address is empty or ``local``; config
+validation refuses any other, see ``address_kind``). Each poll
 queries every switch (all its connected ports in one ``perfquery -x -l <lid> <ports>`` call)
 and every CA port; nodes whose extended error counters are not real (CapMask2 bit 1 clear)
 get a basic call too. The topology is refreshed every ``topology_interval`` seconds and
@@ -14,8 +15,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from fabricmon.collectors.base import Collector, ErrorReason, FetchError, SourceOptions
-from fabricmon.collectors.perfquery.fetch import LOCAL_ADDRESSES, PerfqueryFetcher
+from fabricmon.collectors.base import AddressKind, Collector, Executable, SourceOptions
+from fabricmon.collectors.perfquery.fetch import PerfqueryFetcher
 from fabricmon.collectors.perfquery.parse import PerfqueryState, parse_payload
 from fabricmon.core.model import ParseResult, TargetSpec
 
@@ -36,6 +37,8 @@ class PerfqueryOptions(SourceOptions):
 class PerfqueryCollector(Collector):
     source: ClassVar[str] = "perfquery"
     options_model: ClassVar[type[SourceOptions]] = PerfqueryOptions
+    address_kind = AddressKind.LOCAL  # the MADs go out of this node's HCA; pick its port with extra_args
+    executables = (Executable("ibnetdiscover_path"), Executable("perfquery_path"))
 
     def __init__(self, name: str, address: str, options: SourceOptions) -> None:
         super().__init__(name, address, options)
@@ -52,12 +55,6 @@ class PerfqueryCollector(Collector):
         )
 
     async def fetch(self) -> dict[str, Any]:
-        if (self.address or "").strip().lower() not in LOCAL_ADDRESSES:
-            raise FetchError(
-                f"address {self.address!r}: perfquery runs infiniband-diags on this node; use an empty address or "
-                "'local' and pick the HCA port with extra_args: ['-C', '<ca>', '-P', '<port>']",
-                reason=ErrorReason.COMMAND,
-            )
         return await self._fetcher.fetch()
 
     @classmethod

@@ -70,6 +70,7 @@ class SnmpCollector(Collector):
     source: ClassVar[str] = "snmp"
     options_model: ClassVar[type[SourceOptions]] = SnmpOptions
     parse_options_model: ClassVar[type[ParseOptions]] = snmp_parse.SnmpParseOptions
+    default_port = SnmpOptions.model_fields["port"].default
 
     options: SnmpOptions
 
