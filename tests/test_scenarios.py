@@ -145,7 +145,7 @@ def test_storm_origin_pause_counters_rise_only_during_the_storm() -> None:
 
 def test_ib_stalled_port_xmit_wait_and_no_data() -> None:
     path = CORPUS / "ib_stalled_port.jsonl.gz"
-    tr = _truth(path, kind="congestion")
+    tr = _truth(path, kind="credit_deadlock", role="stalled")
     wait = _series(path, "ib-fabric", tr["device"], tr["port"], "xmit_wait")
     data = dict(_series(path, "ib-fabric", tr["device"], tr["port"], "tx_bytes"))
     for (t0, a), (t1, b) in pairwise(wait):
@@ -209,7 +209,7 @@ def test_physics_xmit_wait_ticks_follow_the_declared_generation() -> None:
     """Switch-IB 2 at 4x EDR: one tick per 32 bytes per lane, 12.5e9 / 128 ticks/s when blocked;
     ibnetdiscover names the ASIC (devid 0xcf08) and the negotiated rate (4xEDR)."""
     path = PHYSICS_CORPUS / "ib_stalled_hca_mixed_generations.jsonl.gz"
-    tr = _truth(path, kind="congestion")
+    tr = _truth(path, kind="credit_deadlock", role="stalled")
     during = [r for t, r in _rates(_series(path, "ib-fabric", tr["device"], tr["port"], "xmit_wait"))
               if tr["start"] < t < tr["end"]]
     assert during and all(0.96 * 12.5e9 / 128 <= r <= 12.5e9 / 128 * 1.001 for r in during), during
@@ -278,7 +278,7 @@ def test_physics_ingress_pg_drops_are_in_the_pg_vocabulary_not_an_egress_queue()
 
 def test_physics_old_firmware_xmit_wait_is_32_bit_saturating_and_cleared_mid_stall() -> None:
     path = PHYSICS_CORPUS / "ib_old_firmware_counter_clear.jsonl.gz"
-    tr = _truth(path, kind="congestion")
+    tr = _truth(path, kind="credit_deadlock", role="stalled")
     values = [v for t, v in _series(path, "ib-fabric", tr["device"], tr["port"], "xmit_wait")
               if tr["start"] < t < tr["end"]]
     assert max(values) == 2**32 - 1 and any(b < a for a, b in pairwise(values))

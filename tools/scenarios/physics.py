@@ -124,8 +124,9 @@ def _stall(p: StepPlan, port: PortRef, rng: random.Random) -> None:
 
 
 def _stall_truth(sc: Scenario, port: PortRef, s: int, e: int) -> None:
-    """A stalled port is congestion, and its head-of-queue drops are loss."""
-    sc.add_truth("congestion", port[0], port[1], None, None, s, e)
+    """A port stalled alone is ``credit_deadlock`` with role ``stalled`` (not part of a loop),
+    and its head-of-queue drops are loss."""
+    sc.add_truth("credit_deadlock", port[0], port[1], None, "stalled", s, e)
     sc.add_truth("packet_loss", port[0], port[1], None, None, s, e)
 
 
@@ -280,9 +281,15 @@ def cisco_watchdog_alert_only(seed: int) -> Scenario:
     equivalent is inferred) does not shut the stuck queue, so CISCO-PFC-EXT-MIB shutdown,
     restore and drop counters stay flat and the queue state stays active while the storm
     spreads in grades as without a watchdog."""
-    return _storm("cisco_watchdog_alert_only", ("cisco", "cisco", "cisco", "cisco"), seed,
-                  "NIC storm from {nic} on a Cisco fabric whose PFC watchdog is alert-only: no shutdown, "
-                  "graded spreading")
+    sc = _storm("cisco_watchdog_alert_only", ("cisco", "cisco", "cisco", "cisco"), seed,
+                "NIC storm from {nic} on a Cisco fabric whose PFC watchdog is alert-only: no shutdown, "
+                "graded spreading")
+    # From the counters alone an alert-only watchdog is one silent through a storm the port's own
+    # counters show (the mode is configuration SNMP does not expose): a detector that cross-checks
+    # watchdogs may name it (role ``watchdog``, docs/recording-format.md), but need not.
+    origin = next(t for t in sc.truth if t["role"] == "origin")
+    sc.add_truth("pfc_storm", origin["device"], origin["port"], 3, "watchdog", origin["start"], origin["end"], optional=True)
+    return sc
 
 
 def concurrent_storm_and_incast(seed: int) -> Scenario:

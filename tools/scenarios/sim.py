@@ -88,6 +88,8 @@ PORT_COUNTERS = (
     "rp_cnp_handled", "out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "rx_out_of_buffer",
     # switch ingress buffer overflow for the whole port (no priority split)
     "ingress_overflow",
+    # carrier changes both ways (Linux ``carrier_changes``: NVUE link stats ``carrier-transitions``)
+    "carrier_changes",
 )
 
 
@@ -161,6 +163,17 @@ class StepPlan:
     down: set[PortRef] = field(default_factory=set)  # link down for the whole step (both ends)
     flaps: set[PortRef] = field(default_factory=set)  # link went down and came back within the step
     resets: set[str] = field(default_factory=set)  # devices whose counters are cleared during the step
+    # Mean length (us) of each pause episode of a partially paused egress, when longer than the
+    # brief XOFF..XON episodes of a busy fabric (BRIEF_PAUSE_EPISODE_US): a storm victim is held
+    # for hundreds of microseconds at a time, so its XOFF is refreshed within each episode.
+    pause_episode_us: dict[PortRef, dict[int, float]] = field(default_factory=dict)
+    # Pause the peer sent for this fraction of the step that the egress neither honoured nor
+    # counted (a switch whose PFC watchdog disabled PFC on the priority: sonic-buildimage#29203).
+    unheeded: dict[PortRef, dict[int, float]] = field(default_factory=dict)
+    # XON frames (zero quanta) the egress received from its peer: counted as PFC frames, no pause.
+    xon_frames: dict[PortRef, dict[int, float]] = field(default_factory=dict)
+    # The most an egress priority may send, fraction of line rate (a queue a watchdog drops).
+    cap: dict[PortRef, dict[int, float]] = field(default_factory=dict)
 
 
 def pkt_size(prio: int) -> float:
@@ -264,7 +277,10 @@ class Fabric:
                 down.add(peer)
         for dev in self.devices.values():
             for p in dev.ports.values():
-                p.up = p.ref not in down
+                up = p.ref not in down
+                if up != p.up:
+                    p.c["carrier_changes"] += 1
+                p.up = up
         for p, q in self.links():
             self._egress(p, q, plan, dt, p.ref in down)
         for ref in plan.flaps:
@@ -272,6 +288,7 @@ class Fabric:
                 if end:
                     self.port(end).c["link_downed"] += 1
                     self.port(end).c["link_error_recovery"] += 1
+                    self.port(end).c["carrier_changes"] += 2
         for ref, bumps in plan.bump.items():
             for name, n in bumps.items():
                 self.port(ref).c[name] += n
@@ -306,7 +323,8 @@ class Fabric:
             if down:
                 continue
             frac = paused.get(prio, 0.0)
-            sent = min(loads.get(prio, 0.0), max(0.0, 1.0 - frac), max(0.0, 1.0 - wait), plan.credit.get(ref, 1.0))
+            sent = min(loads.get(prio, 0.0), max(0.0, 1.0 - frac), max(0.0, 1.0 - wait), plan.credit.get(ref, 1.0),
+                       plan.cap.get(ref, {}).get(prio, 1.0))
             nbytes = p.bytes_per_s * dt * sent
             npkts = nbytes / pkt_size(prio)
             total_bytes += nbytes
@@ -316,15 +334,20 @@ class Fabric:
             st.ecn_marked += npkts * plan.ecn.get(ref, {}).get(prio, 0.0)
             st.nobuf_drops += plan.nobuf_drops.get(ref, {}).get(prio, 0.0)
             st.q_drops += plan.q_drops.get(ref, {}).get(prio, 0.0) + plan.nobuf_drops.get(ref, {}).get(prio, 0.0)
+            quanta_us = QUANTA_BITS / (p.speed_gbps * 1e9) * 1e6
             if frac > 0:
                 us = frac * dt * 1e6
-                quanta_us = QUANTA_BITS / (p.speed_gbps * 1e9) * 1e6
+                episode = plan.pause_episode_us.get(ref, {}).get(prio)
                 if frac >= 0.9:  # continuous XOFF, refreshed at half the quanta time
                     frames = us / (quanta_us / 2)
                     transitions = 1.0 if frac < 0.999 else 0.0
-                else:  # brief episodes: one XOFF and one XON each
+                elif episode is None:  # brief episodes: one XOFF and one XON each
                     episodes = us / BRIEF_PAUSE_EPISODE_US
                     frames = 2 * episodes
+                    transitions = episodes
+                else:  # longer episodes: XOFF, its refreshes at half the quanta time, XON
+                    episodes = us / episode
+                    frames = episodes * (2 + max(0.0, episode / (quanta_us / 2) - 1))
                     transitions = episodes
                 frames = round(frames)
                 st.rx_pause_us += us
@@ -332,6 +355,14 @@ class Fabric:
                 st.rx_pause_transitions += round(transitions)
                 peer_st.tx_pause_us += us
                 peer_st.tx_pause_frames += frames
+            unheeded = plan.unheeded.get(ref, {}).get(prio, 0.0)
+            if unheeded > 0:  # sent by the peer, neither honoured nor counted here
+                peer_st.tx_pause_us += unheeded * dt * 1e6
+                peer_st.tx_pause_frames += round(unheeded * dt * 1e6 / (quanta_us / 2))
+            xon = plan.xon_frames.get(ref, {}).get(prio, 0.0)
+            if xon > 0:
+                st.rx_pause_frames += xon
+                peer_st.tx_pause_frames += xon
             wd = plan.watchdog.get(ref, {}).get(prio)
             if wd is not None:
                 storms, restores, drops, stormed = wd
