@@ -229,11 +229,12 @@ def render_host(dev: Device, sysfs: bool = False, fabric: Fabric | None = None) 
     Device ``extras`` change what the NIC prints: ``no_storm_counters`` leaves out
     ``tx_pause_storm_{warning,error}_events`` (a NIC without the ``pfcc_mask``/``stall_detect``
     capabilities has no such lines: kernel mlx5 counters.rst); ``prio_stats`` adds the
-    per-priority traffic and buffer counters of every priority (kernel en_stats.c
-    ``rx_prio%d_bytes``/``_packets``, ``tx_prio%d_bytes``/``_packets``, ``rx_prio%d_buf_discard``;
-    rx from the cable peer's per-priority transmit, so it needs ``fabric``), whose drops
-    (``StepPlan.pg_nobuf_drops`` on the host port: the NIC's receive buffer per priority) also
-    count in ``rx_discards_phy``."""
+    per-priority traffic counters of every priority (kernel en_stats.c ``rx_prio%d_bytes`` /
+    ``_packets``, ``tx_prio%d_bytes`` / ``_packets``; rx from the cable peer's per-priority
+    transmit, so it needs ``fabric``) and, with ``prio_buf_discard`` too, the NIC's
+    receive-buffer drops per priority (``rx_prio%d_buf_discard``). Those drops
+    (``StepPlan.pg_nobuf_drops`` on the host port) count in ``rx_discards_phy`` whether or not
+    the NIC breaks them out."""
     p = next(iter(dev.ports.values()))
     c = p.c
     base = "infiniband/mlx5_0/ports/1/hw_counters/"
@@ -242,7 +243,7 @@ def render_host(dev: Device, sysfs: bool = False, fabric: Fabric | None = None) 
         files.update(_host_sysfs(dev, p))
     s = p.prio[3]
     prio_stats = "prio_stats" in dev.extras
-    buf_discards = sum(st.pg_nobuf_drops for st in p.prio) if prio_stats else 0.0
+    buf_discards = sum(st.pg_nobuf_drops for st in p.prio)  # the NIC's receive buffer: all in rx_discards_phy
     stats = [
         ("rx_packets", c["in_pkts"]), ("tx_packets", c["out_pkts"]),
         ("rx_bytes", c["in_octets"]), ("tx_bytes", c["out_octets"]),
@@ -261,8 +262,9 @@ def render_host(dev: Device, sysfs: bool = False, fabric: Fabric | None = None) 
         peer = fabric.port(p.peer)
         for q in range(NPRIO):
             stats += [(f"rx_prio{q}_bytes", peer.prio[q].q_tx_bytes), (f"rx_prio{q}_packets", peer.prio[q].q_tx_pkts),
-                      (f"tx_prio{q}_bytes", p.prio[q].q_tx_bytes), (f"tx_prio{q}_packets", p.prio[q].q_tx_pkts),
-                      (f"rx_prio{q}_buf_discard", p.prio[q].pg_nobuf_drops)]
+                      (f"tx_prio{q}_bytes", p.prio[q].q_tx_bytes), (f"tx_prio{q}_packets", p.prio[q].q_tx_pkts)]
+            if "prio_buf_discard" in dev.extras:
+                stats.append((f"rx_prio{q}_buf_discard", p.prio[q].pg_nobuf_drops))
     text = "NIC statistics:\n" + "".join(f"     {k}: {int(v)}\n" for k, v in stats)
     payload: dict[str, object] = {"files": files, "ethtool": {p.name: text}}
     if isinstance(dev, qos.QosDevice):  # lossless configuration: ECN sysfs and dcb (tools/scenarios/qos.py)

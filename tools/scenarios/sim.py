@@ -157,6 +157,7 @@ class StepPlan:
     credit: dict[PortRef, float] = field(default_factory=dict)  # IB: most the credits let through, fraction of line rate
     # ingress side, keyed by the ingress port: {priority: drops} / {priority: bytes}
     pg_nobuf_drops: dict[PortRef, dict[int, float]] = field(default_factory=dict)
+    pg_shared_drops: dict[PortRef, dict[int, float]] = field(default_factory=dict)
     pg_occupancy: dict[PortRef, dict[int, float]] = field(default_factory=dict)
     ingress_q_drops: dict[PortRef, dict[int, float]] = field(default_factory=dict)
     bump: dict[PortRef, dict[str, float]] = field(default_factory=dict)  # raw counter increments
@@ -174,6 +175,12 @@ class StepPlan:
     xon_frames: dict[PortRef, dict[int, float]] = field(default_factory=dict)
     # The most an egress priority may send, fraction of line rate (a queue a watchdog drops).
     cap: dict[PortRef, dict[int, float]] = field(default_factory=dict)
+    # DCQCN seen by the hosts: CE marks on an egress toward a host are counted by that host's
+    # NIC (np_ecn_marked_roce_packets), which returns this share of them as CNPs (np_cnp_sent;
+    # one CNP per QP at most every few microseconds, so fewer CNPs than marks: Zhu et al.,
+    # SIGCOMM 2015, section 3); the senders handle them (rp_cnp_handled), spread over the hosts
+    # sending RoCE in the step (an all-to-all's symmetry). None: hosts count nothing.
+    host_cnp_share: float | None = None
 
 
 def pkt_size(prio: int) -> float:
@@ -292,7 +299,8 @@ class Fabric:
         for ref, bumps in plan.bump.items():
             for name, n in bumps.items():
                 self.port(ref).c[name] += n
-        for attr, field_name in (("pg_nobuf_drops", "pg_nobuf_drops"), ("ingress_q_drops", "ingress_q_drops")):
+        for attr, field_name in (("pg_nobuf_drops", "pg_nobuf_drops"), ("ingress_q_drops", "ingress_q_drops"),
+                                 ("pg_shared_drops", "pg_shared_drops")):
             for ref, by_prio in getattr(plan, attr).items():
                 for prio, n in by_prio.items():
                     st = self.port(ref).prio[prio]
@@ -301,6 +309,24 @@ class Fabric:
             for p in dev.ports.values():
                 for prio, st in enumerate(p.prio):
                     st.pg_occupancy = plan.pg_occupancy.get(p.ref, {}).get(prio, 0.0)
+        if plan.host_cnp_share is not None:
+            self._host_dcqcn(plan, dt, plan.host_cnp_share)
+
+    def _host_dcqcn(self, plan: StepPlan, dt: float, share: float) -> None:
+        cnps = 0.0
+        for ref, by_prio in plan.ecn.items():
+            p = self.port(ref)
+            if p.peer is None or self.devices[p.peer[0]].kind != "host" or not p.up:
+                continue
+            sent = min(plan.load.get(ref, {}).get(3, 0.0), 1.0 - plan.paused.get(ref, {}).get(3, 0.0))
+            marks = p.bytes_per_s * dt * max(0.0, sent) / pkt_size(3) * by_prio.get(3, 0.0)
+            host = self.port(p.peer)
+            host.c["np_ecn_marked"] += round(marks)
+            host.c["np_cnp_sent"] += round(marks * share)
+            cnps += marks * share
+        senders = sorted(ref for ref, d in plan.load.items() if d.get(3) and self.devices[ref[0]].kind == "host")
+        for ref in senders:
+            self.port(ref).c["rp_cnp_handled"] += round(cnps / len(senders))
 
     def xmit_wait_ticks(self, p: Port, seconds: float) -> float:
         """XmitWait ticks for ``seconds`` of waiting on port ``p`` (see XMIT_WAIT_TICK)."""
