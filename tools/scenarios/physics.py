@@ -404,10 +404,15 @@ def less_common_loss_counters(seed: int) -> Scenario:
     targets = [*_autodetect(eth.targets()), *(Target(h, "host", h, sysfs=True) for h in (slow, discarding))]
     sc = Scenario("less_common_loss_counters", "lossless loss in Cumulus clBufferOverflowDiscards, Arista ingress "
                   "queue drops, mlx5 rx_discards_phy and rx_out_of_buffer", fab, targets, plan, polls=28, seed=seed)
-    sc.add_truth("packet_loss", cum_port[0], cum_port[1], None, None, *windows["cumulus"])
+    # The Arista drops are on ingress queue 3, mapped to the lossless priority: loss a detector
+    # must find. The other three counters name no class, and the ports and NICs behind them also
+    # carry best effort (all_to_all's priority-0 flows) that no counter here separates: loss of
+    # an unknown class, which a detector may report (at most as a warning) but need not
+    # (issue 27 item 1; docs/recording-format.md, fabricmon's vocabulary notes).
+    sc.add_truth("packet_loss", cum_port[0], cum_port[1], None, None, *windows["cumulus"], optional=True)
     sc.add_truth("packet_loss", ari_port[0], ari_port[1], 3, None, *windows["arista"])
-    sc.add_truth("packet_loss", discarding, "mlx5_0/1", None, None, *windows["phy"])
-    sc.add_truth("packet_loss", slow, "mlx5_0/1", None, None, *windows["oob"])
+    sc.add_truth("packet_loss", discarding, "mlx5_0/1", None, None, *windows["phy"], optional=True)
+    sc.add_truth("packet_loss", slow, "mlx5_0/1", None, None, *windows["oob"], optional=True)
     return sc
 
 
