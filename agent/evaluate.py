@@ -372,7 +372,7 @@ def evaluate(findings_by_recording: Mapping[str, Iterable[Finding | Mapping[str,
                 continue
             # what was found at the truth's place and time instead: false findings only (one that
             # matches another truth line there is right about that one)
-            there = sorted({_what(f) + ("" if f.priority == t.priority or f.kind == "misconfig" else f" (priority {f.priority})")
+            there = sorted({_what(f) + (f" (priority {f.priority})" if _what(f) == _what(t) and f.priority != t.priority else "")
                             for f in false if _same_place(f, t) and _overlap(f, t, tol)})
             if hits:
                 row["matched_truths"] += 1

@@ -266,6 +266,7 @@ def test_confusion_says_what_was_found_instead() -> None:
         (("pfc_deadlock", "member", 3), ("pfc_storm", "origin", 3)),
         (("link_degraded", None, None), None),
         (("congestion", None, 3), ("congestion", None, 3)),  # found right
+        (("link_degraded", None, None), ("congestion", None, 3)),  # another kind: its priority is no news
     ]
     truths, findings, want = [], [], {}
     for i, ((tk, tr, tp), found) in enumerate(plan):

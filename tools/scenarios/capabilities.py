@@ -394,15 +394,18 @@ def ib_ufm_two_sources(seed: int) -> Scenario:
     of the cycle wait 80-100 % and leak a trickle through HOQ-lifetime discards on the
     switch-to-switch lifetime (physics.HOQ_LIFETIME_S). (2) dgx05's HCA stops returning credits:
     its leaf port stalls alone (:func:`_stalled`). (3) dgx02's host drains its HCA at about
-    60-70 % of line rate (a slow receiver: PCIe or host memory bound), so the leaf port toward
-    it waits 30-40 % of the time while sending the rest: congestion at the root of a tree
+    60-70 % of line rate (a slow receiver: PCIe or host memory bound) while two more senders
+    offer it more than line rate, so the leaf port toward it waits 30-40 % of the time while
+    sending the rest: congestion at the root of a tree
     whose feeders (the spine downlinks) wait 10-20 % (optional). Quantum-2 switches and
     ConnectX HCAs (one XmitWait tick per 8 bytes), telemetry's own 30 s sample clock."""
     fab = Fabric(seed)
     ib = IbFabric(fab, spines=2, leaves=3, hcas=2, host_prefix="dgx")
     _generations(fab, {s.name: "quantum2" for s in ib.switches})
     cas = [c.name for c in ib.cas]
-    tr = Traffic(fab, all_to_all(cas, 0.5))
+    slow = cas[1]
+    hot = [(src, slow, 0, 0.35) for src in (cas[3], cas[5])]  # more than the slow host drains
+    tr = Traffic(fab, [*all_to_all(cas, 0.5), *hot])
     fab.seed_counters()
     rng = random.Random(seed)
     sp = {s.name: s for s in ib.spines}
@@ -426,7 +429,7 @@ def ib_ufm_two_sources(seed: int) -> Scenario:
     dt = 30.0
 
     def plan(k: int) -> StepPlan:
-        p = normal_plan(fab, tr, rng)
+        p = normal_plan(fab, tr, rng, lambda f: f not in hot or window(k, *cong))
         if window(k, *loop):
             for m in members:
                 p.wait[m] = rng.uniform(0.80, 1.0)
