@@ -264,6 +264,21 @@ def _alltoall_burst(fab: Fabric, ib: IbFabric, p: StepPlan, rng: random.Random) 
                 p.wait[port.peer] = rng.uniform(0.15, 0.35)
 
 
+def _ib_plan(fab: Fabric, ib: IbFabric, tr: Traffic, rng: random.Random, phase_every: int,
+             clear: tuple[int, str]) -> Callable[[int], StepPlan]:
+    """The fabric's normal, an all-to-all phase every ``phase_every`` polls, and the counters of
+    device ``clear[1]`` cleared during interval ``clear[0]``."""
+    def plan(k: int) -> StepPlan:
+        p = normal_plan(fab, tr, rng)
+        if k % phase_every == 0:
+            _alltoall_burst(fab, ib, p, rng)
+        if k == clear[0]:
+            p.resets.add(clear[1])
+        return p
+
+    return plan
+
+
 def neg_ib_perfquery(seed: int) -> Scenario:
     """An InfiniBand fat tree read with ibnetdiscover + perfquery: Quantum-2 spines, a Quantum
     leaf and an old-firmware Switch-IB leaf (only the basic 32-bit PortXmitWait, which
@@ -279,17 +294,8 @@ def neg_ib_perfquery(seed: int) -> Scenario:
     ib.leaves[1].firmware = "old"
     tr = Traffic(fab, all_to_all([c.name for c in ib.cas], 0.8))
     fab.seed_counters()
-    rng = random.Random(seed)
     k_clear = 20
-
-    def plan(k: int) -> StepPlan:
-        p = normal_plan(fab, tr, rng)
-        if k % 6 == 0:
-            _alltoall_burst(fab, ib, p, rng)
-        if k == k_clear:
-            p.resets.add(ib.spines[0].name)
-        return p
-
+    plan = _ib_plan(fab, ib, tr, random.Random(seed), 6, (k_clear, ib.spines[0].name))
     sc = _scenario("neg_ib_perfquery", "healthy InfiniBand fat tree (Quantum-2, Quantum, old-firmware Switch-IB): "
                    "all-to-all waits, periodic all-to-all phases, a saturating 32-bit XmitWait, perfquery -R, "
                    "irregular polling, a missed poll", fab, [Target("ib-fabric", "perfquery")], plan, seed, jitter=2.0)
@@ -311,17 +317,8 @@ def neg_ib_ufm(seed: int) -> Scenario:
     assert all(p.speed_gbps == GEN_GBPS["quantum2"] for d in ib.switches for p in d.ports.values())
     tr = Traffic(fab, all_to_all([c.name for c in ib.cas], 0.8))
     fab.seed_counters()
-    rng = random.Random(seed)
     k_clear = 12
-
-    def plan(k: int) -> StepPlan:
-        p = normal_plan(fab, tr, rng)
-        if k % 4 == 0:
-            _alltoall_burst(fab, ib, p, rng)
-        if k == k_clear:
-            p.resets.add(ib.leaves[1].name)
-        return p
-
+    plan = _ib_plan(fab, ib, tr, random.Random(seed), 4, (k_clear, ib.leaves[1].name))
     sc = _scenario("neg_ib_ufm", "healthy Quantum-2 fabric through UFM REST (topology, rates) and UFM Telemetry "
                    "(counters by GUID): all-to-all waits and phases, a counter reset", fab,
                    [Target("ufm", "ufm"), Target("ufm-telemetry", "ufm-telemetry")],
