@@ -167,18 +167,20 @@ def test_nvue_carrier_transition_reads_as_one_down() -> None:
 
 
 def test_fabricmon_eval_command_agrees_with_the_floors() -> None:
-    """``fabricmon eval`` end to end: the audit corpus passes (exit 0, PASS); the capability corpus
-    fails today (exit 1), and ``--json`` reports the same figures as the in-process evaluation."""
+    """``fabricmon eval`` end to end: the audit corpus passes (exit 0, PASS); on two capability
+    recordings ``--json`` reports the same figures and verdict as the in-process evaluation, and
+    the exit status follows the verdict."""
     ok = subprocess.run([sys.executable, "-m", "fabricmon.agent", "--log.level", "error", "eval",
                          str(CORPORA["scenarios_audit"])], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert ok.returncode == 0 and ok.stdout.rstrip().endswith("PASS"), ok.stdout + ok.stderr[-2000:]
     assert "misconfig" in ok.stdout
+    some = [CORPORA["scenarios_capabilities"] / f"{n}.jsonl.gz" for n in ("wd_counters_frozen", "ib_width_degraded")]
     r = subprocess.run([sys.executable, "-m", "fabricmon.agent", "--log.level", "error", "eval", "--json",
-                        str(CORPORA["scenarios_capabilities"])], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 1, r.stderr[-2000:]
+                        *map(str, some)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     got = json.loads(r.stdout)
-    want = _report(recording_paths([CORPORA["scenarios_capabilities"]])).to_json()
-    assert got["pass"] is False and got["failures"] == want["failures"]
+    want = _report(some).to_json()
+    assert r.returncode == (0 if want["pass"] else 1), r.stderr[-2000:]
+    assert got["pass"] is want["pass"] and got["failures"] == want["failures"]
     assert {k: v["recall"] for k, v in got["kinds"].items()} == {k: v["recall"] for k, v in want["kinds"].items()}
     assert len(got["false_findings"]) == len(want["false_findings"]) and got["confusion"] == want["confusion"]
 
