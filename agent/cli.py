@@ -331,7 +331,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     try:
         loaded = _load_config(args.config)
         floors = {"precision": args.min_precision, "recall": args.min_recall, "origin_top1": args.min_origin_top1}
-        report, ok = run_eval(args.paths, floors=floors, config=loaded)
+        report, ok = run_eval(args.paths, floors=floors, config=loaded, as_json=args.json)
     except RecordingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -514,6 +514,7 @@ def _check_commands(sub: Any) -> None:
     ev.add_argument("--min-precision", type=float, default=0.95)
     ev.add_argument("--min-recall", type=float, default=0.95)
     ev.add_argument("--min-origin-top1", type=float, default=0.90)
+    ev.add_argument("--json", action="store_true", help="print the report as one JSON object (for tools) instead of text")
     ev.set_defaults(func=cmd_eval)
 
     au = sub.add_parser("audit", help="check the lossless-fabric (RoCEv2) configuration on every port and link; exits 1 on failures",

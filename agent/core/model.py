@@ -301,7 +301,10 @@ class Poll:
 
 
 KINDS = ("pfc_storm", "pfc_deadlock", "credit_deadlock", "congestion", "packet_loss", "link_degraded", "misconfig")
-ROLES = ("origin", "victim", "member")
+# "stalled": an InfiniBand port stalled alone (kind credit_deadlock), not part of a loop;
+# "watchdog": a switch PFC watchdog that disagrees with the port's own counters (kind
+# pfc_storm). Both are fabricmon additions to the shared vocabulary (docs/recording-format.md).
+ROLES = ("origin", "victim", "member", "stalled", "watchdog")
 
 
 @dataclass(slots=True)

@@ -9,8 +9,9 @@ Conventions for truth lines (docs: recording-format.md, finding vocabulary):
 - **Victims** are the switch egress ports the storm pauses transitively (hop by hop upstream
   along the flows that cross the stuck egress), role ``victim``.
 - **Deadlock / credit loop members** are the egress ports of the cycle, role ``member``.
-- A stalled InfiniBand port outside any cycle is ``congestion`` (critical); its HOQ discards are
-  also ``packet_loss``, as are the XmitDiscards on credit-loop members.
+- A stalled InfiniBand port outside any cycle is ``credit_deadlock`` with role ``stalled`` (a
+  fabricmon addition to the vocabulary, docs/recording-format.md); its HOQ discards are also
+  ``packet_loss``, as are the XmitDiscards on credit-loop members.
 - ``congestion`` from ECN marks is reported on the bottleneck egress, priority 3, role null.
 - Ethernet priorities are per traffic class (TC n = priority n; RoCE on 3).
 - Counter resets, Counter32 wraps and target outages carry no truth: any finding is false.
@@ -442,7 +443,7 @@ def ib_stalled_port(seed: int) -> Scenario:
 
     sc = Scenario("ib_stalled_port", f"HCA {stuck_ca.name} stops returning credits: its leaf port stalls (HOQ discards)",
                   fab, [Target("ib-fabric", "perfquery")], plan, polls=30, seed=seed)
-    sc.add_truth("congestion", port[0], port[1], None, None, s, e)
+    sc.add_truth("credit_deadlock", port[0], port[1], None, "stalled", s, e)
     sc.add_truth("packet_loss", port[0], port[1], None, None, s, e)
     sc.notes[s] = f"{stuck_ca.name} stalls"
     return sc
@@ -726,7 +727,7 @@ def demo(seed: int) -> Scenario:
     sc.add_truth("pfc_storm", origin[0], origin[1], 3, "origin", *storm, peer_device=nic, peer_port="eth0")
     for v in victims:
         sc.add_truth("pfc_storm", v[0], v[1], 3, "victim", *storm)
-    sc.add_truth("congestion", stalled[0], stalled[1], None, None, *stall)
+    sc.add_truth("credit_deadlock", stalled[0], stalled[1], None, "stalled", *stall)
     sc.add_truth("packet_loss", stalled[0], stalled[1], None, None, *stall)
     for ref in (flap.ref, flap.peer):
         sc.add_truth("link_degraded", ref[0], ref[1], None, None, flap_k, flap_k + 1)
