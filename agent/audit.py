@@ -84,7 +84,7 @@ async def audit_live(loaded: LoadedConfig) -> Audit:
             notes.append(f"target {t.name} ({t.source}) not polled: {type(exc).__name__}: {exc}")
     pipeline = Pipeline([t.collector.spec() for t in targets], rules_mod.build(cfg.rules), history=cfg.global_.history,
                         stale_after=cfg.global_.stale_after, static_links=cfg.static_links(), wall_clock=True,
-                        fabric=cfg.fabric.priority_map())
+                        fabric=cfg.fabric.priority_map(), analyses=cfg.detector.analyses())
     scheduler = Scheduler(pipeline.ingest, cfg.global_.max_concurrency)
     try:
         polls = await asyncio.gather(*(scheduler.poll_once(t) for t in targets))

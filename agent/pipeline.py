@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from fabricmon.agent.exporter.metrics import ExpositionPolicy
 
 log = logging.getLogger(__name__)
-# DetectContext.cache key of the config's ``fabric:`` section (a PriorityMap).
-FABRIC_CACHE_KEY = "fabric"
 
 
 @dataclass
@@ -75,11 +73,12 @@ class Pipeline:
         max_targets: int = 100_000,
         fabric: PriorityMap | None = None,
         exposition_policy: ExpositionPolicy | None = None,
+        analyses: Mapping[str, Any] | None = None,
     ) -> None:
         self.store = CounterStore(history=history, stale_after=stale_after)
         self.topology = Topology()
         self.topology.set_static(static_links)
-        self.detector = Detector(rules)
+        self.detector = Detector(rules, analyses)  # analyses: the config's detector: {pfc:, ib:} parameters
         self.fabric = fabric or PriorityMap()  # config ``fabric:``: lossless priorities and maps
         # Export levels and shard (the live agent sets it from the config, and again on reload);
         # None: everything in full, no shard info (replay, tests).
@@ -221,9 +220,8 @@ class Pipeline:
     def detect(self, t: float) -> None:
         """One detection pass over what changed since the previous pass."""
         self._last_detect = t
-        ctx = DetectContext(store=self.store, topology=self.topology, t=t,
-                            updated=self._pending_ports, updated_devices=self._pending_devices)
-        ctx.cache[FABRIC_CACHE_KEY] = self.fabric  # the one fabric layout every rule reads
+        ctx = DetectContext(store=self.store, topology=self.topology, t=t, updated=self._pending_ports,
+                            updated_devices=self._pending_devices, fabric=self.fabric)  # the one fabric layout
         self._pending_ports = set()
         self._pending_devices = set()
         self.detector.run(ctx)

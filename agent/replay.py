@@ -86,6 +86,7 @@ def build_pipeline(header: dict[str, Any], path: str | Path, config: LoadedConfi
         on_finding_end=on_finding_end,
         max_targets=limits.max_targets,
         fabric=cfg.fabric.priority_map() if cfg else None,
+        analyses=cfg.detector.analyses() if cfg else None,
     )
 
 

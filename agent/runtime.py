@@ -75,7 +75,7 @@ class Agent:
         self.pipeline = Pipeline(
             specs, rules_mod.build(cfg.rules), history=cfg.global_.history, stale_after=cfg.global_.stale_after,
             static_links=cfg.static_links(), detect_min_interval=cfg.detector.min_interval, recorder=recorder, wall_clock=True,
-            exposition_policy=_policy(cfg), fabric=cfg.fabric.priority_map(),
+            exposition_policy=_policy(cfg), fabric=cfg.fabric.priority_map(), analyses=cfg.detector.analyses(),
         )
         self.exporter = Exporter(self.pipeline, extra_families=self._scheduler_families)
         self.exporter.reload_hook = self.reload if self.enable_lifecycle else None
@@ -166,7 +166,7 @@ class Agent:
         for target in built.values():
             self.scheduler.add(target)
         self.pipeline.set_targets(self._specs(new))
-        self.pipeline.detector.rules = rules
+        self.pipeline.detector.configure(rules, new.config.detector.analyses())
         self.pipeline.fabric = new.config.fabric.priority_map()
         self.pipeline.topology.set_static(new.config.static_links())
         self.pipeline.exposition_policy = _policy(new.config)
