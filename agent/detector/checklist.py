@@ -606,7 +606,8 @@ def check_dcbx_partner(view: FabricView, pk: PortKey) -> list[Result]:
                 f"partner (not in the topology)")
         r = _result("pfc_priorities_mismatch", FAIL, pk, view, p, ev, what)
         if not here_bad:
-            r.summary = f"{_where(pk)}: {what}. Fix first: make the link partner of {_where(pk)} enable PFC on the lossless priorities only."
+            r.summary = (f"{_where(pk)}: {what}. Fix first: make the link partner of {_where(pk)} enable PFC on the lossless "
+                         f"priorities only.")
         out.append(r)
     if out:
         return out

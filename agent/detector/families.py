@@ -39,7 +39,7 @@ def finding_families(active: Iterable[Finding], raised_total: Mapping[tuple[str,
 def failure_family(rules: Iterable[str], failures: Mapping[str, int]) -> Family:
     """``rule_failures_total{rule}`` for every installed rule (0 when it never failed)."""
     fam = Family(f"{N}_rule_failures_total", "counter",
-                 "Detector rule evaluations that failed (a bug, or an analysis it needs failed); the log and /ready name it.")
+                 "Detector rule evaluations that failed (a bug, or an analysis it needs failed); the log and the landing page name it.")
     for rule in sorted(rules):
         fam.add(labels((("rule", rule),)), failures.get(rule, 0))
     return fam

@@ -27,9 +27,9 @@ def params(config: Mapping[str, Any] | None = None) -> dict[str, Params]:
     """Each analysis's typed parameters from ``{name: {key: value}}`` (the config's ``detector:``
     analyses); a missing name takes the defaults. Raises ValueError naming the key on a bad value."""
     config = config or {}
-    unknown = set(config) - set(CONFIGURABLE)
+    unknown = set(config) - set(ANALYSES)
     if unknown:
-        raise ValueError(f"unknown analysis parameter section(s): {', '.join(sorted(unknown))}; known: {', '.join(CONFIGURABLE)}")
+        raise ValueError(f"unknown analysis(es): {', '.join(sorted(unknown))}; known: {', '.join(ANALYSES)}")
     out: dict[str, Params] = {}
     for name, cls in ANALYSES.items():
         raw = config.get(name)

@@ -379,7 +379,8 @@ class IbAnalysis(Analysis):
         elif discarding:
             ev["tx_discards"] = disc.delta  # type: ignore[union-attr]
             ev["xmit_wait_at_cap"] = True  # held data shown by the discards, not by XmitWait
-            ev["held_data_because"] = (f"XmitWait sits at its 32-bit cap and says nothing; {int(disc.delta)} packets "  # type: ignore[union-attr]
+            n = int(disc.delta)  # type: ignore[union-attr]
+            ev["held_data_because"] = (f"XmitWait sits at its 32-bit cap and says nothing; {n} packets "
                                        f"discarded at the head of the queue show the port held data")
         if rose:
             ev["xmit_wait_saturated"] = True

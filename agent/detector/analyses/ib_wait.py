@@ -13,7 +13,8 @@ measured tick.
 
 * f_wait = dXmitWait * tick / dt: share of the interval spent waiting (0..1).
 * r_wait = dXmitWait / (dXmitWait + dXmitData_words), the ratio Omni-Path's performance
-  manager uses (cornelisnetworks/opa-fm ``pa_categories.c``): used when the tick is unknown (no link speed and no configured tick). Data words = tx bytes / 4.
+  manager uses (cornelisnetworks/opa-fm ``pa_categories.c``): used when the tick is unknown (no
+  link speed and no configured tick). Data words = tx bytes / 4.
 """
 
 from __future__ import annotations

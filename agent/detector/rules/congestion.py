@@ -22,7 +22,8 @@ of one or two polls is ordinary traffic).
   left to ``pfc_storm``, and so is
   any port (or the cable peer of a port) that a storm tree or a PFC deadlock accounts for
   on that priority, including every partly paused port the storm's pause reaches in the
-  paused-by graph and the unpolled hosts a switch port keeps pausing: one pause, one finding. After a storm the window starts where the storm
+  paused-by graph and the unpolled hosts a switch port keeps pausing: one pause, one finding.
+  After a storm the window starts where the storm
   last covered the port, so the storm's own pause never becomes a later congestion finding.
   Brief pauses (< 5 %) stay silent.
 * **InfiniBand** over ``wait_window_s`` (60 s): f_wait >= ``wait_warning_fraction`` 10 %

@@ -11,7 +11,8 @@ finding per port (the higher severity wins).
   tumbling window of 3 / (``ber_threshold`` x bit rate) seconds (7.5 s at 400G for 1e-12):
   > ``ber_threshold`` (1e-12, ibdiagnet ``--ber_test``) -> critical. It is decided early
   when the errors already exceed what the full window allows (> 3 errors). The UFM PDR
-  plugin's check (Mellanox/ufm_sdk_3.0 ``plugins/pdr_deterministic_plugin``) runs the same way over ``pdr_window_s`` (720 s) with ``pdr_ber`` 1e-14, i.e.
+  plugin's check (Mellanox/ufm_sdk_3.0 ``plugins/pdr_deterministic_plugin``) runs the same way
+  over ``pdr_window_s`` (720 s) with ``pdr_ber`` 1e-14, i.e.
   > LinkBW x 720 s x 1e-14 errors (2.88 at 400G) -> warning. A verdict holds until the
   next window of that length completes. ``raise_polls`` 1: the window is the persistence.
   Ports without a known speed are skipped.

@@ -10,7 +10,8 @@ classification, the paused-by graph, trees and coverage). Signals:
   it is the port that kept sending pause.
 * **From pause time** (``raise_polls``, default 2; 1 when the interval is at least
   ``fast_raise_dt_s`` = 10 s): rx pause fraction >= ``storm_pause_fraction``
-  (0.95; SONiC's Mellanox watchdog test uses 0.99, sonic-swss ``pfc_detect_mellanox.lua``) AND no transmit progress on the priority's queue (no
+  (0.95; SONiC's Mellanox watchdog test uses 0.99, sonic-swss ``pfc_detect_mellanox.lua``) AND
+  no transmit progress on the priority's queue (no
   ``queue_tx_packets``, or ``tx_bytes`` below ``progress_line_fraction`` = 1 % of line rate)
   AND (occupancy > 0 or drops).
 * **From pause frames only** (``s2b_raise_polls`` = 3: frame counts are a weaker signal
