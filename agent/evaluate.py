@@ -321,5 +321,6 @@ def run_eval(paths: Iterable[str | Path], floors: Mapping[str, Any] | None = Non
     report = evaluate(findings, truth, intervals, tolerance_polls)
     text = format_report(report, floors)
     if broken:
-        text = text.removesuffix("PASS\n") + "FAIL: detector rules failed (a bug; their findings may be missing):\n" + "".join(f"  {b}\n" for b in broken)
+        text = (text.removesuffix("PASS\n") + "FAIL: detector rules failed (a bug; their findings may be missing):\n"
+                + "".join(f"  {b}\n" for b in broken))
     return text, not report.failures(floors) and not broken
