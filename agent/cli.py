@@ -221,7 +221,9 @@ REPLAY_EXIT_CODES = """exit codes:
      truncated or corrupt gzip stream, polls of targets beyond --max-targets); the count
      and the first of them are printed
   2  could not replay (unreadable file, not a recording, unknown version, bad arguments,
-     an unwritable --findings-out)"""
+     an unwritable --findings-out)
+  3  replayed, but a detector rule failed (a bug: the rule and its error are printed); the
+     findings of that rule may be missing"""
 
 
 def _replay_config(args: argparse.Namespace) -> str | None:
@@ -305,16 +307,19 @@ async def _replay_serve(args, loaded, out: _FindingsOut, speed: float | None, li
 
 
 def _summary(result) -> int:
-    """Print what was replayed and skipped; the exit code (0 all replayed, 1 data errors skipped)."""
+    """Print what was replayed and skipped, and any rule that failed; the exit code (0 all
+    replayed, 1 data errors skipped, 3 a rule failed)."""
     by_kind: dict[str, int] = {}
     for f in result.findings:
         by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(by_kind.items())) or "none"
     print(f"replayed {result.polls} polls of {len(result.pipeline.targets)} target(s); findings: {kinds}", file=sys.stderr, flush=True)
-    if not result.skipped:
-        return 0
-    print(f"{result.skipped} data error(s) skipped; the first: {result.skipped_examples[0]}", file=sys.stderr, flush=True)
-    return 1
+    if result.skipped:
+        print(f"{result.skipped} data error(s) skipped; the first: {result.skipped_examples[0]}", file=sys.stderr, flush=True)
+    failed = result.pipeline.detector.status().problems()
+    for line in failed:
+        print(f"error: detector {line} (a bug: its findings may be missing)", file=sys.stderr, flush=True)
+    return 3 if failed else 1 if result.skipped else 0
 
 
 # ---------------------------------------------------------------------- eval

@@ -109,6 +109,14 @@ class RecordingConfig(Strict):
 class DetectorConfig(Strict):
     # coalesce detection passes, on the poll clock; past an hour findings would lag their faults
     min_interval: Annotated[float, _bounded(0.0, 3600.0, "findings must not lag by more than an hour")] = 0.0
+    # The analyses' parameters, each checked key by key by its own model at load (load_text):
+    # fabricmon.agent.detector.analyses (PfcParams, IbParams).
+    pfc: dict[str, Any] = Field(default_factory=dict)
+    ib: dict[str, Any] = Field(default_factory=dict)
+
+    def analyses(self) -> dict[str, dict[str, Any]]:
+        """``{analysis: parameters}`` for :class:`fabricmon.agent.detector.Detector`."""
+        return {"pfc": self.pfc, "ib": self.ib}
 
 
 class ShardConfig(Strict):
@@ -125,7 +133,6 @@ class ShardConfig(Strict):
 
 
 Priority = Annotated[int, Field(ge=0, le=7)]  # IEEE 802.1Q priorities (PCP) 0-7
-FABRIC_KEYS = ("lossless_priorities", "priority_to_queue", "priority_to_pg")
 
 
 class FabricConfig(Strict):
@@ -240,29 +247,6 @@ class Config(Strict):
     fabric: FabricConfig = Field(default_factory=FabricConfig)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    @model_validator(mode="after")
-    def _one_fabric_layout(self) -> Config:
-        """A rule-level copy of a ``fabric:`` key (the pre-``fabric:`` layout) must agree with
-        it: two different lossless priority sets would make rules disagree about one fabric.
-        A key only rules set is taken into ``fabric:`` (all of them must agree), so every rule
-        reads the same layout."""
-        given = set(self.fabric.model_fields_set)
-        for rule, params in self.rules.items():
-            for key in FABRIC_KEYS:
-                if key in (params or {}) and key not in given:
-                    self.fabric = self.fabric.model_validate({**self.fabric.model_dump(exclude_unset=True), key: params[key]})
-                    given.add(key)
-                    continue  # the later rules are checked against this first one
-                if key in (params or {}) and key in given:
-                    mine = getattr(self.fabric, key)
-                    theirs = params[key]
-                    same = sorted(mine) == sorted(theirs or []) if key == "lossless_priorities" else \
-                        {int(k): int(v) for k, v in (theirs or {}).items()} == mine
-                    if not same:
-                        raise ValueError(f"rules.{rule}.{key} ({theirs!r}) disagrees with fabric.{key} ({mine!r}); "
-                                         f"set it once under fabric:")
-        return self
 
     def static_links(self) -> list[Link]:
         return [Link(ln.device, ln.port, ln.peer_device, ln.peer_port) for ln in self.links]
@@ -556,13 +540,11 @@ def load_text(text: str, path: str = "<config>") -> LoadedConfig:
             first_line[name] = _position(positions, ("targets", i, "name"))[0]
             if opts is not None:
                 options[name] = opts
-    from fabricmon.agent.detector import rules as rules_mod  # the detector imports config: import late
+    from fabricmon.agent.detector import analyses, rules  # the detector imports config: import late
 
-    if isinstance(data.get("rules"), dict):
-        try:
-            rules_mod.build(data["rules"])
-        except (ValueError, TypeError) as exc:
-            problems.append(_at(path, positions, ("rules",), str(exc)))
+    # Each rule's and analysis's parameters by their own models, reported at the key's line.
+    for loc, what in [*rules.problems(data.get("rules")), *analyses.problems(data.get("detector"))]:
+        problems.extend(_problems(what, path, positions, loc) if isinstance(what, ValidationError) else [_at(path, positions, loc, what)])
     if problems:
         raise ConfigError(problems)
     try:

@@ -223,6 +223,9 @@ class EvalReport:
     missed: list[dict[str, Any]] = field(default_factory=list)  # structured misses (with what was found there)
     false_findings: list[dict[str, Any]] = field(default_factory=list)  # structured false findings (rule, attribution)
     per_recording: dict[str, dict[str, int]] = field(default_factory=dict)
+    # "recording: rule ... failed" for every detector rule or analysis that raised during a replay:
+    # its findings may be missing, so the score means nothing and the run fails.
+    rule_failures: list[str] = field(default_factory=list)
 
     @property
     def origin_top1(self) -> float | None:
@@ -251,6 +254,8 @@ class EvalReport:
         top1 = self.origin_top1
         if top1 is not None and fl.get("origin_top1") is not None and top1 < fl["origin_top1"]:
             out.append(f"storm origin top-1 {top1:.2f} < {fl['origin_top1']}")
+        if self.rule_failures:
+            out.append(f"detector rules failed (a bug; their findings may be missing): {'; '.join(self.rule_failures)}")
         return out
 
     def to_json(self, floors: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -552,13 +557,17 @@ def evaluate_recordings(paths: Iterable[str | Path], config: Any = None, toleran
     truth: dict[str, list[Any]] = {}
     intervals: dict[str, float] = {}
     ends: dict[str, float] = {}
+    broken: list[str] = []
     for path in recording_paths(paths):
         res = replay_recording(path, _config_for(path, config))
         findings[str(path)] = list(res.findings)
         truth[str(path)] = list(res.truth)
         intervals[str(path)] = float(res.poll_interval or 10.0)
         ends[str(path)] = res.pipeline.clock
-    return evaluate(findings, truth, intervals, tolerance_polls, ends)
+        broken += [f"{path}: {line}" for line in res.pipeline.detector.status().problems()]
+    report = evaluate(findings, truth, intervals, tolerance_polls, ends)
+    report.rule_failures = broken
+    return report
 
 
 def run_eval(paths: Iterable[str | Path], floors: Mapping[str, Any] | None = None, config: Any = None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,8 +30,6 @@ if TYPE_CHECKING:
     from fabricmon.agent.exporter.metrics import ExpositionPolicy
 
 log = logging.getLogger(__name__)
-# DetectContext.cache key of the config's ``fabric:`` section (a PriorityMap).
-FABRIC_CACHE_KEY = "fabric"
 # A pipeline built without a config (tests) gets the config model's defaults, as one built from
 # an empty config does (agent/assemble.py): the defaults live in the config model only.
 _GLOBAL, _DETECTOR = GlobalConfig(), DetectorConfig()
@@ -118,10 +116,11 @@ class Pipeline:
         max_targets: int = 100_000,
         fabric: PriorityMap | None = None,
         exposition_policy: ExpositionPolicy | None = None,
+        analyses: Mapping[str, Any] | None = None,
     ) -> None:
         self.store = CounterStore(history=history, stale_after=stale_after)
         self.topology = Topology()
-        self.detector = Detector(rules)
+        self.detector = Detector(rules, analyses)  # analyses: the config's detector: {pfc:, ib:} parameters
         self._configure(fabric, static_links, detect_min_interval, exposition_policy)
         self.specs: dict[str, TargetSpec] = {}
         self.targets = TargetStatuses()
@@ -143,10 +142,11 @@ class Pipeline:
         self._last_expire = 0.0
 
     def reconfigure(self, rules: list[Rule], *, fabric: PriorityMap | None, static_links: Iterable[Link],
-                    detect_min_interval: float, exposition_policy: ExpositionPolicy | None) -> None:
-        """What a config sets (at start, and again on reload): the rules, the fabric layout,
-        static links, detection coalescing and the export policy."""
-        self.detector.rules = rules
+                    detect_min_interval: float, exposition_policy: ExpositionPolicy | None,
+                    analyses: Mapping[str, Any] | None = None) -> None:
+        """What a config sets (at start, and again on reload): the rules and the analyses'
+        parameters, the fabric layout, static links, detection coalescing and the export policy."""
+        self.detector.configure(rules, analyses)
         self._configure(fabric, static_links, detect_min_interval, exposition_policy)
 
     def _configure(self, fabric: PriorityMap | None, static_links: Iterable[Link], detect_min_interval: float,
@@ -282,9 +282,8 @@ class Pipeline:
     def detect(self, t: float) -> None:
         """One detection pass over what changed since the previous pass."""
         self._last_detect = t
-        ctx = DetectContext(store=self.store, topology=self.topology, t=t,
-                            updated=self._pending_ports, updated_devices=self._pending_devices)
-        ctx.cache[FABRIC_CACHE_KEY] = self.fabric  # the one fabric layout every rule reads
+        ctx = DetectContext(store=self.store, topology=self.topology, t=t, updated=self._pending_ports,
+                            updated_devices=self._pending_devices, fabric=self.fabric)  # the one fabric layout
         self._pending_ports = set()
         self._pending_devices = set()
         self.detector.run(ctx)

@@ -427,7 +427,7 @@ def agent() -> Any:
             P("table", "Agent versions", [Q("fabricmon_build_info", table=True)], "none", "benign_heavy_load", w=12, h=6, hide=["Value"]),
             P("timeseries", "Series in the store", [Q("fabricmon_store_series", "{{instance}}")], "short", "benign_heavy_load", w=8),
             P("timeseries", "Exposition render time", [Q("fabricmon_exposition_render_seconds", "{{instance}}")], "s", "benign_heavy_load", w=8),
-            P("timeseries", "Detector rule errors", [Q("increase(fabricmon_detector_rule_errors_total[$__range])", "{{instance}} {{rule}}")],
+            P("timeseries", "Detector rule failures", [Q("increase(fabricmon_rule_failures_total[$__range])", "{{instance}} {{rule}}")],
               "none", "benign_heavy_load", w=8),
         ]),
     ], extra_vars=[target_var])

@@ -85,7 +85,42 @@ def test_network_sources_need_an_address(source):
 
 def test_unknown_rule_is_reported():
     [p] = problems("rules:\n  no_such_rule: {}\n")
-    assert p.startswith("f.yml:1:1: rules:") and "no_such_rule" in p
+    assert p.startswith("f.yml:2:3: rules.no_such_rule: unknown rule; known: congestion, ")
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    # a value its rule's model refuses, at the key's own line and column
+    ("rules:\n  link_flap:\n    critical_flaps: many\n", "f.yml:3:5: rules.link_flap.critical_flaps: Input should be a valid integer"),
+    ("rules:\n  link_flap: {window_s: 10 years}\n", "f.yml:2:15: rules.link_flap.window_s: invalid duration"),
+    ("rules:\n  link_flap: {enabled: sometimes}\n", "f.yml:2:15: rules.link_flap.enabled: Input should be a valid boolean"),
+    ("rules:\n  congestion: {ecn_warn: 0.5}\n", "f.yml:2:16: rules.congestion.ecn_warn: unknown key"),
+    # a key that is another section's: said where it belongs
+    ("rules:\n  pfc_storm:\n    storm_pause_fraction: 0.9\n",
+     "f.yml:3:5: rules.pfc_storm.storm_pause_fraction: not a parameter of the pfc_storm rule: a parameter of the pfc analysis"),
+    ("rules:\n  congestion: {xmit_wait_tick_bits: 8}\n",
+     "f.yml:2:16: rules.congestion.xmit_wait_tick_bits: not a parameter of the congestion rule: a parameter of the ib analysis"),
+    # the analyses' own section
+    ("detector:\n  pfc:\n    storm_pause_fraction: 1.5\n",
+     "f.yml:3:5: detector.pfc.storm_pause_fraction: Input should be less than or equal to 1"),
+    ("detector:\n  ib: {leaky_window_s: soon}\n", "f.yml:2:8: detector.ib.leaky_window_s: invalid duration"),
+    ("detector:\n  ib: {stall_wait: 0.9}\n", "f.yml:2:8: detector.ib.stall_wait: unknown key"),
+    ("detector:\n  pcf: {}\n", "f.yml:2:3: detector.pcf: unknown key"),
+])
+def test_rule_and_analysis_parameters_are_checked_at_their_key(text, where):
+    [p] = problems(text)
+    assert p.startswith(where), p
+
+
+def test_rule_and_analysis_parameters_load_typed():
+    loaded = load_text("detector:\n  pfc: {victim_hold_s: 2m}\n  ib: {leaky_window_s: 90s}\n"
+                       "rules:\n  link_flap: {window_s: 5m, enabled: no}\n", "f.yml")
+    assert loaded.config.detector.analyses() == {"pfc": {"victim_hold_s": "2m"}, "ib": {"leaky_window_s": "90s"}}
+    from fabricmon.agent.detector import Detector
+    from fabricmon.agent.detector.rules import build
+
+    det = Detector(build(loaded.config.rules), loaded.config.detector.analyses())
+    assert det.analysis("pfc").params.victim_hold_s == 120.0 and det.analysis("ib").params.leaky_window_s == 90.0
+    assert "link_flap" not in [r.name for r in det.rules]
 
 
 def test_durations():

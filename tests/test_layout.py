@@ -312,4 +312,46 @@ def test_the_exporter_and_web_view_read_no_private_attribute():
                     and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
                     and ast.unparse(node) not in LIBRARY_INTERNALS):
                 problems.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+
+
+# ---------------------------------------------------------------------- the detector's seams
+DETECTOR = ROOT / "agent" / "detector"
+RULE_FILES = sorted(p for p in (DETECTOR / "rules").glob("*.py") if p.name != "__init__.py")
+
+
+def test_the_detector_framework_imports_no_rule_module():
+    """The framework (``agent/detector/__init__.py``, ``base``, ``families``, ``common``), the
+    analyses and the checklist know no rule: rules plug in through the registry only."""
+    problems = []
+    for path in sorted(DETECTOR.rglob("*.py")):
+        if path.parent.name == "rules":
+            continue
+        problems += [f"{path.relative_to(ROOT)} imports {imp}" for imp in sorted(_imports(path))
+                     if imp.startswith("fabricmon.agent.detector.rules")]
+    assert problems == []
+
+
+def test_rules_read_analyses_never_another_rule_and_share_no_cache():
+    """No string-keyed cache passes facts between rules (``DetectContext`` has none); a rule imports
+    no other rule; it reads the fabric layout through the ``fabric`` analysis, not ``ctx.fabric``;
+    and every analysis it asks for (``ctx.analysis(X)``) is one it names in ``needs``."""
+    from fabricmon.agent.detector import DetectContext
+    from fabricmon.agent.detector.rules import RULES
+
+    assert "cache" not in DetectContext.__dataclass_fields__
+    by_module = {cls.__module__: cls for cls in RULES.values()}
+    problems = []
+    for path in RULE_FILES:
+        module = _module_name(path)
+        problems += [f"{path.name} imports {imp}" for imp in sorted(_imports(path))
+                     if imp.startswith("fabricmon.agent.detector.rules") and not imp.startswith(module)]
+        rule = by_module[module]
+        namespace = vars(sys.modules[module])
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ("cache", "fabric") and _base_name(node.value) == "ctx":
+                problems.append(f"{path.name}:{node.lineno}: ctx.{node.attr}")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "analysis":
+                asked = namespace[node.args[0].id].name  # type: ignore[attr-defined]
+                if asked not in rule.needs:
+                    problems.append(f"{path.name}:{node.lineno}: reads analysis {asked!r} not in {rule.name}.needs {rule.needs}")
     assert problems == []

@@ -347,39 +347,9 @@ def topology_families(p: Pipeline) -> list[Family]:
 
 
 def finding_families(p: Pipeline) -> list[Family]:
-    active = Family(f"{N}_finding_active", "gauge",
-                    "1 while a finding is active. role is origin/victim for storm trees, member for deadlock cycles.")
-    since = Family(f"{N}_finding_start_timestamp_seconds", "gauge", "When the active finding was first shown by a poll.")
-    for f in p.findings():
-        # A misconfig finding also carries its check: one port can fail several on one priority.
-        check = (("check", str(f.evidence.get("check", ""))),) if f.kind == "misconfig" else ()
-        lb = labels((("kind", f.kind), ("severity", f.severity), ("device", f.device), ("port", f.port or ""),
-                     ("priority", "" if f.priority is None else str(f.priority)), ("role", f.role or ""), *check))
-        active.add(lb, 1)
-        since.add(lb, f.start)
-    total = Family(f"{N}_findings_total", "counter", "Findings raised (or escalated to this severity) since the agent started.")
-    for (kind, severity), n in sorted(p.detector.raised_total.items()):
-        total.add(labels((("kind", kind), ("severity", severity))), n)
-    errors = Family(f"{N}_detector_rule_errors_total", "counter", "Detector rule evaluations that failed (a bug; see the log).")
-    for rule in sorted(r.name for r in p.detector.rules):
-        errors.add(labels((("rule", rule),)), p.detector.errors.get(rule, 0))
-    out = [active, since, total, errors]
-    rule_fams: dict[str, Family] = {}
-    bases = _cache_for(p.store).bases  # "{device=..,port=.." of every port, built once per layout
-    for m in [*p.detector.metrics(), *(m for rule in p.detector.rules for m in rule.metrics())]:
-        fam = rule_fams.get(m.name)
-        if fam is None:
-            fam = rule_fams[m.name] = Family(m.name, "gauge", m.help)
-        # The rules' per-port ratios have a series per port of a busy fabric (XmitWait moves on
-        # most): their label blocks come from the port's cached one, the values in bulk.
-        per_port = m.labels == ("device", "port")
-        blocks = [(b + "}" if per_port and (b := bases.get(values)) is not None else  # type: ignore[arg-type]
-                   labels(tuple(zip(m.labels, values, strict=False)))) for values, _ in m.values]
-        if blocks:
-            fam.lines.append("\n".join(map(f"{fam.name.replace('%', '%%')}%s %s".__mod__,
-                                            zip(blocks, format_values([v for _, v in m.values]), strict=True))))
-    out.extend(rule_fams[k] for k in sorted(rule_fams))
-    return out
+    """The detector's families (findings, rule failures, the analyses' and rules' gauges), with
+    the render cache's per-port label blocks."""
+    return p.detector.families(_cache_for(p.store).bases)
 
 
 def self_families(p: Pipeline, reload_ok: bool, reload_t: float, last_render_s: float, extra: list[Family] | None = None) -> list[Family]:
