@@ -160,4 +160,4 @@ def test_eval_fails_and_names_the_rule_that_failed(capsys):
     code = main(["eval", str(ROOT / "tests" / "scenarios" / "link_flap_ib.jsonl.gz")])
     out = capsys.readouterr().out
     assert code == 1
-    assert "FAIL: detector rules failed" in out and "rule link_flap failed" in out and "\nPASS" not in out
+    assert "FAIL:" in out and "detector rules failed" in out and "rule link_flap failed" in out and "\nPASS" not in out
