@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from fabricmon import collectors
 from fabricmon.agent.detector import DetectContext, Detector, Rule
 from fabricmon.agent.gcpause import gc_paused
+from fabricmon.agent.jobs.stage import JobStage
 from fabricmon.agent.recording import RecordingWriter
 from fabricmon.agent.store import CounterStore, PortKey
 from fabricmon.core import secrets
@@ -75,6 +76,7 @@ class Pipeline:
         max_targets: int = 100_000,
         fabric: PriorityMap | None = None,
         exposition_policy: ExpositionPolicy | None = None,
+        jobs: JobStage | None = None,
     ) -> None:
         self.store = CounterStore(history=history, stale_after=stale_after)
         self.topology = Topology()
@@ -84,6 +86,7 @@ class Pipeline:
         # Export levels and shard (the live agent sets it from the config, and again on reload);
         # None: everything in full, no shard info (replay, tests).
         self.exposition_policy = exposition_policy
+        self.jobs = jobs or JobStage()  # job inventories and which jobs each finding touches (agent/jobs)
         self.specs: dict[str, TargetSpec] = {}
         self.targets: dict[str, TargetStatus] = {}
         self.parse_state: dict[str, Any] = {}  # target -> its collector's parse state (Collector.new_state)
@@ -113,6 +116,7 @@ class Pipeline:
                 del self.targets[name]
                 self.parse_state.pop(name, None)  # a target's parse state goes with it
                 self.topology.drop_target(name)
+                self.jobs.drop_target(name)
         for name, spec in new.items():
             old = self.specs.get(name)
             if old is None or old.source != spec.source:
@@ -209,6 +213,8 @@ class Pipeline:
         touched = store.update_columns(result.counters.columns(target, result.clocks, result.gauges), t)
         if result.links is not None:
             self.topology.set_links(target, result.links)
+        if result.inventory is not None:
+            self.jobs.set_inventory(target, t, result.inventory)
         self._pending_ports |= touched
         self._pending_devices.update(d for d, _ in touched)
         self._pending_devices.update(result.clocks)
@@ -235,6 +241,7 @@ class Pipeline:
                 self.on_finding_end(f)
         if len(self.ended) > 500:
             del self.ended[: len(self.ended) - 500]
+        self.jobs.annotate(self.detector.active, self.ended, self.store, self.topology, t, self.ready)
 
     def findings(self) -> list[Finding]:
         """Active findings in ``Finding.sort_key`` order (start time, kind, device, port, priority)."""

@@ -24,6 +24,7 @@ from typing import Any
 
 from fabricmon.agent.config import LoadedConfig, shard_of
 from fabricmon.agent.detector import rules as rules_mod
+from fabricmon.agent.jobs.stage import JobStage
 from fabricmon.agent.pipeline import Pipeline
 from fabricmon.agent.recording import Limits, ReadReport, RecordingError, iter_lines, poll_from_line
 from fabricmon.core.model import Finding, Poll, TargetSpec
@@ -86,6 +87,7 @@ def build_pipeline(header: dict[str, Any], path: str | Path, config: LoadedConfi
         on_finding_end=on_finding_end,
         max_targets=limits.max_targets,
         fabric=cfg.fabric.priority_map() if cfg else None,
+        jobs=JobStage.of(cfg.jobs if cfg else None),
     )
 
 

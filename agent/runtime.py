@@ -23,6 +23,7 @@ from fabricmon.agent.exporter import connections
 from fabricmon.agent.exporter.exposition import Family
 from fabricmon.agent.exporter.metrics import ExpositionPolicy, state_family
 from fabricmon.agent.exporter.server import Exporter, make_app, start_server
+from fabricmon.agent.jobs.stage import JobStage
 from fabricmon.agent.pipeline import Pipeline
 from fabricmon.agent.recording import RecordingWriter
 from fabricmon.agent.scheduler import ScheduledTarget, Scheduler
@@ -75,7 +76,7 @@ class Agent:
         self.pipeline = Pipeline(
             specs, rules_mod.build(cfg.rules), history=cfg.global_.history, stale_after=cfg.global_.stale_after,
             static_links=cfg.static_links(), detect_min_interval=cfg.detector.min_interval, recorder=recorder, wall_clock=True,
-            exposition_policy=_policy(cfg), fabric=cfg.fabric.priority_map(),
+            exposition_policy=_policy(cfg), fabric=cfg.fabric.priority_map(), jobs=JobStage.of(cfg.jobs),
         )
         self.exporter = Exporter(self.pipeline, extra_families=self._scheduler_families)
         self.exporter.reload_hook = self.reload if self.enable_lifecycle else None
@@ -168,6 +169,7 @@ class Agent:
         self.pipeline.set_targets(self._specs(new))
         self.pipeline.detector.rules = rules
         self.pipeline.fabric = new.config.fabric.priority_map()
+        self.pipeline.jobs.configure(new.config.jobs)
         self.pipeline.topology.set_static(new.config.static_links())
         self.pipeline.exposition_policy = _policy(new.config)
         self._fingerprints = fresh

@@ -13,7 +13,7 @@ import abc
 import reprlib
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, NamedTuple, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -108,6 +108,22 @@ class ResultBuilder:
         self.seen.add(key)
         self.result.gauges.append(Gauge(self.device, port, name, float(value), sub))
         return True
+
+
+class AddressKind(StrEnum):
+    """What a target's ``address`` may be (docs: INTERFACES §1). The job sources declare it as
+    ``address_kind``; config validation reads it once the base class does (issue 26)."""
+
+    NONE = "none"  # takes no address: reads this node (host, jobs-file); an address is an error
+    LOCAL = "local"  # empty or this node only (perfquery: the local HCA); a remote address is an error
+    REMOTE = "remote"  # a device/server to reach over the network: required
+
+
+class Executable(NamedTuple):
+    """A command a source runs (``executables``): preflight looks for it on PATH."""
+
+    option: str  # the options-model field that names the command (e.g. "perfquery_path")
+    switch: str | None = None  # an options field that turns the command off (e.g. "ethtool"), or None
 
 
 class SourceOptions(BaseModel):

@@ -16,10 +16,12 @@ from pathlib import Path
 
 from tools.scenarios.audit import AUDIT
 from tools.scenarios.catalog import SCENARIOS, demo
+from tools.scenarios.jobs import JOB_SCENARIOS
 from tools.scenarios.physics import PHYSICS
 from tools.scenarios.writer import Scenario, encode, run, write
 
 DEFAULT_SEED = 20251202
+SCENARIOS = {**SCENARIOS, **JOB_SCENARIOS}  # families of their own modules come after the catalog (its seeds stay put)
 
 
 def generate_corpus(out: Path, seed: int = DEFAULT_SEED, names: list[str] | None = None,
