@@ -107,7 +107,9 @@ class _Index:
                 self.ca_by_host.setdefault(short(name.split()[0]), []).append(name)
 
     def devices_named(self, host: str) -> list[str]:
-        return sorted(n for n in self.by_short.get(short(host), ()) if same_host(n, host))
+        """The devices that are ``host``: the host source's first (its NIC ports have the names to show)."""
+        names = [n for n in self.by_short.get(short(host), ()) if same_host(n, host)]
+        return sorted(names, key=lambda n: (self.devices.get(n, DeviceInfo(n, "")).kind != "host", n))
 
 
 class Placement:
@@ -162,16 +164,17 @@ class Placement:
             if same_host(name, host):
                 for switch, port, nic in entries:
                     add(NicPort(host, nic or "", (switch, port), "config (jobs.hosts)"))
-        for dev in ix.devices_named(host):
+        names = ix.devices_named(host)  # the host source's FQDN and LLDP's short name are one host
+        for dev in names:
             for port in ix.ports.get(dev, ()):
                 peer = ix.topo.peer(dev, port)
                 if peer is not None:
                     add(NicPort(dev, port, peer, "cable of the host's own port (LLDP, ibnetdiscover, UFM or links:)"))
                     continue
                 alias = ix.alias.get((dev, port))
-                peer = ix.topo.peer(dev, alias) if alias else None
-                if peer is not None:
-                    add(NicPort(dev, port, peer, f"LLDP: the switch names its neighbour {dev} {alias}"), (dev, alias))  # type: ignore[arg-type]
+                named = next(((d, alias) for d in names if alias and ix.topo.peer(d, alias) is not None), None)
+                if named is not None:
+                    add(NicPort(dev, port, ix.topo.peer(*named), f"LLDP: the switch names its neighbour {named[0]} {alias}"), named)
                     continue
                 ca = ix.guid_port.get(ix.guid.get((dev, port), ""))
                 peer = ix.topo.peer(*ca) if ca else None

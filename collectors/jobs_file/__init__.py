@@ -13,14 +13,14 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from fabricmon.collectors.base import AddressKind, Collector, ErrorReason, FetchError, SourceOptions
-from fabricmon.collectors.jobs_file.parse import JobsFileParseOptions, parse_payload
+from fabricmon.collectors.jobs_file.parse import JobsFileParseOptions, LabelName, parse_payload
 from fabricmon.core.model import ParseResult, TargetSpec
 
 
 class JobsFileOptions(SourceOptions):
     path: str = Field(min_length=1)
     max_bytes: int = Field(16 << 20, ge=1)
-    labels: list[str] = Field(default_factory=list)
+    labels: list[LabelName] = Field(default_factory=list)
 
 
 def _read(path: str, limit: int) -> str:

@@ -20,18 +20,28 @@ not expand to a large one), as are keys that are not text or numbers.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from fabricmon.collectors.base import ParseError, ParseOptions
 from fabricmon.core.hostlist import HostlistError, expand
 from fabricmon.core.model import JobInfo, ParseResult, TargetSpec
 
 
+# A label the file may carry, exported on fabricmon_finding_job_info: a Prometheus label name
+# that is not one of the metric's own (kind, device, port, job).
+LabelName = Annotated[str, Field(pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$"), AfterValidator(
+    lambda v: v if v not in ("kind", "device", "port", "job") and not v.startswith("__") else _reserved(v))]
+
+
+def _reserved(name: str) -> str:
+    raise ValueError(f"label {name!r} is reserved (the info metric's own, or Prometheus')")
+
+
 class JobsFileParseOptions(ParseOptions):
-    labels: list[str] = Field(default_factory=list)
+    labels: list[LabelName] = Field(default_factory=list)
 
 
 class _NoAliases(yaml.SafeLoader):
