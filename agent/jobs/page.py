@@ -10,7 +10,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from fabricmon.agent.web.svg import SEVERITY_COLOUR, Edge, Node, graph, layered, sparkline
+from fabricmon.agent.web.svg import SEVERITY_COLOUR, Edge, Node, graph, sparkline
 from fabricmon.agent.web.views import age, page, when
 
 RANK = {"critical": 2, "warning": 1}
@@ -54,9 +54,28 @@ def picture(v: dict[str, Any]) -> str:
         for s in sorted(sw):
             if "sw:" + s in nodes:
                 edges.append(Edge(gid, "sw:" + s, colour=SEVERITY_COLOUR.get(f["severity"] if f else None, "#999")))
-    hosts_col = [n for n in nodes if n.startswith("hosts:")]
-    size = layered(nodes, [c for c in ([n for n in nodes if n.startswith("sw:")], hosts_col) if c])
+    size = _two_rows(nodes, [n for n in nodes if n.startswith("sw:")], _by_first_switch(nodes, edges))
     return graph(nodes, edges, size, f"job {v['job']}: hosts and the switches they are cabled to")
+
+
+def _by_first_switch(nodes: dict[str, Node], edges: list[Edge]) -> list[str]:
+    """Host groups in the order of the first switch they hang from, so few cables cross."""
+    order = {n: i for i, n in enumerate(x for x in nodes if x.startswith("sw:"))}
+    first: dict[str, int] = {}
+    for e in edges:
+        first[e.src] = min(first.get(e.src, 1 << 30), order.get(e.dst, 1 << 30))
+    return sorted((n for n in nodes if n.startswith("hosts:")), key=lambda n: (first.get(n, 1 << 30), n))
+
+
+def _two_rows(nodes: dict[str, Node], top: list[str], bottom: list[str], dx: float = 175, dy: float = 110) -> tuple[float, float]:
+    """Switches in a row above the host groups, each row centred."""
+    rows = [r for r in (top, bottom) if r]
+    widest = max((len(r) for r in rows), default=1)
+    for i, row in enumerate(rows):
+        off = (widest - len(row)) * dx / 2
+        for j, nid in enumerate(row):
+            nodes[nid].x, nodes[nid].y = 20 + off + j * dx, 20 + i * dy
+    return 40 + (widest - 1) * dx + 150, 40 + (len(rows) - 1) * dy + 34
 
 
 def _findings_table(v: dict[str, Any]) -> str:
@@ -70,7 +89,7 @@ def _findings_table(v: dict[str, Any]) -> str:
                     f"<td>{escape(r['severity'])}</td><td>{escape(r['device'])}</td><td>{escape(r['port'] or '')}</td>"
                     f"<td>{'' if r['priority'] is None else r['priority']}</td><td>{escape(r['role'] or '')}</td>"
                     f"<td>{escape(span)}</td><td>{'active' if r['active'] else 'ended'}</td><td>{escape(hosts)}</td>"
-                    f"<td>{escape(r['reach'])}</td></tr>")
+                    f"<td title='{escape(r['reach_text'])}'>{escape(r['reach'])}</td></tr>")
     return ("<table id='job-findings'><tr><th>kind</th><th>severity</th><th>device</th><th>port</th><th>priority</th>"
             "<th>role</th><th>time line</th><th>state</th><th>this job's hosts</th><th>rule of reach</th></tr>"
             + "".join(rows) + "</table>")

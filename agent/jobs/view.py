@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from fabricmon.agent.jobs.impact import REACH_TEXT
 from fabricmon.agent.jobs.inventory import Job
 from fabricmon.agent.store import CounterStore
 from fabricmon.agent.web.ids import finding_id
@@ -100,7 +101,7 @@ def _finding_row(f: Finding, hosts: Iterable[str], rule: str, now: float) -> dic
         timeline.append([f.end, "ended"])
     return {"id": finding_id(f), "kind": f.kind, "severity": f.severity, "device": f.device, "port": f.port,
             "priority": f.priority, "role": f.role, "start": f.start, "end": f.end, "active": f.end is None,
-            "summary": f.summary, "reach": rule, "job_hosts": sorted(hosts),
+            "summary": f.summary, "reach": rule, "reach_text": REACH_TEXT[rule], "job_hosts": sorted(hosts),
             "timeline": timeline, "duration_s": round((f.end if f.end is not None else now) - f.start, 3)}
 
 
@@ -143,7 +144,8 @@ def job_view(p: Pipeline, name: str, window: float | None = None) -> dict[str, A
         hit = imp.hosts & hosts
         if hit or job.id in imp.jobs:
             rows.append(_finding_row(f, hit, imp.rule, now))
-    rows.sort(key=lambda r: (not r["active"], -SEVERITY.get(r["severity"], 0), r["start"]))
+    # active first, then the most severe, the earliest, a storm's origin before its victims
+    rows.sort(key=lambda r: (not r["active"], -SEVERITY.get(r["severity"], 0), r["start"], r["role"] != "origin", r["device"]))
     placement = []
     ports: dict[PortRef, dict[str, Any]] = {}
     for h in job.hosts:

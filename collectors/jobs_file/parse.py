@@ -29,7 +29,6 @@ from fabricmon.collectors.base import ParseError, ParseOptions
 from fabricmon.core.hostlist import HostlistError, expand
 from fabricmon.core.model import JobInfo, ParseResult, TargetSpec
 
-
 # A label the file may carry, exported on fabricmon_finding_job_info: a Prometheus label name
 # that is not one of the metric's own (kind, device, port, job).
 LabelName = Annotated[str, Field(pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$"), AfterValidator(
