@@ -241,7 +241,7 @@ class Pipeline:
                 self.on_finding_end(f)
         if len(self.ended) > 500:
             del self.ended[: len(self.ended) - 500]
-        self.jobs.annotate(self.detector.active, self.ended, self.store, self.topology, t, self.ready)
+        self.jobs.annotate(self.detector.active, self.ended, self.store, self.topology, t, lambda: self.ready)
 
     def findings(self) -> list[Finding]:
         """Active findings in ``Finding.sort_key`` order (start time, kind, device, port, priority)."""

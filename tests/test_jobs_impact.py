@@ -44,7 +44,7 @@ def finding(p: Pipeline, kind: str, device: str, port: str | None, role: str | N
 
 
 def jobs_of(p: Pipeline, *findings: Finding) -> list[tuple[list[str], str]]:
-    p.jobs.annotate(list(findings), [], p.store, p.topology, T0, ready=True)
+    p.jobs.annotate(list(findings), [], p.store, p.topology, T0, ready=lambda: True)
     return [(f.evidence["jobs"], f.evidence["jobs_reach"]) for f in findings]
 
 
@@ -105,7 +105,7 @@ def test_metrics_count_jobs_per_finding_and_join_them_under_the_cardinality_cap(
         p = build(info_max=cap)
         f = finding(p, "pfc_storm", "leaf01", "Ethernet1", "origin", origin_peer="gpu01:eth0", also_paused={"gpu05:eth0": ""})
         p.detector.restore([f])  # an active finding (as a restart re-seeds it)
-        p.jobs.annotate([f], [], p.store, p.topology, T0, ready=True)
+        p.jobs.annotate([f], [], p.store, p.topology, T0, ready=lambda: True)
         text = "\n".join(line for fam in job_families(p) for line in fam.lines)
         assert 'fabricmon_finding_jobs_affected{kind="pfc_storm",device="leaf01",port="Ethernet1"} 2' in text
         assert 'fabricmon_finding_job_pairs 2' in text

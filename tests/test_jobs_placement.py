@@ -81,10 +81,10 @@ def test_unmatched_hosts_are_reported_once_and_counted(caplog) -> None:
     p = fabric()
     p.store_result("slurmctl", T0, ParseResult(inventory=[JobInfo("7", ("gpu01", "gpu77", "gpu78"))]))
     with caplog.at_level(logging.WARNING, logger="fabricmon.agent.jobs.stage"):
-        p.jobs.annotate([], [], p.store, p.topology, T0, ready=False)  # at start-up the topology may not be in yet: quiet
+        p.jobs.annotate([], [], p.store, p.topology, T0, ready=lambda: False)  # at start-up the topology may not be in yet: quiet
         assert not caplog.records and p.jobs.unmatched == {"gpu77", "gpu78"}
         for k in range(3):
-            p.jobs.annotate([], [], p.store, p.topology, T0 + 10 * k, ready=True)
+            p.jobs.annotate([], [], p.store, p.topology, T0 + 10 * k, ready=lambda: True)
     warned = [r.getMessage() for r in caplog.records if "gpu7" in r.getMessage()]
     assert len(warned) == 2 and all("not guessed" in w for w in warned)
     assert p.jobs.unmatched == {"gpu77", "gpu78"}

@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fabricmon.agent.exporter.exposition import Family, labels
-from fabricmon.agent.web.ids import finding_id
 
 if TYPE_CHECKING:
     from fabricmon.agent.pipeline import Pipeline
@@ -34,7 +33,7 @@ def job_families(p: Pipeline) -> list[Family]:
                       "Jobs an active finding touches (its rule of reach is in the finding's evidence, jobs_reach).")
     per_port: dict[tuple[str, str, str], set[str]] = {}
     for f in p.findings():
-        imp = stage.impacts.get(finding_id(f))
+        imp = stage.impacts.get(stage.fid(f))
         if imp is not None:
             per_port.setdefault((f.kind, f.device, f.port or ""), set()).update(imp.jobs)
     pairs = sum(len(v) for v in per_port.values())

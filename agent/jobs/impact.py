@@ -26,6 +26,8 @@ cabled to (:mod:`fabricmon.agent.jobs.placement`).
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -174,19 +176,13 @@ class Impact:
                 "jobs_reach": REACH_TEXT[self.rule]}
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _natural(s: str) -> tuple:
-    """Numbers in ids sort as numbers (job 9 before job 10)."""
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in _digit_runs(s))
+    """Numbers in ids sort as numbers (job 9 before job 10); cached: the same ids sort every pass."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in _DIGITS.split(s) if p)
 
 
-def _digit_runs(s: str) -> list[str]:
-    out: list[str] = []
-    for ch in s:
-        if out and out[-1][-1:].isdigit() == ch.isdigit():
-            out[-1] += ch
-        else:
-            out.append(ch)
-    return out
+_DIGITS = re.compile(r"(\d+)")
 
 
 def impact(f: Finding, ix: HostIndex, host_jobs: dict[str, set[str]], storm: Impact | None = None) -> Impact:

@@ -14,7 +14,7 @@ ended. The impacts are also kept per finding for the metrics and the job view.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from fabricmon.agent.config import JobsConfig
 from fabricmon.agent.jobs.impact import HostIndex, Impact, impact, rule_of, storm_origin
@@ -50,6 +50,7 @@ class JobStage:
         self._seen: dict[str, tuple[int, tuple | None]] = {}  # finding id -> (id of the evidence annotated, stamp)
         self._reported: set[str] = set()
         self._storms: dict[str, Impact] = {}  # storm origin "device:port" -> its impact, for its victims
+        self._ids: dict[int, tuple[Finding, str]] = {}  # id(finding) -> (it, its finding_id): hashed once per finding
 
     @classmethod
     def of(cls, config: JobsConfig | None) -> JobStage:
@@ -76,10 +77,10 @@ class JobStage:
         self.inventory.drop(target)
 
     def annotate(self, findings: list[Finding], ended: Iterable[Finding], store: CounterStore, topo: Topology,
-                 t: float, ready: bool) -> None:
-        """After a detection pass: the jobs of every active finding. ``ready``: every target
+                 t: float, ready: Callable[[], bool]) -> None:
+        """After a detection pass: the jobs of every active finding. ``ready()``: every target
         has polled once, so a host still unmatched is reported (not before: at start-up the
-        topology may simply not be in yet)."""
+        topology may simply not be in yet); asked only while an unmatched host is unreported."""
         if self.first_t is None:
             self.first_t = t
         self.inventory.expire(t, store.stale_after)
@@ -88,13 +89,15 @@ class JobStage:
             self.unmatched.clear()
             return
         self._refresh(store, topo)
-        if ready:
+        if self.unmatched - self._reported and ready():
             self._report_unmatched()
+        else:
+            self._reported &= self.unmatched
         keep: set[str] = set()
         refs = {storm_origin(f) for f in findings} - {None}
         self._storms = {ref: imp for ref, imp in self._storms.items() if ref in refs}
         for f in sorted(findings, key=lambda f: rule_of(f) != "storm"):  # origins first: their victims join their storm
-            fid = finding_id(f)
+            fid = self.fid(f)
             keep.add(fid)
             ref = storm_origin(f)
             if self._seen.get(fid) == (id(f.evidence), self._stamp) and fid in self.impacts and "jobs_reach" in f.evidence \
@@ -107,10 +110,21 @@ class JobStage:
                 self._seen[fid] = (id(f.evidence), self._stamp)
             if ref is not None and rule_of(f) == "storm":
                 self._storms[ref] = imp
-        keep.update(finding_id(f) for f in ended)
+        keep.update(self.fid(f) for f in ended)
         for fid in [k for k in self.impacts if k not in keep]:
             del self.impacts[fid]
             self._seen.pop(fid, None)
+        if len(self._ids) > 2 * len(keep) + 64:
+            self._ids = {k: v for k, v in self._ids.items() if v[1] in keep}
+
+    def fid(self, f: Finding) -> str:
+        """The finding's :func:`~fabricmon.agent.web.ids.finding_id`, hashed once per finding object."""
+        hit = self._ids.get(id(f))
+        if hit is not None and hit[0] is f:
+            return hit[1]
+        fid = finding_id(f)
+        self._ids[id(f)] = (f, fid)
+        return fid
 
     # ------------------------------------------------------------------ placement
     def _refresh(self, store: CounterStore, topo: Topology) -> None:

@@ -138,7 +138,7 @@ def job_view(p: Pipeline, name: str, window: float | None = None) -> dict[str, A
     hosts = set(job.hosts)
     rows = []
     for f in [*p.findings(), *p.ended]:
-        imp = stage.impacts.get(finding_id(f))
+        imp = stage.impacts.get(stage.fid(f))
         if imp is None or (f.end is not None and f.end < since) or (job.start is not None and f.end is not None and f.end < job.start):
             continue
         hit = imp.hosts & hosts
