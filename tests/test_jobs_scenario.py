@@ -23,6 +23,7 @@ from fabricmon.agent.recording import RecordingWriter, read_polls
 from fabricmon.agent.replay import build_pipeline, replay_recording, specs_from_header
 from fabricmon.agent.web.ids import finding_id
 from tests.conftest import ROOT
+from tests.test_browser import serve
 
 REC = ROOT / "tests" / "scenarios" / "storm_two_of_three_jobs.jsonl.gz"
 
@@ -120,3 +121,15 @@ def test_a_recording_of_the_replay_replays_to_the_same(tmp_path) -> None:
     first = [f.to_json() for f in replay_recording(REC).findings]
     again = [f.to_json() for f in replay_recording(out).findings]
     assert again == first and any(f["evidence"].get("jobs") for f in first)
+
+
+def test_fabricmon_job_asks_a_running_agent(capsys) -> None:
+    """``fabricmon job --url`` against ``fabricmon replay --serve``: the same view over HTTP."""
+    with serve(REC) as base:
+        assert main(["job", "48212", "--url", base, "--json"]) == 1
+        view = json.loads(capsys.readouterr().out)
+        assert view["job"] == "48212" and view["findings"][0]["kind"] == "pfc_storm"
+        assert main(["job", "48213", "--url", base]) == 0
+        assert "no fabric finding touches this job's 3 hosts" in capsys.readouterr().out
+        assert main(["job", "nope", "--url", base]) == 2
+        assert "HTTP 404" in capsys.readouterr().err
