@@ -173,6 +173,14 @@ def splits_itself(options: Any) -> bool:
     return hasattr(options, "num_shards") and hasattr(options, "shard")
 
 
+def every_shard(source: str) -> bool:
+    """Sources every shard polls (the job sources: each shard joins its own findings to the jobs)."""
+    try:
+        return bool(getattr(collectors.get(source), "every_shard", False))
+    except collectors.UnknownSource:
+        return False
+
+
 def shard_options(options: Any, shard: ShardConfig) -> Any:
     """Options of a self-sharding source for this agent: its shard ``index`` of ``count``."""
     if shard.count <= 1 or not splits_itself(options):
@@ -300,10 +308,11 @@ class Config(Strict):
         return [t for t in self.targets if t.enabled and self.collectors.get(t.source, True)]
 
     def shard_targets(self, options: dict[str, Any]) -> list[TargetConfig]:
-        """The enabled targets this agent polls: its hash share, plus every self-sharding one."""
+        """The enabled targets this agent polls: its hash share, plus every self-sharding one and
+        every job source (each shard joins its own findings to the jobs)."""
         n, i = self.shard.count, self.shard.index
         return [t for t in self.enabled_targets()
-                if n <= 1 or splits_itself(options.get(t.name)) or shard_of(t.name, n) == i]
+                if n <= 1 or splits_itself(options.get(t.name)) or every_shard(t.source) or shard_of(t.name, n) == i]
 
     def target_levels(self) -> dict[str, str]:
         """Exposition level per target name (targets without one use ``exposition.level``)."""

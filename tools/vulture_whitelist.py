@@ -31,3 +31,4 @@ _.SERVER_SOFTWARE
 address_kind
 default_port
 _.LOCAL
+every_shard

@@ -37,6 +37,7 @@ def _read(path: str, limit: int) -> str:
 class JobsFileCollector(Collector):
     source: ClassVar[str] = "jobs-file"
     address_kind: ClassVar[AddressKind] = AddressKind.NONE
+    every_shard: ClassVar[bool] = True  # a job inventory: every shard joins its findings to the jobs
     options_model: ClassVar[type[SourceOptions]] = JobsFileOptions
     parse_options_model = JobsFileParseOptions
 

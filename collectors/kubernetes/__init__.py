@@ -46,6 +46,7 @@ class KubernetesCollector(Collector):
     source: ClassVar[str] = "kubernetes"
     address_kind: ClassVar[AddressKind] = AddressKind.REMOTE
     default_port: ClassVar[int | None] = 6443
+    every_shard: ClassVar[bool] = True  # a job inventory: every shard joins its findings to the jobs
     options_model: ClassVar[type[SourceOptions]] = KubernetesOptions
     parse_options_model = KubernetesParseOptions
 

@@ -32,6 +32,7 @@ class _JobSource(Collector):
     """What the two Slurm sources share: the parse and its options."""
 
     parse_options_model = SlurmParseOptions
+    every_shard: ClassVar[bool] = True  # a job inventory: every shard joins its findings to the jobs
 
     @classmethod
     def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: None) -> tuple[ParseResult, None]:
