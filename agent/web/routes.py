@@ -75,7 +75,7 @@ def register(app: web.Application, cache: WebCache) -> None:
     app.router.add_get("/fabric", fabric)
     app.router.add_get("/findings/{fid}", finding)
     app.router.add_get("/targets/{name}", target)
-    app.router.add_get("/jobs/{jid}", job)
-    app.router.add_get("/api/jobs/{jid}", job_api)
+    app.router.add_get("/jobs/{jid:.+}", job)  # a Kubernetes job id holds a slash
+    app.router.add_get("/api/jobs/{jid:.+}", job_api)
     app.router.add_get("/api/findings", findings_api)
     app.router.add_get("/static/refresh.js", refresh_js)
