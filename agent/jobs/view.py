@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from fabricmon.agent.pipeline import Pipeline
 
 PortRef = tuple[str, str]
+ENDED_KEPT = 500  # the pipeline keeps this many ended findings (Pipeline.detect)
 MAX_PORTS = 512  # ports whose rates a view lists (the worst first); the rest are counted
 SEVERITY = {"critical": 2, "warning": 1}
 
@@ -108,7 +109,7 @@ def _finding_row(f: Finding, hosts: Iterable[str], rule: str, now: float) -> dic
 def _verdict(job: Job, rows: list[dict[str, Any]], since: float, now: float, window: float, unmatched: int) -> str:
     n = len(job.hosts)
     span = now - since
-    scope = f"the last {_span(window)}" if span >= window - 1e-6 else f"the last {_span(span)} (all this agent has seen)"
+    scope = f"the last {_span(window)}" if span >= window - 1e-6 else f"the last {_span(span)} (as far back as this agent knows)"
     blind = f"; {unmatched} of its hosts are not placed in the fabric, so faults there cannot be joined to it" if unmatched else ""
     if not rows:
         return f"no fabric finding touches this job's {n} hosts in {scope}{blind}"
@@ -135,6 +136,8 @@ def job_view(p: Pipeline, name: str, window: float | None = None) -> dict[str, A
     now = p.now()
     window = stage.window if window is None else window
     since = max(now - window, stage.first_t if stage.first_t is not None else now)
+    if len(p.ended) >= ENDED_KEPT and p.ended[0].end is not None:  # older ended findings were let go: say so
+        since = max(since, p.ended[0].end)
     hosts = set(job.hosts)
     rows = []
     for f in [*p.findings(), *p.ended]:
