@@ -71,6 +71,19 @@ def _with_cryptography(cert_path: Path, key_path: Path) -> None:
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
+async def serve_app(app: web.Application, tls: tuple[Path, Path] | None) -> tuple[web.AppRunner, int]:
+    """Serve ``app`` on a free loopback port (TLS with ``(cert, key)`` when given): (runner, port)."""
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+    await runner.setup()
+    ctx = None
+    if tls:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(str(tls[0]), str(tls[1]))
+    site = web.TCPSite(runner, LOOPBACK, 0, ssl_context=ctx)
+    await site.start()
+    return runner, runner.addresses[0][1]
+
+
 @dataclass
 class Reply:
     """A canned answer. ``body``: dict/list -> JSON, str/bytes -> as is. ``truncate_to``: send the
@@ -137,15 +150,7 @@ class StandIn:
     async def __aenter__(self) -> StandIn:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        ctx = None
-        if self.tls:
-            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            ctx.load_cert_chain(str(self.tls[0]), str(self.tls[1]))
-        site = web.TCPSite(self._runner, LOOPBACK, 0, ssl_context=ctx)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
+        self._runner, self.port = await serve_app(app, self.tls)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -288,13 +293,7 @@ class KubeApiStandIn:
     async def __aenter__(self) -> KubeApiStandIn:
         app = web.Application()
         app.router.add_get("/api/v1/pods", self._pods)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(str(self.tls[0]), str(self.tls[1]))
-        site = web.TCPSite(self._runner, LOOPBACK, 0, ssl_context=ctx)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
+        self._runner, self.port = await serve_app(app, self.tls)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -12,7 +12,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from fabricmon.collectors.base import AddressKind, Collector, ErrorReason, FetchError, SourceOptions
+from fabricmon.collectors.base import AddressKind, Collector, ErrorReason, SourceOptions
+from fabricmon.collectors.files import read_bounded
 from fabricmon.collectors.jobs_file.parse import JobsFileParseOptions, LabelName, parse_payload
 from fabricmon.core.model import ParseResult, TargetSpec
 
@@ -21,17 +22,6 @@ class JobsFileOptions(SourceOptions):
     path: str = Field(min_length=1)
     max_bytes: int = Field(16 << 20, ge=1)
     labels: list[LabelName] = Field(default_factory=list)
-
-
-def _read(path: str, limit: int) -> str:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
-    except OSError as exc:
-        raise FetchError(f"cannot read {path}: {exc.strerror or exc}", ErrorReason.COMMAND) from None
-    if len(data) > limit:
-        raise FetchError(f"{path} is larger than max_bytes ({limit})", ErrorReason.SIZE)
-    return data.decode("utf-8", "replace")
 
 
 class JobsFileCollector(Collector):
@@ -43,7 +33,8 @@ class JobsFileCollector(Collector):
 
     async def fetch(self) -> dict[str, Any]:
         o: JobsFileOptions = self.options  # type: ignore[assignment]
-        return {"text": await asyncio.to_thread(_read, o.path, o.max_bytes)}
+        data = await asyncio.to_thread(read_bounded, o.path, o.max_bytes, "the jobs file", ErrorReason.COMMAND)
+        return {"text": data.decode("utf-8", "replace")}
 
     @classmethod
     def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: None) -> tuple[ParseResult, None]:

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from fabricmon.collectors.base import ErrorReason, FetchError
+from fabricmon.collectors.files import read_bounded
 
 MAX_KUBECONFIG = 1 << 20
 
@@ -65,14 +66,7 @@ def _load_chain(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
 
 
 def _read(path: str, what: str) -> bytes:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_KUBECONFIG + 1)
-    except OSError as exc:
-        raise FetchError(f"kubeconfig: cannot read {what} {path}: {exc.strerror or exc}", ErrorReason.AUTH) from None
-    if len(data) > MAX_KUBECONFIG:
-        raise FetchError(f"kubeconfig: {what} {path} is over {MAX_KUBECONFIG} bytes", ErrorReason.AUTH)
-    return data
+    return read_bounded(path, MAX_KUBECONFIG, f"kubeconfig {what}", ErrorReason.AUTH)
 
 
 def _named(doc: dict[str, Any], section: str, name: str, path: str) -> dict[str, Any]:

@@ -26,9 +26,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from tools.scenarios.catalog import EthFabric, Traffic, _merge, _new, storm_tree, window
+from tools.scenarios.catalog import EthFabric, Traffic, _new, nic_storm_plan, storm_tree
 from tools.scenarios.render import render_squeue
-from tools.scenarios.sim import StepPlan
 from tools.scenarios.writer import T0, Scenario, Target
 
 JOBS = {  # Slurm job id -> (name, host list as squeue prints it, hosts in ring order)
@@ -52,20 +51,8 @@ def storm_two_of_three_jobs(seed: int) -> Scenario:
     nic = "gpu03"
     origin = eth.port_to(nic)
     paused, victims = storm_tree(fab, tr, origin, 0.998)
-    rng = random.Random(seed)
     s, e = 10, 24
-
-    def plan(k: int) -> StepPlan:
-        storming = window(k, s, e)
-        p, _ = tr.plan(rng, lambda f: not (storming and f[0] == nic))
-        if storming:
-            for ref, frac in paused.items():
-                _merge(p, "paused", ref, 3, frac)
-                _merge(p, "occupancy", ref, 3, rng.uniform(1.2e6, 1.6e6))
-                p.ecn.get(ref, {}).pop(3, None)
-            p.bump[(nic, "eth0")] = {"tx_pause_storm_warning": rng.randint(2, 4), "tx_pause_storm_error": rng.randint(1, 3)}
-        return p
-
+    plan = nic_storm_plan(tr, random.Random(seed), nic, paused, s, e)
     started = {jid: T0 - 3600.0 * (i + 1) for i, jid in enumerate(JOBS)}
     running = [(jid, name, nodes, len(hosts), started[jid]) for jid, (name, nodes, hosts) in JOBS.items()]
     squeue: Callable[[float], dict] = lambda t: render_squeue(running)  # noqa: E731
