@@ -436,14 +436,18 @@ def cmd_job(args: argparse.Namespace) -> int:
         from fabricmon.agent.replay import replay_recording
 
         loaded = _load_config(args.config or _replay_config(argparse.Namespace(config=None, file=args.recording, quiet=True)))
-        if args.log_level == "info":  # the replay's own chatter (profiles chosen, target errors) is not the answer
-            logging.getLogger("fabricmon").setLevel(logging.WARNING)
-            logging.getLogger("fabricmon.agent.pipeline").setLevel(logging.ERROR)
+        quiet = {"fabricmon": logging.WARNING, "fabricmon.agent.pipeline": logging.ERROR} if args.log_level == "info" else {}
+        before = {name: logging.getLogger(name).level for name in quiet}
+        for name, level in quiet.items():  # the replay's own chatter (profiles chosen, target errors) is not the answer
+            logging.getLogger(name).setLevel(level)
         try:
             result = replay_recording(args.recording, loaded)
         except (RecordingError, OSError) as exc:
             print(f"error: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
             return 2
+        finally:  # main() can run in-process (tests, embedding): leave the loggers as they were
+            for name, level in before.items():
+                logging.getLogger(name).setLevel(level)
         view = job_view(result.pipeline, args.id, window)
         error = f"no job source in {args.recording} reports job {args.id!r}"
     else:

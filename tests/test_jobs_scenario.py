@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import shutil
 import subprocess
 
@@ -65,6 +66,7 @@ def _job(capsys, *argv: str) -> tuple[int, str]:
 
 
 def test_fabricmon_job_names_the_affected_jobs_and_clears_the_other(capsys) -> None:
+    levels = {n: logging.getLogger(n).level for n in ("fabricmon", "fabricmon.agent.pipeline")}
     for jid in ("48211", "48212"):
         code, out = _job(capsys, jid)
         assert code == 1, out
@@ -81,6 +83,7 @@ def test_fabricmon_job_names_the_affected_jobs_and_clears_the_other(capsys) -> N
     placed = {h["host"]: [(n["switch_device"], n["switch_port"]) for n in h["nics"]] for h in view["placement"]}
     assert placed == {"gpu01": [("leaf01", "Ethernet1")], "gpu05": [("leaf02", "Ethernet2")], "gpu06": [("leaf02", "Ethernet3")]}
     assert main(["job", "99999", "--recording", str(REC)]) == 2
+    assert {n: logging.getLogger(n).level for n in levels} == levels  # in-process: the loggers are left as they were
 
 
 def test_metrics_carry_the_counts_while_the_storm_is_on(mid_storm) -> None:

@@ -17,7 +17,16 @@ from fabricmon.agent.store import CLOCK, OK, RESET, WRAP, CounterStore
 from fabricmon.core.model import Sample
 from fabricmon.core.topology import Topology
 
-T0 = time.time() - 100.0  # recent: inside stale_after
+T0 = time.time() - 100.0  # recent: inside stale_after (set again before each test, below)
+
+
+@pytest.fixture(autouse=True)
+def _recent_t0() -> None:
+    """T0 a little before each test starts, not before the module was collected: in a long
+    suite on a busy machine this module runs more than stale_after (600 s) after collection,
+    and a state file that old is rightly dropped on load."""
+    global T0
+    T0 = time.time() - 100.0
 
 
 def _store() -> CounterStore:
