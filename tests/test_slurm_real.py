@@ -54,7 +54,9 @@ class Slurm:
     background: list[subprocess.Popen] = field(default_factory=list)
 
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
-        r = subprocess.run([_which(argv[0]) or argv[0], *argv[1:]], env=self.env, capture_output=True, text=True, timeout=60)
+        # cwd: sbatch writes the jobs' slurm-<id>.out where it is run, and that is not the checkout
+        r = subprocess.run([_which(argv[0]) or argv[0], *argv[1:]], env=self.env, capture_output=True, text=True, timeout=60,
+                           cwd=self.dir)
         if check and r.returncode != 0:
             pytest.fail(f"{' '.join(argv)} exited {r.returncode}: {r.stderr.strip()}\n{self.logs()}")
         return r
@@ -138,7 +140,7 @@ def slurm(tmp_path_factory) -> Iterator[Slurm]:
 
     def start(name: str, *args: str) -> None:
         log = open(d / "log" / f"{name}.out", "w")  # noqa: SIM115 - closed with the process
-        s.procs[name] = subprocess.Popen([_which(name) or name, *args], env=env, stdout=log, stderr=subprocess.STDOUT)
+        s.procs[name] = subprocess.Popen([_which(name) or name, *args], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=d)
 
     try:
         start("munged", "-F", "-f", f"--key-file={key}", f"--socket={d}/munge/munge.socket",
@@ -182,7 +184,7 @@ def jobs(slurm: Slurm) -> dict[str, str]:
     """Three running jobs (a batch job, an interactive srun, a task of an array) and one pending."""
     slurm.run("sbatch", "-J", "train-a", "-n1", "--wrap", "sleep 600")
     srun = subprocess.Popen([_which("srun") or "srun", "-J", "interactive", "-n1", "sleep", "600"], env=slurm.env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=slurm.dir)
     slurm.background.append(srun)
     slurm.run("sbatch", "-J", "sweep", "-a", "3", "-n1", "--wrap", "sleep 600")
     slurm.run("sbatch", "-J", "later", "-n1", "--begin=now+1hour", "--wrap", "sleep 600")
