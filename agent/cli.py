@@ -1,4 +1,4 @@
-"""``fabricmon`` command line: run, demo, record, replay, check-config, eval, audit, correlate."""
+"""``fabricmon`` command line: run, demo, record, replay, check-config, eval, audit, job, correlate."""
 
 from __future__ import annotations
 
@@ -392,6 +392,77 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 1 if result.failed else 0
 
 
+# ---------------------------------------------------------------------- job
+JOB_EXIT_CODES = """exit codes:
+  0  no fabric finding touches the job in the window
+  1  a finding touches it (the verdict names it)
+  2  cannot tell: no job source knows the job, or the agent or recording cannot be read"""
+
+
+def _job_from_agent(args: argparse.Namespace, window: float | None) -> tuple[dict | None, str]:
+    """The view from a running agent's /api/jobs/<id>: (view or None, error)."""
+    import base64
+    import ssl
+    import urllib.error
+    import urllib.request
+    from urllib.parse import quote
+
+    url = f"{args.url.rstrip('/')}/api/jobs/{quote(args.id, safe='')}" + (f"?window={window:.0f}" if window else "")
+    req = urllib.request.Request(url, headers={"Accept": "application/json"})
+    if args.user:
+        try:
+            with open(args.password_file, encoding="utf-8") as fh:
+                password = fh.read().strip()
+        except (OSError, TypeError) as exc:
+            return None, f"cannot read --password-file: {getattr(exc, 'strerror', None) or exc}"
+        req.add_header("Authorization", "Basic " + base64.b64encode(f"{args.user}:{password}".encode()).decode())
+    ctx = ssl.create_default_context(cafile=args.ca_file) if url.startswith("https") else None
+    try:
+        with urllib.request.urlopen(req, timeout=30, context=ctx) as r:
+            return json.loads(r.read()), ""
+    except urllib.error.HTTPError as exc:
+        return None, f"{url}: HTTP {exc.code}: {exc.read(300).decode('utf-8', 'replace').strip()}"
+    except (OSError, ValueError) as exc:
+        return None, f"{url}: {getattr(exc, 'reason', None) or exc}"
+
+
+def cmd_job(args: argparse.Namespace) -> int:
+    """Where a job runs in the fabric and which findings touch it: from a recording, or a running agent."""
+    from fabricmon.agent.config import parse_duration
+    from fabricmon.agent.jobs.view import format_text, job_view
+
+    try:
+        window = parse_duration(args.window) if args.window else None
+    except ValueError as exc:
+        print(f"error: --window: {exc}", file=sys.stderr)
+        return 2
+    if args.recording:
+        from fabricmon.agent.replay import replay_recording
+
+        loaded = _load_config(args.config or _replay_config(argparse.Namespace(config=None, file=args.recording, quiet=True)))
+        quiet = {"fabricmon": logging.WARNING, "fabricmon.agent.pipeline": logging.ERROR} if args.log_level == "info" else {}
+        before = {name: logging.getLogger(name).level for name in quiet}
+        for name, level in quiet.items():  # the replay's own chatter (profiles chosen, target errors) is not the answer
+            logging.getLogger(name).setLevel(level)
+        try:
+            result = replay_recording(args.recording, loaded)
+        except (RecordingError, OSError) as exc:
+            print(f"error: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+            return 2
+        finally:  # main() can run in-process (tests, embedding): leave the loggers as they were
+            for name, level in before.items():
+                logging.getLogger(name).setLevel(level)
+        view = job_view(result.pipeline, args.id, window)
+        error = f"no job source in {args.recording} reports job {args.id!r}"
+    else:
+        view, error = _job_from_agent(args, window)
+    if view is None:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(view, indent=1) if args.json else format_text(view), end="\n" if args.json else "")
+    return 1 if view["findings"] else 0
+
+
 # ---------------------------------------------------------------------- correlate
 def cmd_correlate(args: argparse.Namespace) -> int:
     from fabricmon.agent.correlate import Correlator
@@ -450,7 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"fabricmon {__version__}")
     ap.add_argument("--log.level", dest="log_level", default="info", choices=["debug", "info", "warning", "error"])
     sub = ap.add_subparsers(dest="command", required=True)
-    for add in (_agent_commands, _replay_command, _check_commands, _correlate_command):
+    for add in (_agent_commands, _replay_command, _check_commands, _job_command, _correlate_command):
         add(sub)
     return ap
 
@@ -528,6 +599,22 @@ def _check_commands(sub: Any) -> None:
     au.add_argument("--config.file", dest="config", help="configuration: the targets to poll, the fabric: section, static links")
     au.add_argument("--json", action="store_true", help="the checklist as JSON, for machines")
     au.set_defaults(func=cmd_audit)
+
+
+def _job_command(sub: Any) -> None:
+    """Job: which findings touch a training job."""
+    jb = sub.add_parser("job", help="which fabric findings touch a job, where its hosts sit, how its ports fare",
+                        epilog=JOB_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    jb.add_argument("id", help="the job id as its scheduler names it (48213, 48213_7, namespace/name)")
+    jb.add_argument("--json", action="store_true", help="the view as JSON (the body of /api/jobs/<id>)")
+    jb.add_argument("--url", default=f"http://{DEFAULT_LISTEN}", help=f"a running agent (default http://{DEFAULT_LISTEN})")
+    jb.add_argument("--user", help="basic-auth user of the agent's web config")
+    jb.add_argument("--password-file", help="file holding that user's password")
+    jb.add_argument("--ca-file", help="CA file for an https --url")
+    jb.add_argument("--recording", metavar="REC", help="replay REC and answer from its end state instead of asking an agent")
+    jb.add_argument("--config.file", dest="config", help="with --recording: the config (default: X.yml beside REC)")
+    jb.add_argument("--window", help="how far back findings count (default: jobs.window, 6h)")
+    jb.set_defaults(func=cmd_job)
 
 
 def _correlate_command(sub: Any) -> None:

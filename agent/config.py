@@ -180,11 +180,14 @@ def in_shard(name: str, source: str, shard: ShardConfig) -> bool:
     ``source``: the one place that decides. A source that splits itself (its collector's
     ``self_sharding``, e.g. UFM Telemetry) is every agent's, each asking it for its own share
     (:meth:`Collector.shard_options`); any other target is the agent's its name hashes to. A
-    source this installation does not know (a recording from a newer version) goes by its name."""
+    source this installation does not know (a recording from a newer version) goes by its name.
+    A source every shard polls (its collector's ``every_shard``: the job inventories, which each
+    shard joins to its own findings) is every agent's too."""
     if shard.count <= 1:
         return True
     try:
-        if collectors.get(source).self_sharding:
+        cls = collectors.get(source)
+        if cls.self_sharding or cls.every_shard:
             return True
     except collectors.UnknownSource:
         pass
@@ -210,6 +213,38 @@ class StaticLink(Strict):
     port: LabelText
     peer_device: LabelText
     peer_port: LabelText
+
+
+class JobHostPort(Strict):
+    """A switch port a host's NIC is cabled to, for ``jobs.hosts``: what no source can see."""
+
+    switch: LabelText
+    port: LabelText
+    nic: str = ""  # the NIC port's name, shown in the job view
+
+
+def _host_port(v: Any) -> Any:
+    """``"leaf07:Ethernet12"`` (the last colon splits) or ``{switch, port, nic}``."""
+    if isinstance(v, str):
+        device, sep, port = v.rpartition(":")
+        if not sep or not device or not port:
+            raise ValueError(f"{v!r}: write a switch port as device:port, or as {{switch: ..., port: ...}}")
+        return {"switch": device, "port": port}
+    return v
+
+
+class JobsConfig(Strict):
+    """The job view and job impact (agent/jobs): where hosts sit that no source places, how many
+    finding/job series the info metric may have, and how far back the job view looks."""
+
+    hosts: dict[LabelText, list[Annotated[JobHostPort, BeforeValidator(_host_port)]]] = Field(default_factory=dict)
+    # fabricmon_finding_job_info is left out while there are more (finding, job) pairs than this.
+    info_max_series: int = Field(1000, ge=0, le=1_000_000)
+    # "no fabric finding touches this job ... in the last <window>"
+    window: Annotated[float, _bounded(60.0, 30 * DAY, "the job view looks back at least a minute, at most 30 days")] = 6 * 3600.0
+
+    def static_hosts(self) -> dict[str, list[tuple[str, str, str]]]:
+        return {h: [(e.switch, e.port, e.nic) for e in entries] for h, entries in self.hosts.items()}
 
 
 class TargetConfig(BaseModel):
@@ -245,6 +280,7 @@ class Config(Strict):
     shard: ShardConfig = Field(default_factory=ShardConfig)
     exposition: ExpositionConfig = Field(default_factory=ExpositionConfig)
     fabric: FabricConfig = Field(default_factory=FabricConfig)
+    jobs: JobsConfig = Field(default_factory=JobsConfig)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

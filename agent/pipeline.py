@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fabricmon import collectors
-from fabricmon.agent.config import DetectorConfig, GlobalConfig
+from fabricmon.agent.config import DetectorConfig, GlobalConfig, JobsConfig
 from fabricmon.agent.detector import DetectContext, Detector, Rule
 from fabricmon.agent.exporter.exposition import Family, labels
 from fabricmon.agent.gcpause import gc_paused
+from fabricmon.agent.jobs.stage import JobStage
 from fabricmon.agent.recording import RecordingWriter
 from fabricmon.agent.store import CounterStore, PortKey
 from fabricmon.core import secrets
@@ -117,10 +118,12 @@ class Pipeline:
         fabric: PriorityMap | None = None,
         exposition_policy: ExpositionPolicy | None = None,
         analyses: Mapping[str, Any] | None = None,
+        jobs: JobsConfig | None = None,
     ) -> None:
         self.store = CounterStore(history=history, stale_after=stale_after)
         self.topology = Topology()
         self.detector = Detector(rules, analyses)  # analyses: the config's detector: {pfc:, ib:} parameters
+        self.jobs = JobStage(jobs)  # job inventories and which jobs each finding touches (agent/jobs)
         self._configure(fabric, static_links, detect_min_interval, exposition_policy)
         self.specs: dict[str, TargetSpec] = {}
         self.targets = TargetStatuses()
@@ -143,10 +146,12 @@ class Pipeline:
 
     def reconfigure(self, rules: list[Rule], *, fabric: PriorityMap | None, static_links: Iterable[Link],
                     detect_min_interval: float, exposition_policy: ExpositionPolicy | None,
-                    analyses: Mapping[str, Any] | None = None) -> None:
+                    analyses: Mapping[str, Any] | None = None, jobs: JobsConfig | None = None) -> None:
         """What a config sets (at start, and again on reload): the rules and the analyses'
-        parameters, the fabric layout, static links, detection coalescing and the export policy."""
+        parameters, the fabric layout, static links, detection coalescing, the export policy and
+        the job view's settings."""
         self.detector.configure(rules, analyses)
+        self.jobs.configure(jobs)
         self._configure(fabric, static_links, detect_min_interval, exposition_policy)
 
     def _configure(self, fabric: PriorityMap | None, static_links: Iterable[Link], detect_min_interval: float,
@@ -174,6 +179,7 @@ class Pipeline:
                 del self.targets[name]
                 self.parse_state.pop(name, None)  # a target's parse state goes with it
                 self.topology.drop_target(name)
+                self.jobs.drop_target(name)
         for name, spec in new.items():
             old = self.specs.get(name)
             if old is None or old.source != spec.source:
@@ -270,6 +276,8 @@ class Pipeline:
         touched = store.update_columns(result.counters.columns(target, result.clocks, result.gauges), t)
         if result.links is not None:
             self.topology.set_links(target, result.links)
+        if result.inventory is not None:
+            self.jobs.set_inventory(target, t, result.inventory)
         self._pending_ports |= touched
         self._pending_devices.update(d for d, _ in touched)
         self._pending_devices.update(result.clocks)
@@ -295,6 +303,7 @@ class Pipeline:
                 self.on_finding_end(f)
         if len(self.ended) > 500:
             del self.ended[: len(self.ended) - 500]
+        self.jobs.annotate(self.detector.active, self.ended, self.store, self.topology, t, lambda: self.ready)
 
     def findings(self) -> list[Finding]:
         """Active findings in ``Finding.sort_key`` order (start time, kind, device, port, priority)."""

@@ -22,6 +22,10 @@ SOURCES: dict[str, str] = {
     "ufm-telemetry": "fabricmon.collectors.ufm_telemetry:UfmTelemetryCollector",
     "nvue": "fabricmon.collectors.nvue:NvueCollector",
     "host": "fabricmon.collectors.host:HostCollector",
+    "slurm": "fabricmon.collectors.slurm:SlurmCollector",
+    "slurmrestd": "fabricmon.collectors.slurm:SlurmRestCollector",
+    "kubernetes": "fabricmon.collectors.kubernetes:KubernetesCollector",
+    "jobs-file": "fabricmon.collectors.jobs_file:JobsFileCollector",
 }
 
 _loaded: dict[str, type[Collector]] = {}

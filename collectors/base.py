@@ -117,7 +117,7 @@ class AddressKind(StrEnum):
     """What a target's ``address`` may be (:attr:`Collector.address_kind`); config validation
     reports any other at the target's line (:meth:`Collector.address_problem`)."""
 
-    NONE = "none"  # takes no address: reads this node (host); an address is an error
+    NONE = "none"  # takes no address: reads this node (host, jobs-file); an address is an error
     LOCAL = "local"  # empty or this node only (perfquery: the local HCA); a remote address is an error
     REMOTE = "remote"  # a device or server to reach over the network: required
 
@@ -205,6 +205,8 @@ class Collector(abc.ABC):
     # Splits itself by its own shard options (``num_shards`` and ``shard``, as UFM Telemetry's
     # endpoint does): every agent polls it for its own share.
     self_sharding: ClassVar[bool] = False
+    # Polled by every shard (the job inventories: each shard joins the jobs to its own findings).
+    every_shard: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

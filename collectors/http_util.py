@@ -36,8 +36,14 @@ class HttpAuth:
     username: str = ""
     secret: str = ""
     token_scheme: str = "Bearer"
+    # Headers of an API's own scheme (slurmrestd: X-SLURM-USER-NAME and X-SLURM-USER-TOKEN),
+    # sent whatever the kind; a secret among them is resolved like any other.
+    extra: tuple[tuple[str, str], ...] = ()
 
     def headers(self) -> dict[str, str]:
+        return {**self._authorization(), **dict(self.extra)}
+
+    def _authorization(self) -> dict[str, str]:
         if self.kind == "basic":
             pair = base64.b64encode(f"{self.username}:{self.secret}".encode()).decode("ascii")
             secrets.remember(pair)  # a device that echoes this header in an error body: redacted like the password
@@ -133,6 +139,7 @@ class HttpClient:
         max_body_bytes: int = DEFAULT_MAX_BODY,
         headers: dict[str, str] | None = None,
         connect_timeout: float | None = 10.0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.base = base.rstrip("/")
         self.auth = auth or HttpAuth()
@@ -141,13 +148,14 @@ class HttpClient:
         self.max_body_bytes = max_body_bytes
         self.headers = dict(headers or {})
         self.connect_timeout = connect_timeout
+        self.ssl_context = ssl_context  # made by the caller (a kubeconfig's CA and client certificate), else from ca_file
         self._session: aiohttp.ClientSession | None = None
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             ssl_arg: ssl.SSLContext | bool = True
             if urlsplit(self.base).scheme == "https":
-                ssl_arg = make_ssl_context(self.ca_file, self.insecure)
+                ssl_arg = self.ssl_context or make_ssl_context(self.ca_file, self.insecure)
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(ssl=ssl_arg),
                 headers={"Accept": "application/json, text/plain;q=0.9, */*;q=0.5", **self.headers, **self.auth.headers()},
@@ -240,13 +248,17 @@ class ClientSlot:
 
     def __init__(self) -> None:
         self._client: HttpClient | None = None
-        self._auth: HttpAuth | None = None
+        self._auth: tuple[HttpAuth, object] | None = None
 
-    async def client(self, base: str, auth: HttpAuth, *, ca_file: str | None, insecure: bool, max_body_bytes: int) -> HttpClient:
-        if self._client is None or auth != self._auth:
+    async def client(self, base: str, auth: HttpAuth, *, ca_file: str | None, insecure: bool, max_body_bytes: int,
+                     ssl_context: ssl.SSLContext | None = None, tls_key: object = None) -> HttpClient:
+        """The client for ``auth``; ``ssl_context`` (the caller's, e.g. from a kubeconfig) is
+        used when ``tls_key`` (what it was made from) differs from the last one."""
+        if self._client is None or (auth, tls_key) != self._auth:
             await self.close()
-            self._client = HttpClient(base, auth=auth, ca_file=ca_file, insecure=insecure, max_body_bytes=max_body_bytes)
-            self._auth = auth
+            self._client = HttpClient(base, auth=auth, ca_file=ca_file, insecure=insecure, max_body_bytes=max_body_bytes,
+                                      ssl_context=ssl_context)
+            self._auth = (auth, tls_key)
         return self._client
 
     async def close(self) -> None:

@@ -21,7 +21,7 @@ import re
 from operator import attrgetter
 from typing import Any
 
-from fabricmon.core.model import ParseResult
+from fabricmon.core.model import JobInfo, ParseResult
 
 # Longest name or label value kept. The longest names the sources define are shorter: an SNMP
 # DisplayString (ifName, ifAlias, sysName) is at most 255 octets (RFC 2579), an InfiniBand
@@ -62,6 +62,16 @@ def _all_ok(values: set[Any]) -> bool:
 _DEVICE, _PORT, _SUB = attrgetter("device"), attrgetter("port"), attrgetter("sub")
 _PORT_FIELDS = attrgetter("device", "port", "guid", "lid", "alias", "label")
 _DEVICE_FIELDS = attrgetter("name", "kind", "guid", "description", "model")
+
+
+def _clean_job(job: JobInfo) -> JobInfo:
+    """A job with its id, host names, aliases and labels cleaned like device names (they become
+    label values and join device names)."""
+    texts = [job.id, *job.hosts, *job.aliases, *(v for kv in job.labels for v in kv)]
+    if all(_ok(v) for v in texts):
+        return job
+    return JobInfo(clean(job.id), tuple(clean(h) for h in job.hosts), job.start, tuple(clean(a) for a in job.aliases),
+                   tuple((clean(k), clean(v)) for k, v in job.labels))
 
 
 def sanitize_result(result: ParseResult) -> ParseResult:
@@ -109,3 +119,5 @@ def _facts(result: ParseResult) -> None:
         result.links = [type(ln)(clean(ln.device), clean(ln.port), clean(ln.peer_device), clean(ln.peer_port)) for ln in result.links]
     if not _all_ok(set(result.clocks)):
         result.clocks = {clean(k): v for k, v in result.clocks.items()}
+    if result.inventory is not None:
+        result.inventory = [_clean_job(j) for j in result.inventory]

@@ -51,6 +51,11 @@ def dump(result: ParseResult) -> str:
         lines.append(f"clock {dev} {fmt(clock)}")
     for w in result.warnings:
         lines.append(f"warning {w}")
+    if result.inventory is not None:
+        lines.append(f"jobs {len(result.inventory)}")
+        for j in result.inventory:
+            labels = ",".join(f"{k}={v}" for k, v in j.labels)
+            lines.append(f"job {j.id} start={fmt(j.start)} hosts={','.join(j.hosts)} aliases={','.join(j.aliases)} labels={labels}")
     return "\n".join(sorted(lines)) + "\n"
 
 

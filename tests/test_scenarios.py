@@ -112,8 +112,9 @@ def test_payloads_parse(path: Path) -> None:
         if line["type"] != "poll" or not line["ok"] or line["source"] in missing:
             continue
         result, state[line["target"]] = _parser(line["source"]).parse(line["payload"], specs[line["target"]], state[line["target"]])
-        # UFM REST without a counters call gives the topology, states and link rates only
-        assert result.counters or (line["source"] == "ufm" and result.gauges and result.links), \
+        # UFM REST without a counters call gives the topology, states and link rates only; a job
+        # source gives its inventory
+        assert result.counters or result.inventory or (line["source"] == "ufm" and result.gauges and result.links), \
             f"{line['target']} @ {line['t']}: no samples"
         parsed += 1
     if not parsed:

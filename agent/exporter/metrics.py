@@ -19,6 +19,7 @@ import numpy as np
 
 from fabricmon.agent import __version__
 from fabricmon.agent.exporter.exposition import Family, Template, escape_label, fmt_value, format_values, labels
+from fabricmon.agent.jobs.export import job_families
 from fabricmon.agent.store import CounterStore, PortKey
 from fabricmon.core.vocabulary import COUNTERS, GAUGES, NAMESPACE, metric_name
 
@@ -379,7 +380,7 @@ def demo_family() -> Family:
 def all_families(p: Pipeline, reload_ok: bool = True, reload_t: float = 0.0, last_render_s: float = 0.0,
                  extra: list[Family] | None = None) -> list[Family]:
     return [*self_families(p, reload_ok, reload_t, last_render_s, extra), *fabric_families(p),
-            *topology_families(p), *finding_families(p)]
+            *topology_families(p), *finding_families(p), *job_families(p)]
 
 
 __all__ = ["ExpositionPolicy", "all_families", "fmt_value"]

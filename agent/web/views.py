@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from fabricmon.agent.detector.analyses.fabric import FabricShape
+from fabricmon.agent.jobs.links import jobs_section
 from fabricmon.agent.store import CounterStore
 from fabricmon.agent.web import pictures
 from fabricmon.agent.web.ids import finding_id
@@ -236,6 +237,7 @@ def finding_page(p: Pipeline, f: Finding, pool: list[Finding], demo: bool) -> st
 · rule {escape(f.rule)} · id <code>{finding_id(f)}</code></p>
 <h2>Picture</h2><figure id="picture">{pictures.finding_picture(f, pool, p.topology, href)}</figure>
 <h2>Evidence</h2>{_evidence(f.evidence)}
+{jobs_section(f.evidence)}
 <h2>Timeline</h2><table><tr><th>time</th><th>age</th><th>event</th></tr>{tl}</table>
 <h2>Involved ports: key rates over the kept history</h2>{sparks(p, involved_ports(f, pool), f.priority)}
 <h2>Related findings ({len(related)})</h2>{finding_rows(related, now) if related else '<p>None.</p>'}"""

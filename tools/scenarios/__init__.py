@@ -22,11 +22,13 @@ from pathlib import Path
 from tools.scenarios.audit import AUDIT
 from tools.scenarios.capabilities import CAPABILITIES
 from tools.scenarios.catalog import SCENARIOS, demo
+from tools.scenarios.jobs import JOB_SCENARIOS
 from tools.scenarios.negatives import NEGATIVES
 from tools.scenarios.physics import PHYSICS
 from tools.scenarios.writer import Scenario, encode, run, write
 
 DEFAULT_SEED = 20251202
+SCENARIOS = {**SCENARIOS, **JOB_SCENARIOS}  # families of their own modules come after the catalog (its seeds stay put)
 
 # Families written into a folder of their own, by name (``generate_corpus(family=...)``).
 FAMILIES: dict[str, dict[str, Callable[[int], Scenario]]] = {

@@ -274,18 +274,10 @@ def incast_congestion(seed: int) -> Scenario:
     return sc
 
 
-def _nic_storm(name: str, profile: str, seed: int, host_target: bool, spine_profile: str | None = None) -> Scenario:
-    fab = _new(seed)
-    eth = EthFabric(fab, [("leaf01", profile), ("leaf02", profile)], ("spine01", spine_profile or profile))
-    hosts = eth.all_hosts()
-    nic = hosts[2]  # third host on leaf01
-    flows = [*all_to_all(hosts, 0.45), *[(h, nic, 3, 0.06) for h in hosts if h != nic]]
-    tr = Traffic(fab, flows)
-    fab.seed_counters()
-    origin = eth.port_to(nic)
-    paused, victims = storm_tree(fab, tr, origin, 0.998)
-    rng = random.Random(seed)
-    s, e = 10, 24
+def nic_storm_plan(tr: Traffic, rng: random.Random, nic: str, paused: dict[PortRef, float], s: int, e: int) -> Callable[[int], StepPlan]:
+    """The plan of a NIC pause storm in intervals ``s..e-1``: the NIC stops sending and keeps its
+    switch port paused, every egress of the storm tree (``paused``) holds its queue full on
+    priority 3 with no ECN, and the NIC counts pause-storm events."""
 
     def plan(k: int) -> StepPlan:
         storming = window(k, s, e)
@@ -298,6 +290,22 @@ def _nic_storm(name: str, profile: str, seed: int, host_target: bool, spine_prof
             p.bump[(nic, "eth0")] = {"tx_pause_storm_warning": rng.randint(2, 4), "tx_pause_storm_error": rng.randint(1, 3)}
         return p
 
+    return plan
+
+
+def _nic_storm(name: str, profile: str, seed: int, host_target: bool, spine_profile: str | None = None) -> Scenario:
+    fab = _new(seed)
+    eth = EthFabric(fab, [("leaf01", profile), ("leaf02", profile)], ("spine01", spine_profile or profile))
+    hosts = eth.all_hosts()
+    nic = hosts[2]  # third host on leaf01
+    flows = [*all_to_all(hosts, 0.45), *[(h, nic, 3, 0.06) for h in hosts if h != nic]]
+    tr = Traffic(fab, flows)
+    fab.seed_counters()
+    origin = eth.port_to(nic)
+    paused, victims = storm_tree(fab, tr, origin, 0.998)
+    rng = random.Random(seed)
+    s, e = 10, 24
+    plan = nic_storm_plan(tr, rng, nic, paused, s, e)
     targets = eth.targets()
     extra = {}
     if host_target:

@@ -593,3 +593,19 @@ def render_ufm_telemetry(fabric: Fabric, sampled: float) -> dict[str, object]:
         rows.append(",".join([str(stamp), node, "0", node, port, node, f"{d.guid:x}_{p.index}", str(p.index), *values]))
     body = "\n".join(rows) + "\n\n"  # the last row is empty (fabric-reference.md 1.6)
     return {"responses": [{"method": "GET", "path": UFM_TELEMETRY_PATH, "status": 200, "body": body}]}
+
+
+# ------------------------------------------------------------------------------- job schedulers
+
+def render_squeue(jobs: list[tuple[int, str, str, int, float]]) -> dict[str, object]:
+    """``squeue --json`` of Slurm 22.05 (openapi/v0.0.38) as the slurm collector keeps it: the
+    running jobs ``(job_id, name, nodes host list, node count, start time)`` with the fields it reads. The
+    shape is the one a real Slurm 22.05.8 printed (collectors/slurm/testcases/squeue_22_05)."""
+    return {
+        "meta": {"plugin": {"type": "openapi/v0.0.38", "name": "Slurm OpenAPI v0.0.38"},
+                 "Slurm": {"version": {"major": 22, "micro": 8, "minor": 5}, "release": "22.05.8"}},
+        "errors": [],
+        "jobs": [{"job_id": jid, "name": name, "job_state": "RUNNING", "nodes": nodes, "node_count": count,
+                  "start_time": int(start), "array_job_id": 0, "array_task_id": None, "het_job_id": 0,
+                  "het_job_offset": 0, "partition": "gpu"} for jid, name, nodes, count, start in jobs],
+    }

@@ -28,6 +28,7 @@ class Target:
     counter32_offsets: dict[str, float] = field(default_factory=dict)
     memo: dict[str, float] = field(default_factory=dict)  # renderer state between polls (WJH windows)
     sysfs: bool = False  # host: render the full sysfs walk (attributes, PMA counters), not only hw_counters
+    render: Callable[[float], dict[str, Any]] | None = None  # a source without a fabric device (a job scheduler): its payload at t
 
     def header(self) -> dict[str, Any]:
         return {"name": self.name, "source": self.source, **self.options}
@@ -114,6 +115,8 @@ def run(sc: Scenario) -> list[dict[str, Any]]:
 
 def _payload(sc: Scenario, tg: Target, t: float, last_topo: dict[str, str]) -> dict[str, Any]:
     fab = sc.fabric
+    if tg.render is not None:
+        return tg.render(t)
     if tg.source == "snmp":
         return render.render_snmp(fab, fab.devices[tg.device], t, tg.counter32_offsets)
     if tg.source == "nvue":
