@@ -297,7 +297,7 @@ class LoadedConfig:
 
 
 # Sources that reach a device over the network: without an address there is nothing to poll.
-NETWORK_SOURCES = frozenset({"snmp", "ufm", "ufm-telemetry", "nvue"})
+NETWORK_SOURCES = frozenset({"snmp", "ufm", "ufm-telemetry", "nvue", "gnmi"})
 
 
 # --------------------------------------------------------------------- YAML with positions

@@ -20,6 +20,7 @@ SOURCES: dict[str, str] = {
     "ufm-telemetry": "fabricmon.collectors.ufm_telemetry:UfmTelemetryCollector",
     "nvue": "fabricmon.collectors.nvue:NvueCollector",
     "host": "fabricmon.collectors.host:HostCollector",
+    "gnmi": "fabricmon.collectors.gnmi:GnmiCollector",
 }
 
 _loaded: dict[str, type[Collector]] = {}

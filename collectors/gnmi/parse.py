@@ -1,0 +1,399 @@
+"""gnmi payload -> ParseResult: the poll's notifications, latest value per path, through the
+profiles' rules onto the one vocabulary. Pure: the result depends on the payload and the state.
+
+The payload is ``{"notifications": [...]}`` (recording-format.md, ``gnmi`` row). Read here:
+
+- every update, joined with its notification's prefix; when a path was updated more than once
+  in the poll (two sample rounds fell into one poll), the last one counts; a ``delete`` drops
+  what the poll said about that path (and its subtree) before it;
+- JSON object values under a table of a profile (SONiC's ``COUNTERS`` hashes) as rows and
+  fields; other JSON objects are expanded into leaves (module prefixes dropped), and leaves
+  are matched against every profile's leaf patterns (:func:`profiles.rules`);
+- counters are the device's absolute values, as SNMP reads them: the store takes their deltas.
+  Their rate is measured over the **notification timestamps**: the newest timestamp of the
+  poll's counter updates is the device clock (``clocks[target]``, seconds), as sysUpTime is
+  for SNMP;
+- gauges (state and configuration, often streamed ON_CHANGE: sent once, then only when they
+  change) are kept in :class:`GnmiState` by path and exported on every poll until the device
+  changes or deletes them, so a PFC watchdog that stormed stays stormed between notifications
+  and a setting read once does not go stale;
+- WJH ``state/drop`` values (a JSON list of per-window aggregates) are counted into monotonic
+  totals by the NVUE source's :func:`~fabricmon.collectors.nvue.parse.wjh_samples`;
+- SONiC CONFIG_DB tables (``PORT_QOS_MAP``, ``PFC_WD``, ``QUEUE``, ``WRED_PROFILE``) become the
+  checklist's configuration gauges (:mod:`.sonic_config`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import Field
+
+from fabricmon.collectors.base import ParseError, ParseOptions
+from fabricmon.collectors.gnmi import paths as gp
+from fabricmon.collectors.gnmi import profiles as prof
+from fabricmon.collectors.gnmi import sonic_config
+from fabricmon.collectors.nvue.parse import Emitter, NvueState, wjh_samples
+from fabricmon.core.model import DeviceInfo, ParseResult, PortInfo, TargetSpec
+from fabricmon.core.vocabulary import COUNTERS, GAUGES
+
+NS = 1e-9
+_COUNT_KINDS = ("uint_val", "int_val", "string_val", "ascii_val", "double_val", "float_val", "json_val", "json_ietf_val")
+_JSON_KINDS = ("json_val", "json_ietf_val")
+GaugeKey = tuple[str, str, tuple[Any, ...]]  # port, gauge name, sub-labels
+
+
+class GnmiParseOptions(ParseOptions):
+    """What a gNMI parse reads from the target's options (``GnmiOptions`` has the same field):
+    user profile directories, whose rules are needed to read the payload again on replay."""
+
+    profile_dirs: list[str] = Field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class GnmiState:
+    """What a target's next poll needs from this one, never changed after it is made:
+    ``gauges``: the state values last received, by the path that carried them (exported until
+    changed or deleted); ``config``: the SONiC CONFIG_DB rows last received, by path (read
+    together every poll); ``wjh``: the WJH window totals (NVUE's state)."""
+
+    gauges: Mapping[str, tuple[tuple[GaugeKey, float], ...]] = field(default_factory=dict)
+    config: Mapping[str, tuple[tuple[str, ...], Any]] = field(default_factory=dict)
+    wjh: NvueState = field(default_factory=NvueState)
+
+
+@dataclass(slots=True)
+class _Update:
+    path: gp.GPath
+    ts: int | None
+    kind: str
+    value: Any
+
+
+class _Problems:
+    """Problems of one poll, counted per kind with the first example (a hostile device can send
+    a million bad updates: the warnings stay a handful of lines)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, tuple[int, str]] = {}
+
+    def note(self, what: str, example: str) -> None:
+        n, first = self.seen.get(what, (0, example))
+        self.seen[what] = (n + 1, first)
+
+    def lines(self) -> list[str]:
+        return [f"{what}: {n} (first: {first[:200]})" for what, (n, first) in sorted(self.seen.items())]
+
+
+def _timestamp(raw: Any) -> int | None:
+    return raw if type(raw) is int and raw > 0 else None
+
+
+def _latest(notifications: list[Any], problems: _Problems) -> tuple[dict[str, _Update], list[str]]:
+    """The last update per full path, and the deleted paths in order."""
+    latest: dict[str, _Update] = {}
+    deleted: list[str] = []
+    for i, n in enumerate(notifications):
+        if not isinstance(n, dict):
+            problems.note("notifications that are not objects, skipped", f"#{i}")
+            continue
+        if n.get("sync_response") is True and "update" not in n:
+            continue
+        try:
+            prefix = gp.parse(n.get("prefix") or "/", str(n.get("target") or ""))
+        except gp.PathError as exc:
+            problems.note("notifications with a bad prefix, skipped", str(exc))
+            continue
+        ts = _timestamp(n.get("timestamp"))
+        for d in n.get("delete") or ():
+            try:
+                full = gp.to_string(prefix.join(gp.parse(d)))
+            except gp.PathError as exc:
+                problems.note("bad delete paths, skipped", str(exc))
+                continue
+            deleted.append(full)
+            for key in [k for k in latest if k == full or k.startswith(full.rstrip("/") + "/")]:
+                del latest[key]
+        updates = n.get("update") or ()
+        if not isinstance(updates, list):
+            problems.note("notifications whose update is not a list, skipped", f"#{i}")
+            continue
+        for u in updates:
+            if not isinstance(u, dict) or not isinstance(u.get("val"), dict) or len(u["val"]) != 1:
+                problems.note("updates without a path and one typed value, skipped", repr(u)[:120])
+                continue
+            try:
+                path = prefix.join(gp.parse(u.get("path") or "/"))
+            except gp.PathError as exc:
+                problems.note("updates with a bad path, skipped", str(exc))
+                continue
+            (kind, value), = u["val"].items()
+            latest[gp.to_string(path)] = _Update(path, ts, kind, value)
+    return latest, deleted
+
+
+def to_count(kind: str, value: Any) -> int | None:
+    """A counter reading as a non-negative int: integer kinds, decimal strings (SONiC's redis
+    values), integral doubles; None for anything else (a wrong type the caller reports)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) and value >= 0 and value.is_integer() else None
+    if isinstance(value, str):
+        text = value.strip()
+        return int(text) if text.isascii() and text.isdigit() and len(text) <= 40 else None
+    return None
+
+
+def _gauge_value(target: prof.Target, value: Any) -> float | None:
+    if target.value_map is not None:
+        key = str(value).lower() if not isinstance(value, bool) else ("true" if value else "false")
+        key = key.rsplit(":", 1)[-1]  # an identityref may carry its module prefix
+        return dict(target.value_map).get(key)
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, int | float) and math.isfinite(value):
+        return float(value)
+    count = to_count("", value)
+    return float(count) if count is not None else None
+
+
+def _sub(defn_labels: tuple[str, ...], labels: dict[str, Any]) -> tuple[Any, ...] | None:
+    out = []
+    for name in defn_labels:
+        v = labels.get(name)
+        if name in ("priority", "pg"):
+            n = to_count("", v)
+            if n is None or (name == "priority" and n > 7):
+                return None
+            v = n
+        elif v is None:
+            return None
+        out.append(str(v) if name == "queue" else v)
+    return tuple(out)
+
+
+class _Reader:
+    """Maps one poll's latest updates onto counters and gauges."""
+
+    def __init__(self, em: Emitter, rules: prof.Rules, problems: _Problems) -> None:
+        self.em = em
+        self.rules = rules
+        self.problems = problems
+        self.gauges: dict[str, list[tuple[GaugeKey, float]]] = {}  # path -> gauges it gave this poll
+        self.wjh: list[Any] = []
+        self.ports: set[str] = set()
+        self.clock: int | None = None
+        self.mapped = 0
+        self._fields: dict[tuple[int, str], tuple[int, prof.Field, dict[str, str]] | None] = {}
+
+    def emit(self, where: str, ts: int | None, target: prof.Target, labels: dict[str, Any], kind: str, value: Any) -> None:
+        port = labels.get("port")
+        if not isinstance(port, str) or not port:
+            return
+        if target.kind == "wjh":
+            self.wjh.append({port: value})
+            self.ports.add(port)
+            self.mapped += 1
+            return
+        if target.per_priority:
+            self._per_priority(where, ts, target, labels, kind, value)
+            return
+        defn = COUNTERS.get(target.name) if target.kind == "counter" else GAUGES.get(target.name)
+        sub = _sub(defn.labels, labels) if defn is not None else None
+        if sub is None:
+            self.problems.note(f"{target.name}: label values out of range, skipped", where)
+            return
+        self.ports.add(port)
+        self.mapped += 1
+        if target.kind == "counter":
+            count = to_count(kind, value)
+            if count is None:
+                self.problems.note(f"{target.name}: value is not a non-negative integer, skipped", f"{where} = {kind} {str(value)[:40]}")
+                return
+            self.em.sample(port, target.name, count, sub, scale=target.scale)
+            if ts is not None and (self.clock is None or ts > self.clock):
+                self.clock = ts
+        else:
+            reading = _gauge_value(target, value)
+            if reading is None:
+                self.problems.note(f"{target.name}: value cannot be read as the gauge, skipped", f"{where} = {kind} {str(value)[:40]}")
+                return
+            self.gauges.setdefault(where, []).append(((port, target.name, sub), reading * target.scale))
+
+    def _per_priority(self, where: str, ts: int | None, target: prof.Target, labels: dict[str, Any], kind: str, value: Any) -> None:
+        counts = value.get("count", value) if isinstance(value, dict) else None
+        if not isinstance(counts, dict):
+            self.problems.note(f"{target.name}: not a per-priority map, skipped", f"{where} = {kind} {str(value)[:40]}")
+            return
+        for p, v in counts.items():
+            self.emit(where, ts, prof.Target(target.kind, target.name, target.scale, source=target.source), {**labels, "priority": p}, kind, v)
+
+    # ------------------------------------------------------------ tables (SONiC DB hashes)
+
+    def table(self, spec: prof.TableSpec, u: _Update, where: str) -> None:
+        ctx: dict[str, str] = {}
+        rest = u.path.names()[1:]
+        for name in rest:
+            m = spec.row.match(name)
+            if m:
+                ctx = {k: v for k, v in m.groupdict().items() if v is not None}
+        last = rest[-1] if rest else ""
+        if not isinstance(u.value, dict) or u.kind not in _JSON_KINDS:
+            if last and not spec.row.match(last):  # COUNTERS/Ethernet68/SAI_... = "2"
+                self._field(spec, ctx, last, where, u)
+            return
+        self._walk(spec, ctx, u.value, last, where, u, 0)
+
+    def _walk(self, spec: prof.TableSpec, ctx: dict[str, str], obj: dict[str, Any], last: str, where: str, u: _Update, depth: int) -> None:
+        if depth > 4:
+            return
+        upper: dict[str, int] = {}
+        if last in spec.multicast_upper_half:  # a Queues map: n queues of each port, the upper half multicast
+            for k in obj:
+                m = spec.row.match(k)
+                if m and m.group("port"):
+                    upper[m.group("port")] = upper.get(m.group("port"), 0) + 1
+        scalars: list[tuple[int, str, Any]] = []
+        for k, v in obj.items():
+            m = spec.row.match(k) if isinstance(k, str) else None
+            if m is not None:
+                row = {kk: vv for kk, vv in m.groupdict().items() if vv is not None}
+                n = upper.get(row.get("port", ""))
+                index = to_count("", row.get("index"))
+                if n and index is not None and index >= n // 2:
+                    continue
+                if isinstance(v, dict):
+                    self._walk(spec, row, v, last, where, u, depth + 1)
+            elif isinstance(v, dict):
+                self._walk(spec, ctx, v, last, where, u, depth + 1)
+            elif isinstance(k, str):
+                hit = self._lookup(spec, k)
+                if hit is not None:
+                    scalars.append((hit[0], k, v))
+        # In profile order, so the first field of a series wins (SAI's pause time before the estimate).
+        for _order, k, v in sorted(scalars, key=lambda x: x[0]):
+            self._field(spec, ctx, k, where, _Update(u.path, u.ts, u.kind, v))
+
+    def _lookup(self, spec: prof.TableSpec, name: str) -> tuple[int, prof.Field, dict[str, str]] | None:
+        key = (id(spec), name)
+        hit = self._fields.get(key, False)
+        if hit is False:
+            hit = None
+            for i, f in enumerate(spec.fields):
+                m = f.pattern.fullmatch(name)
+                if m:
+                    hit = (i, f, {k: v for k, v in m.groupdict().items() if v is not None})
+                    break
+            self._fields[key] = hit
+        return hit
+
+    def _field(self, spec: prof.TableSpec, ctx: dict[str, str], name: str, where: str, u: _Update) -> None:
+        hit = self._lookup(spec, name)
+        if hit is None or "port" not in ctx:
+            return
+        _order, f, groups = hit
+        labels: dict[str, Any] = {**ctx, **groups}
+        if f.target.index:
+            if "index" not in ctx:
+                return
+            labels[f.target.index] = ctx["index"]
+        self.emit(f"{where}:{ctx.get('port')}{':' + ctx['index'] if 'index' in ctx else ''}/{name}", u.ts, f.target, labels, u.kind, u.value)
+
+    # ------------------------------------------------------------ leaves
+
+    def leaf(self, path: gp.GPath, where: str, u: _Update) -> bool:
+        if not path.elems:
+            return False
+        for rule in self.rules.leaves.get((prof._origin(path.origin), len(path.elems), path.elems[-1][0]), ()):
+            labels = rule.match(path)
+            if labels is not None:
+                self.emit(where, u.ts, rule.target, labels, u.kind, u.value)
+                return True
+        return False
+
+    def expand(self, path: gp.GPath, obj: Any, u: _Update, depth: int = 0) -> Iterator[tuple[gp.GPath, Any]]:
+        """A JSON container value as (leaf path, value) pairs; ``mod:name`` keys lose the module."""
+        if depth > 12:
+            return
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                if not isinstance(k, str):
+                    continue
+                child = gp.GPath((*path.elems, (k.rsplit(":", 1)[-1], ())), path.origin, path.target)
+                yield from self.expand(child, v, u, depth + 1)
+        elif not isinstance(obj, list):
+            yield path, obj
+
+
+def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: GnmiState) -> tuple[ParseResult, GnmiState]:
+    """A recorded gNMI poll -> (ParseResult, next state). Device = the target name."""
+    opts = GnmiParseOptions.from_spec(spec)
+    if not isinstance(payload, dict) or not isinstance(payload.get("notifications"), list):
+        raise ParseError("gnmi payload must be an object with a 'notifications' list")
+    try:
+        rules = prof.rules(tuple(opts.profile_dirs))
+    except prof.ProfileError as exc:
+        raise ParseError(f"gNMI profiles: {exc}") from None
+    device = spec.name
+    em = Emitter(device)
+    problems = _Problems()
+    latest, deleted = _latest(payload["notifications"], problems)
+    rd = _Reader(em, rules, problems)
+    config: dict[str, tuple[tuple[str, ...], Any]] = {}
+    for where, u in latest.items():
+        names = u.path.names()
+        tables = rules.tables.get(names[0], ()) if names else ()
+        if tables:
+            for t in tables:
+                rd.table(t, u, where)
+            continue
+        if names and names[0] in sonic_config.TABLES:
+            config[where] = (names, u.value)
+            continue
+        if u.kind in _JSON_KINDS and isinstance(u.value, dict):
+            for leaf_path, value in rd.expand(u.path, u.value, u):
+                rd.leaf(leaf_path, gp.to_string(leaf_path), _Update(leaf_path, u.ts, u.kind, value))
+            continue
+        rd.leaf(u.path, where, u)
+    all_config = {**_kept(state.config, config, deleted), **config}
+    if all_config:
+        entries = list(all_config.values())
+        for (port, name, sub), value in sonic_config.gauges(sonic_config.rows_of(entries), problems.note, {n[0] for n, _v in entries}):
+            em.gauge(port, name, value, sub)
+            rd.ports.add(port)
+    if latest and not rd.mapped and not config:
+        problems.note("updates that match no profile path (is the profile right?)", next(iter(latest)))
+
+    # Gauges: this poll's, then those kept from earlier polls that were neither updated nor deleted.
+    kept = _kept(state.gauges, rd.gauges, deleted)
+    new_gauges = {**kept, **{p: tuple(g) for p, g in rd.gauges.items()}}
+    for gauges in (rd.gauges.values(), kept.values()):
+        for group in gauges:
+            for (port, name, sub), value in group:
+                em.gauge(port, name, value, sub)
+                rd.ports.add(port)
+
+    wjh_state = state.wjh
+    if rd.wjh or state.wjh.wjh:
+        wjh_state = wjh_samples(em, rd.wjh, state.wjh)
+    result = em.finish()
+    if rd.clock is not None:
+        result.clocks[device] = rd.clock * NS
+    result.warnings.extend(problems.lines())
+    result.devices.append(DeviceInfo(name=device, kind="switch"))
+    for port in sorted(rd.ports):
+        result.ports.append(PortInfo(device=device, port=port))
+    unchanged = new_gauges == dict(state.gauges) and all_config == dict(state.config) and wjh_state is state.wjh
+    return result, (state if unchanged else GnmiState(new_gauges, all_config, wjh_state))
+
+
+def _kept(old: Mapping[str, Any], fresh: Mapping[str, Any], deleted: list[str]) -> dict[str, Any]:
+    """Entries of ``old`` this poll neither replaced (``fresh``) nor deleted (a path or its subtree)."""
+    prefixes = [d.rstrip("/") + "/" for d in deleted]
+    return {p: v for p, v in old.items() if p not in fresh and p not in deleted and not any(p.startswith(d) for d in prefixes)}
