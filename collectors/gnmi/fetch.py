@@ -168,6 +168,11 @@ class StreamClient:
         self.delivered = 0  # notifications handed to polls
         self.dropped = 0  # notifications dropped over the per-poll caps
 
+    @property
+    def waiting(self) -> int:
+        """Notifications received and not yet handed to a poll."""
+        return sum(1 for n in self._buffer if "sync_response" not in n)
+
     # ------------------------------------------------------------------ connection
 
     async def _connect(self, budget: float) -> None:
@@ -362,6 +367,8 @@ class StreamClient:
                             break
             except grpc.aio.AioRpcError as exc:
                 self._poll_calls.pop(i, None)
+                if exc.code() in REFUSED and group.optional:
+                    continue
                 if exc.code() in REFUSED and self.mode == "poll":
                     log.warning("target %s: the device refuses POLL subscriptions too (%s); using Get", self.name, exc.code().name)
                     self.mode = "get"

@@ -192,7 +192,10 @@ class _Reader:
         self.mapped = 0
         self._fields: dict[tuple[int, str], tuple[int, prof.Field, dict[str, str]] | None] = {}
 
-    def emit(self, where: str, ts: int | None, target: prof.Target, labels: dict[str, Any], kind: str, value: Any) -> None:
+    def emit(self, where: str, ts: int | None, target: prof.Target, labels: dict[str, Any], kind: str, value: Any,
+             detail: str = "") -> None:
+        """One reading. ``where``: the update's path (a gauge is kept by it until the path is
+        updated or deleted); ``detail``: the row and field inside a table value, for messages."""
         port = labels.get("port")
         if not isinstance(port, str) or not port:
             return
@@ -207,14 +210,14 @@ class _Reader:
         defn = COUNTERS.get(target.name) if target.kind == "counter" else GAUGES.get(target.name)
         sub = _sub(defn.labels, labels) if defn is not None else None
         if sub is None:
-            self.problems.note(f"{target.name}: label values out of range, skipped", where)
+            self.problems.note(f"{target.name}: label values out of range, skipped", where + detail)
             return
         self.ports.add(port)
         self.mapped += 1
         if target.kind == "counter":
             count = to_count(kind, value)
             if count is None:
-                self.problems.note(f"{target.name}: value is not a non-negative integer, skipped", f"{where} = {kind} {str(value)[:40]}")
+                self.problems.note(f"{target.name}: value is not a non-negative integer, skipped", f"{where}{detail} = {kind} {str(value)[:40]}")
                 return
             self.em.sample(port, target.name, count, sub, scale=target.scale)
             if ts is not None and (self.clock is None or ts > self.clock):
@@ -222,7 +225,7 @@ class _Reader:
         else:
             reading = _gauge_value(target, value)
             if reading is None:
-                self.problems.note(f"{target.name}: value cannot be read as the gauge, skipped", f"{where} = {kind} {str(value)[:40]}")
+                self.problems.note(f"{target.name}: value cannot be read as the gauge, skipped", f"{where}{detail} = {kind} {str(value)[:40]}")
                 return
             self.gauges.setdefault(where, []).append(((port, target.name, sub), reading * target.scale))
 
@@ -303,7 +306,7 @@ class _Reader:
             if "index" not in ctx:
                 return
             labels[f.target.index] = ctx["index"]
-        self.emit(f"{where}:{ctx.get('port')}{':' + ctx['index'] if 'index' in ctx else ''}/{name}", u.ts, f.target, labels, u.kind, u.value)
+        self.emit(where, u.ts, f.target, labels, u.kind, u.value, f" [{ctx.get('port')}{':' + ctx['index'] if 'index' in ctx else ''}] {name}")
 
     # ------------------------------------------------------------ leaves
 
