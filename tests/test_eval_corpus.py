@@ -18,6 +18,7 @@ from tests.conftest import ROOT
 @pytest.mark.parametrize(("corpus", "kinds"), [
     ("scenarios", ("pfc_storm", "pfc_deadlock", "credit_deadlock", "congestion", "packet_loss", "link_degraded")),
     ("scenarios_audit", ("misconfig",)),  # the lossless checklist's planted misconfigurations (tools/scenarios/audit.py)
+    ("scenarios_gnmi", ("pfc_storm", "pfc_deadlock", "packet_loss", "misconfig")),  # SONiC over gNMI only (tools/scenarios/gnmi.py)
 ])
 def test_fabricmon_eval_passes_on_the_corpus(corpus, kinds):
     r = subprocess.run([sys.executable, "-m", "fabricmon.agent", "--log.level", "error", "eval", str(ROOT / "tests" / corpus)],

@@ -20,7 +20,8 @@ The payload is ``{"notifications": [...]}`` (recording-format.md, ``gnmi`` row).
 - WJH ``state/drop`` values (a JSON list of per-window aggregates) are counted into monotonic
   totals by the NVUE source's :func:`~fabricmon.collectors.nvue.parse.wjh_samples`;
 - SONiC CONFIG_DB tables (``PORT_QOS_MAP``, ``PFC_WD``, ``QUEUE``, ``WRED_PROFILE``) become the
-  checklist's configuration gauges (:mod:`.sonic_config`).
+  checklist's configuration gauges, APPL_DB's ``LLDP_ENTRY_TABLE`` the links (:mod:`.sonic_config`),
+  kept in the state like the gauges: sent once, read on every poll.
 """
 
 from __future__ import annotations
@@ -365,11 +366,15 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: GnmiState) -
             continue
         rd.leaf(u.path, where, u)
     all_config = {**_kept(state.config, config, deleted), **config}
+    lldp: list[Any] | None = None
     if all_config:
         entries = list(all_config.values())
-        for (port, name, sub), value in sonic_config.gauges(sonic_config.rows_of(entries), problems.note, {n[0] for n, _v in entries}):
+        rows, seen = sonic_config.rows_of(entries), {n[0] for n, _v in entries}
+        for (port, name, sub), value in sonic_config.gauges(rows, problems.note, seen):
             em.gauge(port, name, value, sub)
             rd.ports.add(port)
+        if "LLDP_ENTRY_TABLE" in seen:
+            lldp = sonic_config.links(rows, device)
     if latest and not rd.mapped and not config:
         problems.note("updates that match no profile path (is the profile right?)", next(iter(latest)))
 
@@ -386,6 +391,7 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: GnmiState) -
     if rd.wjh or state.wjh.wjh:
         wjh_state = wjh_samples(em, rd.wjh, state.wjh)
     result = em.finish()
+    result.links = lldp
     if rd.clock is not None:
         result.clocks[device] = rd.clock * NS
     result.warnings.extend(problems.lines())

@@ -1,5 +1,6 @@
-"""SONiC CONFIG_DB lossless configuration (streamed over gNMI, target ``CONFIG_DB``) as the
-checklist's configuration gauges, the same ones the SNMP DCBX tables and NVUE's RoCE status give.
+"""SONiC DB tables that describe the switch rather than count (streamed over gNMI, ON_CHANGE):
+CONFIG_DB's lossless configuration as the checklist's configuration gauges (the same ones the
+SNMP DCBX tables and NVUE's RoCE status give), and APPL_DB's LLDP neighbours as the cabling.
 
 Tables read (SONiC "Configuration" schema; the values are the redis hash strings; verified
 against public samples: sonic-mgmt's QoS test plans and sonic-utilities' db_migrator quote
@@ -20,6 +21,17 @@ and ``WRED_PROFILE|AZURE_LOSSLESS {"ecn": "ecn_all", "green_min_threshold": ...,
   ``ecn_min/max_threshold_bytes{queue}``. Keys may list ports (``Ethernet0,Ethernet4|3``) and
   queue ranges (``|3-4``).
 
+APPL_DB ``PORT_TABLE[<port>]`` (sonic-swss portsorch; sonic-utilities' mock appl_db.json:
+``oper_status`` up/down, ``speed`` in Mb/s) -> ``link_up`` and ``link_speed_bytes``, which the
+rules need to judge "no transmit progress" against line rate.
+
+APPL_DB ``LLDP_ENTRY_TABLE[<port>]`` (written by SONiC's lldp_syncd; field names verified in
+sonic-mgmt's LLDP tests, which compare ``lldp_rem_sys_name``, ``lldp_rem_port_id``,
+``lldp_rem_port_desc`` with lldpctl, and sonic-mgmt-common's LLDP transformer, which also reads
+``lldp_rem_port_id_subtype``) -> a link from ``<port>`` to the neighbour's system name and port:
+the port id when its subtype is interfaceName (5) or local (7), else the port description,
+as the SNMP source reads LLDP-MIB.
+
 The rows come from updates at any depth (``PORT_QOS_MAP``, ``PORT_QOS_MAP/Ethernet0``,
 ``PORT_QOS_MAP/Ethernet0/pfc_enable``); the parser keeps every row received until the device
 replaces or deletes it, so a change to one table is read with the others it needs.
@@ -30,7 +42,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-TABLES = ("PORT_QOS_MAP", "PFC_WD", "QUEUE", "WRED_PROFILE")
+from fabricmon.core.model import Link
+
+TABLES = ("PORT_QOS_MAP", "PFC_WD", "QUEUE", "WRED_PROFILE", "LLDP_ENTRY_TABLE", "PORT_TABLE")
 PRIORITIES = range(8)
 QUEUES = range(8)
 Rows = dict[str, dict[str, dict[str, Any]]]  # table -> key -> field -> value
@@ -101,6 +115,15 @@ def gauges(rows: Rows, note: Callable[[str, str], None], seen_tables: set[str]) 
                 out.append(((port, "pfc_watchdog_enabled", (p,)), 1.0 if on and p in (watched or ()) else 0.0))
     if "QUEUE" in seen_tables:
         out.extend(_ecn(rows, note, "WRED_PROFILE" in seen_tables))
+    for port, fields in sorted(rows["PORT_TABLE"].items()):
+        if not port.startswith("Ethernet"):
+            continue
+        state = str(fields.get("oper_status", "")).lower()
+        if state in ("up", "down"):
+            out.append(((port, "link_up", ()), 1.0 if state == "up" else 0.0))
+        speed = _bytes(fields.get("speed"))
+        if speed:
+            out.append(((port, "link_speed_bytes", ()), speed * 125_000))  # Mb/s -> bytes/s
     return out
 
 
@@ -135,3 +158,16 @@ def _ecn(rows: Rows, note: Callable[[str, str], None], have_profiles: bool) -> G
                 if value is not None:
                     out.append(((port, gauge, (str(q),)), value))
     return out
+
+
+def links(rows: Rows, device: str) -> list[Link]:
+    """The LLDP neighbours of ``LLDP_ENTRY_TABLE`` as links (see the module docstring)."""
+    out = set()
+    for port, fields in rows["LLDP_ENTRY_TABLE"].items():
+        name = str(fields.get("lldp_rem_sys_name") or "").strip()
+        port_id = str(fields.get("lldp_rem_port_id") or "").strip()
+        desc = str(fields.get("lldp_rem_port_desc") or "").strip()
+        peer_port = port_id if str(fields.get("lldp_rem_port_id_subtype", "5")).strip() in ("5", "7") else (desc or port_id)
+        if name and peer_port and port.startswith("Ethernet"):
+            out.add(Link(device, port, name, peer_port))
+    return sorted(out, key=lambda ln: (ln.port, ln.peer_device, ln.peer_port))

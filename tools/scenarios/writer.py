@@ -21,12 +21,13 @@ T0 = 1764691200.0  # 2025-12-02T16:00:00Z
 @dataclass
 class Target:
     name: str
-    source: str  # snmp | host | perfquery
+    source: str  # snmp | host | perfquery | nvue | gnmi
     device: str = ""  # snmp / host: the simulated device it polls
     options: dict[str, Any] = field(default_factory=dict)
     counter32_offsets: dict[str, float] = field(default_factory=dict)
     memo: dict[str, float] = field(default_factory=dict)  # renderer state between polls (WJH windows)
     sysfs: bool = False  # host: render the full sysfs walk (attributes, PMA counters), not only hw_counters
+    pfcwd: bool = True  # gnmi (SONiC): the PFC watchdog is started on the lossless queues
 
     def header(self) -> dict[str, Any]:
         return {"name": self.name, "source": self.source, **self.options}
@@ -107,6 +108,8 @@ def _payload(sc: Scenario, tg: Target, t: float, last_topo: dict[str, str]) -> d
         return render.render_nvue(fab.devices[tg.device], t, tg.memo)
     if tg.source == "host":
         return render.render_host(fab.devices[tg.device], tg.sysfs)
+    if tg.source == "gnmi":
+        return render.render_gnmi(fab, fab.devices[tg.device], t, tg.memo, pfcwd=tg.pfcwd)
     if tg.source == "perfquery":
         when = _dt.datetime.fromtimestamp(t, tz=_dt.UTC).strftime("%a %b %d %H:%M:%S %Y")
         topo = render.render_ibnetdiscover(fab, when)
