@@ -109,7 +109,13 @@ def _latest(notifications: list[Any], problems: _Problems) -> tuple[dict[str, _U
             problems.note("notifications with a bad prefix, skipped", str(exc))
             continue
         ts = _timestamp(n.get("timestamp"))
-        for d in n.get("delete") or ():
+        if ts is None and n.get("update"):
+            problems.note("notifications without an integer timestamp (no device clock from them)", f"#{i}: {str(n.get('timestamp'))[:40]}")
+        deletes = n.get("delete") or []
+        if not isinstance(deletes, list):
+            problems.note("notifications whose delete is not a list, deletes skipped", f"#{i}")
+            deletes = []
+        for d in deletes:
             try:
                 full = gp.to_string(prefix.join(gp.parse(d)))
             except gp.PathError as exc:
@@ -132,6 +138,9 @@ def _latest(notifications: list[Any], problems: _Problems) -> tuple[dict[str, _U
                 problems.note("updates with a bad path, skipped", str(exc))
                 continue
             (kind, value), = u["val"].items()
+            if kind == gp.INVALID_JSON:
+                problems.note("JSON values that do not parse, skipped", f"{gp.to_string(path)} = {str(value)[:60]}")
+                continue
             latest[gp.to_string(path)] = _Update(path, ts, kind, value)
     return latest, deleted
 
@@ -360,7 +369,7 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: GnmiState) -
         if names and names[0] in sonic_config.TABLES:
             config[where] = (names, u.value)
             continue
-        if u.kind in _JSON_KINDS and isinstance(u.value, dict):
+        if u.kind in _JSON_KINDS and isinstance(u.value, dict) and not rd.leaf(u.path, where, u):
             for leaf_path, value in rd.expand(u.path, u.value, u):
                 rd.leaf(leaf_path, gp.to_string(leaf_path), _Update(leaf_path, u.ts, u.kind, value))
             continue
