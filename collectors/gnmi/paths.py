@@ -64,12 +64,12 @@ def _split_elems(text: str) -> list[str]:
             cur.append(text[i:i + 2])
             i += 2
             continue
-        if c == "[":
-            depth += 1
+        if c == "[" and not depth:
+            depth = 1  # inside a key: only an unescaped "]" ends it ("[" is an ordinary character)
         elif c == "]":
-            depth -= 1
-            if depth < 0:
+            if not depth:
                 raise PathError(f"unbalanced ']' in path {text!r}")
+            depth = 0
         elif c == "/" and depth == 0:
             parts.append("".join(cur))
             cur = []
