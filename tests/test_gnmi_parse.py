@@ -140,7 +140,7 @@ def test_profile_is_chosen_from_capabilities_or_the_option():
     assert prof.select_profile(profiles, ["openconfig-interfaces"]).profile.name == "openconfig"
     assert prof.select_profile(profiles, ["openconfig-qos-ext"], "sonic").match == "option profile"
     groups = prof.groups_of(profiles, "cumulus")
-    assert any(g.target == "netq" for g in groups) and any("/interfaces/interface[name={port}]/state/counters" == sp.path
+    assert any(g.target == "netq" for g in groups) and any(sp.path == "/interfaces/interface[name={port}]/state/counters"
                                                            for g in groups for sp in g.paths)
     assert prof.expand("/q/interface[interface-id={port}]/switch-priority[priority={priority}]", ["swp1"])[3] == \
         "/q/interface[interface-id=swp1]/switch-priority[priority=3]"

@@ -26,3 +26,9 @@ exitstatus
 _.exitstatus
 # aiohttp reads web_response.SERVER_SOFTWARE for every response's Server header (agent/exporter/connections.py).
 _.SERVER_SOFTWARE
+# INTERFACES.md section 1: what a collector declares for config validation, check-config and
+# sharding (read by the arch-plumbing branch's code; the gnmi collector declares them already).
+NONE
+LOCAL
+address_kind
+default_port
