@@ -178,7 +178,9 @@ class StreamClient:
     async def _connect(self, budget: float) -> None:
         tls = await self._tls()
         creds = grpc.ssl_channel_credentials(root_certificates=tls.root, private_key=tls.key, certificate_chain=tls.chain)
-        options = [("grpc.max_receive_message_length", self.max_message_bytes),
+        # A subchannel pool of the channel's own: close() then ends the target's connection too
+        # (with the global pool a closed channel's connection lingers, shared, until the device hangs up).
+        options = [("grpc.max_receive_message_length", self.max_message_bytes), ("grpc.use_local_subchannel_pool", 1),
                    ("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_permit_without_calls", 0)]
         if tls.override:
             options.append(("grpc.ssl_target_name_override", tls.override))

@@ -21,8 +21,9 @@ and ``WRED_PROFILE|AZURE_LOSSLESS {"ecn": "ecn_all", "green_min_threshold": ...,
   ``ecn_min/max_threshold_bytes{queue}``. Keys may list ports (``Ethernet0,Ethernet4|3``) and
   queue ranges (``|3-4``).
 
-APPL_DB ``PORT_TABLE[<port>]`` (sonic-swss portsorch; sonic-utilities' mock appl_db.json:
-``oper_status`` up/down, ``speed`` in Mb/s) -> ``link_up`` and ``link_speed_bytes``, which the
+APPL_DB ``PORT_TABLE[<port>]`` (written by sonic-swss portsorch; verified in sonic-utilities'
+``dump`` test expectations: ``PORT_TABLE:Ethernet0 {"speed": "25000", "oper_status": "down", ...}``,
+speed in Mb/s) -> ``link_up`` and ``link_speed_bytes``, which the
 rules need to judge "no transmit progress" against line rate.
 
 APPL_DB ``LLDP_ENTRY_TABLE[<port>]`` (written by SONiC's lldp_syncd; field names verified in
