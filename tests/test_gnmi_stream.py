@@ -152,6 +152,7 @@ async def test_deleted_paths_reach_the_payload_and_drop_the_kept_state(certs):
                                                  "update": [], "delete": ["/Ethernet0"]}]
             after, state = GnmiCollector.parse_poll(payload, spec, state)
             assert not after.gauges and not state.gauges  # the stormed/occupancy state of the port is gone
+            assert not after.warnings
         finally:
             await c.close()
 

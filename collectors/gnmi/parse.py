@@ -38,7 +38,7 @@ from fabricmon.collectors.gnmi import paths as gp
 from fabricmon.collectors.gnmi import profiles as prof
 from fabricmon.collectors.gnmi import sonic_config
 from fabricmon.collectors.nvue.parse import Emitter, NvueState, wjh_samples
-from fabricmon.core.model import DeviceInfo, ParseResult, PortInfo, TargetSpec
+from fabricmon.core.model import DeviceInfo, Link, ParseResult, PortInfo, TargetSpec
 from fabricmon.core.vocabulary import COUNTERS, GAUGES
 
 NS = 1e-9
@@ -59,11 +59,13 @@ class GnmiState:
     """What a target's next poll needs from this one, never changed after it is made:
     ``gauges``: the state values last received, by the path that carried them (exported until
     changed or deleted); ``config``: the SONiC CONFIG_DB rows last received, by path (read
-    together every poll); ``wjh``: the WJH window totals (NVUE's state)."""
+    together every poll); ``wjh``: the WJH window totals (NVUE's state); ``lldp``: the OpenConfig
+    LLDP neighbour leaves last received, by path: (port, neighbour path, field, value)."""
 
     gauges: Mapping[str, tuple[tuple[GaugeKey, float], ...]] = field(default_factory=dict)
     config: Mapping[str, tuple[tuple[str, ...], Any]] = field(default_factory=dict)
     wjh: NvueState = field(default_factory=NvueState)
+    lldp: Mapping[str, tuple[str, str, str, str]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -124,7 +126,7 @@ def _latest(notifications: list[Any], problems: _Problems) -> tuple[dict[str, _U
             deleted.append(full)
             for key in [k for k in latest if k == full or k.startswith(full.rstrip("/") + "/")]:
                 del latest[key]
-        updates = n.get("update") or ()
+        updates = n.get("update") or []
         if not isinstance(updates, list):
             problems.note("notifications whose update is not a list, skipped", f"#{i}")
             continue
@@ -197,6 +199,7 @@ class _Reader:
         self.problems = problems
         self.gauges: dict[str, list[tuple[GaugeKey, float]]] = {}  # path -> gauges it gave this poll
         self.wjh: list[Any] = []
+        self.lldp: dict[str, tuple[str, str, str, str]] = {}
         self.ports: set[str] = set()
         self.clock: int | None = None
         self.mapped = 0
@@ -212,6 +215,10 @@ class _Reader:
         if target.kind == "wjh":
             self.wjh.append({port: value})
             self.ports.add(port)
+            self.mapped += 1
+            return
+        if target.kind == "lldp":
+            self.lldp[where] = (port, where.rsplit("/state/", 1)[0], target.name, str(value).rsplit(":", 1)[-1] if target.name == "port_id_type" else str(value))
             self.mapped += 1
             return
         if target.per_priority:
@@ -375,7 +382,7 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: GnmiState) -
             continue
         rd.leaf(u.path, where, u)
     all_config = {**_kept(state.config, config, deleted), **config}
-    lldp: list[Any] | None = None
+    lldp: list[Link] | None = None
     if all_config:
         entries = list(all_config.values())
         rows, seen = sonic_config.rows_of(entries), {n[0] for n, _v in entries}
@@ -399,6 +406,9 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: GnmiState) -
     wjh_state = state.wjh
     if rd.wjh or state.wjh.wjh:
         wjh_state = wjh_samples(em, rd.wjh, state.wjh)
+    all_lldp = {**_kept(state.lldp, rd.lldp, deleted), **rd.lldp}
+    if all_lldp:
+        lldp = sorted({*(lldp or ()), *_oc_links(all_lldp.values(), device)}, key=lambda ln: (ln.port, ln.peer_device, ln.peer_port))
     result = em.finish()
     result.links = lldp
     if rd.clock is not None:
@@ -407,8 +417,24 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: GnmiState) -
     result.devices.append(DeviceInfo(name=device, kind="switch"))
     for port in sorted(rd.ports):
         result.ports.append(PortInfo(device=device, port=port))
-    unchanged = new_gauges == dict(state.gauges) and all_config == dict(state.config) and wjh_state is state.wjh
-    return result, (state if unchanged else GnmiState(new_gauges, all_config, wjh_state))
+    unchanged = new_gauges == dict(state.gauges) and all_config == dict(state.config) and wjh_state is state.wjh and all_lldp == dict(state.lldp)
+    return result, (state if unchanged else GnmiState(new_gauges, all_config, wjh_state, all_lldp))
+
+
+def _oc_links(entries: Any, device: str) -> list[Link]:
+    """OpenConfig LLDP neighbour leaves -> links: per neighbour, the system name and the port id
+    when its type names an interface (INTERFACE_NAME, LOCAL, or not given), else the port
+    description, as the SNMP source reads LLDP-MIB's subtypes."""
+    neighbours: dict[tuple[str, str], dict[str, str]] = {}
+    for port, neighbour, name, value in entries:
+        neighbours.setdefault((port, neighbour), {})[name] = value
+    out = []
+    for (port, _n), f in neighbours.items():
+        by_name = f.get("port_id_type", "INTERFACE_NAME").upper() in ("INTERFACE_NAME", "LOCAL")
+        peer_port = f.get("port_id", "") if by_name else (f.get("port_description") or f.get("port_id", ""))
+        if f.get("system_name") and peer_port:
+            out.append(Link(device, port, f["system_name"], peer_port))
+    return out
 
 
 def _kept(old: Mapping[str, Any], fresh: Mapping[str, Any], deleted: list[str]) -> dict[str, Any]:

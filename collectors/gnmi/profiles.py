@@ -36,7 +36,9 @@ Labels: ``{port}`` is the port label; ``{priority}``, ``{queue}``, ``{pg}`` the 
 table field's row ``index`` becomes the label named by ``index:`` (queue, priority or pg).
 Leaf options: ``scale`` (to base units), ``map`` (a string or bool state -> gauge value),
 ``value: per_priority`` (a JSON map priority -> count, as EOS's ``PfcClassFrames``),
-``wjh: true`` (a What-Just-Happened ``state/drop`` JSON list, counted as the NVUE source does).
+``wjh: true`` (a What-Just-Happened ``state/drop`` JSON list, counted as the NVUE source does),
+``lldp: system_name | port_id | port_id_type | port_description`` (an LLDP neighbour's field:
+the leaves of one neighbour, the path up to its ``state``, make one link).
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ FALLBACK_PROFILE = "openconfig"
 MODES = ("sample", "on_change", "target_defined")
 ENCODINGS = ("json", "json_ietf", "proto", "ascii", "bytes")
 LABELS = ("port", "priority", "queue", "pg")
+# What a neighbour leaf says (``lldp:``): the cabling, paired per neighbour into links.
+LLDP_FIELDS = ("system_name", "port_id", "port_id_type", "port_description")
 _PLACEHOLDER = re.compile(r"^\{(\w+)\}$")
 # Expansion of a placeholder in a subscription path when the device takes no wildcard keys.
 EXPAND = {"priority": tuple(str(p) for p in range(8)), "queue": tuple(str(q) for q in range(8))}
@@ -70,7 +74,7 @@ class ProfileError(ValueError):
 class Target:
     """What a field or leaf feeds: a counter or gauge of the vocabulary, and how."""
 
-    kind: str  # counter | gauge | wjh
+    kind: str  # counter | gauge | wjh | lldp
     name: str
     scale: float = 1.0
     value_map: tuple[tuple[str, float], ...] | None = None
@@ -168,14 +172,16 @@ def _source(raw: dict[str, Any], where: str) -> str:
 
 
 def _target(raw: dict[str, Any], where: str, allowed: set[str]) -> Target:
-    unknown = set(raw) - allowed - {"counter", "gauge", "wjh", "scale", "map", "value", "verified", "inferred", "index"}
+    unknown = set(raw) - allowed - {"counter", "gauge", "wjh", "lldp", "scale", "map", "value", "verified", "inferred", "index"}
     if unknown:
         raise ProfileError(f"{where}: unknown keys {sorted(unknown)}")
-    kinds = [k for k in ("counter", "gauge", "wjh") if k in raw]
+    kinds = [k for k in ("counter", "gauge", "wjh", "lldp") if k in raw]
     if len(kinds) != 1:
-        raise ProfileError(f"{where}: needs exactly one of counter, gauge, wjh")
+        raise ProfileError(f"{where}: needs exactly one of counter, gauge, wjh, lldp")
     kind = kinds[0]
     name = "wjh_drops" if kind == "wjh" else str(raw[kind])
+    if kind == "lldp" and name not in LLDP_FIELDS:
+        raise ProfileError(f"{where}: lldp is one of {', '.join(LLDP_FIELDS)}")
     if kind == "counter" and name not in COUNTERS:
         raise ProfileError(f"{where}: {name!r} is not a counter of agent/core/vocabulary.py")
     if kind == "gauge" and name not in GAUGES:
@@ -199,7 +205,7 @@ def _target(raw: dict[str, Any], where: str, allowed: set[str]) -> Target:
 
 def _needs(target: Target, have: set[str], where: str) -> None:
     defn = COUNTERS.get(target.name) or GAUGES.get(target.name)
-    if target.kind == "wjh" or defn is None:
+    if target.kind in ("wjh", "lldp") or defn is None:
         return
     have = have | ({"priority"} if target.per_priority else set())
     missing = [lb for lb in defn.labels if lb not in have]
