@@ -178,8 +178,6 @@ async def _gnmi(port: int, ca: str, switches: int, interval: float, rounds: int)
 
 def run(switches: int = SWITCHES, rounds: int = 3, interval: float = 10.0) -> dict[str, Any]:
     from fabricmon.agent.store import CounterStore
-    from fabricmon.collectors.snmp import SnmpCollector
-    from fabricmon.core.model import TargetSpec
     from tests.http_standins import self_signed_cert
     from tests.snmpsim_util import SnmpSim, probe
 
@@ -216,23 +214,14 @@ def run(switches: int = SWITCHES, rounds: int = 3, interval: float = 10.0) -> di
             ours = snmp_compare.Fabricmon(targets, "gufo")
             stack.callback(ours.close)
             store = CounterStore(history=8, stale_after=600.0)
-            states = {c.name: SnmpCollector.new_state() for c in ours.cols}
 
-            async def snmp_poll() -> dict[str, Any]:
+            def snmp_poll() -> dict[str, Any]:
                 c0, w0 = time.process_time(), time.perf_counter()
-                payloads = await asyncio.gather(*(c.fetch() for c in ours.cols), return_exceptions=True)
-                values = errors = 0
-                for c, payload in zip(ours.cols, payloads, strict=True):
-                    if isinstance(payload, BaseException):
-                        errors += 1
-                        continue
-                    r, states[c.name] = SnmpCollector.parse(payload, TargetSpec(c.name, "snmp"), states[c.name])
-                    store.update_columns(r.counters.columns(c.name, r.clocks, r.gauges), time.time())
-                    values += len(r.counters) + len(r.gauges)
+                values, errors, _parse = ours.runner.run(ours._poll(ours.cols, store))
                 return {"cpu_s": time.process_time() - c0, "wall_s": time.perf_counter() - w0, "values": values, "errors": errors}
 
-            ours.runner.run(snmp_poll())  # warm-up (gufo learns the column types), not measured
-            res["snmp"] = _mean([ours.runner.run(snmp_poll()) for _ in range(rounds)])
+            snmp_poll()  # warm-up (gufo learns the column types), not measured
+            res["snmp"] = _mean([snmp_poll() for _ in range(rounds)])
     res["loadavg_end"] = os.getloadavg()
     g, s = res["gnmi"], res["snmp"]
     if g["values"] and s["values"] and s["cpu_s"]:

@@ -37,12 +37,11 @@ from fabricmon.collectors.base import ParseError, ParseOptions
 from fabricmon.collectors.gnmi import paths as gp
 from fabricmon.collectors.gnmi import profiles as prof
 from fabricmon.collectors.gnmi import sonic_config
-from fabricmon.collectors.nvue.parse import Emitter, NvueState, wjh_samples
+from fabricmon.collectors.nvue.parse import Emitter, NvueState, to_count, wjh_samples
 from fabricmon.core.model import DeviceInfo, Link, ParseResult, PortInfo, TargetSpec
 from fabricmon.core.vocabulary import COUNTERS, GAUGES
 
 NS = 1e-9
-_COUNT_KINDS = ("uint_val", "int_val", "string_val", "ascii_val", "double_val", "float_val", "json_val", "json_ietf_val")
 _JSON_KINDS = ("json_val", "json_ietf_val")
 GaugeKey = tuple[str, str, tuple[Any, ...]]  # port, gauge name, sub-labels
 
@@ -147,21 +146,6 @@ def _latest(notifications: list[Any], problems: _Problems) -> tuple[dict[str, _U
     return latest, deleted
 
 
-def to_count(kind: str, value: Any) -> int | None:
-    """A counter reading as a non-negative int: integer kinds, decimal strings (SONiC's redis
-    values), integral doubles; None for anything else (a wrong type the caller reports)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float):
-        return int(value) if math.isfinite(value) and value >= 0 and value.is_integer() else None
-    if isinstance(value, str):
-        text = value.strip()
-        return int(text) if text.isascii() and text.isdigit() and len(text) <= 40 else None
-    return None
-
-
 def _gauge_value(target: prof.Target, value: Any) -> float | None:
     if target.value_map is not None:
         key = str(value).lower() if not isinstance(value, bool) else ("true" if value else "false")
@@ -171,7 +155,7 @@ def _gauge_value(target: prof.Target, value: Any) -> float | None:
         return 1.0 if value else 0.0
     if isinstance(value, int | float) and math.isfinite(value):
         return float(value)
-    count = to_count("", value)
+    count = to_count(value)
     return float(count) if count is not None else None
 
 
@@ -180,7 +164,7 @@ def _sub(defn_labels: tuple[str, ...], labels: dict[str, Any]) -> tuple[Any, ...
     for name in defn_labels:
         v = labels.get(name)
         if name in ("priority", "pg"):
-            n = to_count("", v)
+            n = to_count(v)
             if n is None or (name == "priority" and n > 7):
                 return None
             v = n
@@ -232,7 +216,7 @@ class _Reader:
         self.ports.add(port)
         self.mapped += 1
         if target.kind == "counter":
-            count = to_count(kind, value)
+            count = to_count(value)
             if count is None:
                 self.problems.note(f"{target.name}: value is not a non-negative integer, skipped", f"{where}{detail} = {kind} {str(value)[:40]}")
                 return
@@ -285,7 +269,7 @@ class _Reader:
             if m is not None:
                 row = {kk: vv for kk, vv in m.groupdict().items() if vv is not None}
                 n = upper.get(row.get("port", ""))
-                index = to_count("", row.get("index"))
+                index = to_count(row.get("index"))
                 if n and index is not None and index >= n // 2:
                     continue
                 if isinstance(v, dict):

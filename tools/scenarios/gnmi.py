@@ -50,6 +50,17 @@ def _targets(eth: EthFabric, pfcwd: bool) -> list[Target]:
     return [Target(d.name, "gnmi", d.name, pfcwd=pfcwd) for d in [*eth.leaves, eth.spine]]
 
 
+def _storm_fabric(seed: int) -> tuple[Fabric, EthFabric, str, Traffic, PortRef]:
+    """The storm scenarios' fabric: all-to-all RoCE plus every host sending to the third host
+    behind leaf01, the NIC that will storm; returns it with the switch port facing that NIC."""
+    fab, eth = _fabric(seed)
+    hosts = eth.all_hosts()
+    nic = hosts[2]
+    tr = Traffic(fab, [*all_to_all(hosts, 0.45), *[(h, nic, 3, 0.06) for h in hosts if h != nic]])
+    fab.seed_counters()
+    return fab, eth, nic, tr, eth.port_to(nic)
+
+
 def _watchdog_off_truth(sc: Scenario, eth: EthFabric) -> None:
     """No watchdog on any port: the checklist's ``pfc_watchdog_off`` on every switch port,
     priority 3 (CONFIG_DB shows PFC on priority 3 and no PFC_WD row), for the whole recording."""
@@ -64,12 +75,7 @@ def gnmi_sonic_storm_watchdog(seed: int) -> Scenario:
     keeps it stormed while the pause frames keep coming, and drops what the queue would carry:
     the storm does not spread. Found from the watchdog's own counters and status, and from
     the port's pause time and queue counters."""
-    fab, eth = _fabric(seed)
-    hosts = eth.all_hosts()
-    nic = hosts[2]
-    tr = Traffic(fab, [*all_to_all(hosts, 0.45), *[(h, nic, 3, 0.06) for h in hosts if h != nic]])
-    fab.seed_counters()
-    origin = eth.port_to(nic)
+    fab, eth, nic, tr, origin = _storm_fabric(seed)
     rng = random.Random(seed)
     s, e = 10, 22
 
@@ -96,12 +102,7 @@ def gnmi_sonic_storm_spreading(seed: int) -> Scenario:
     """The same storm on a SONiC fabric whose watchdog was never started: the pause spreads
     upstream along the flows into the stuck egress (Guo et al. 2016), found from the pause time
     (``RX_PAUSE_DURATION_US``), the frames and the queues' lack of progress."""
-    fab, eth = _fabric(seed)
-    hosts = eth.all_hosts()
-    nic = hosts[2]
-    tr = Traffic(fab, [*all_to_all(hosts, 0.45), *[(h, nic, 3, 0.06) for h in hosts if h != nic]])
-    fab.seed_counters()
-    origin = eth.port_to(nic)
+    fab, eth, nic, tr, origin = _storm_fabric(seed)
     paused, victims = storm_tree(fab, tr, origin, 0.998)
     rng = random.Random(seed)
     s, e = 10, 24
