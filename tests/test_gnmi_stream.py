@@ -286,3 +286,25 @@ async def test_close_cancels_cleanly(certs):
         assert not [w for w in caught if "destroyed" in str(w.message) or "never awaited" in str(w.message)]
         await asyncio.sleep(0.05)
         assert srv.open_streams == 0
+
+
+async def test_a_fixed_password_file_is_used_on_the_next_poll(certs, tmp_path):
+    """A failed connect leaves nothing behind: once the secret file is right, the next poll of the
+    same collector connects (a rotated password needs no restart)."""
+    cert, key = certs
+    pw = tmp_path / "pw"
+    pw.write_text("old-password")
+    pw.chmod(0o600)
+    async with GnmiStandIn(tls=(cert, key), snapshot=snapshot([0])) as srv:
+        opts = GnmiOptions.model_validate({"port": srv.port, "username": "admin", "password_file": str(pw), "ca_file": str(cert),
+                                           "profile": "sonic"})
+        c = GnmiCollector("sw1", "127.0.0.1", opts)
+        c.set_schedule(1.0, 3.0)
+        try:
+            with pytest.raises(FetchError) as err:
+                await c.fetch()
+            assert err.value.reason == "auth"
+            pw.write_text("secret")
+            assert pfc3(await c.fetch()) == [0]
+        finally:
+            await c.close()

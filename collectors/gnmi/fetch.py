@@ -176,6 +176,11 @@ class StreamClient:
     # ------------------------------------------------------------------ connection
 
     async def _connect(self, budget: float) -> None:
+        """Channel and Capabilities; on failure the channel is closed again, so the next poll
+        starts over (a rotated password, a server that came back)."""
+        if self._channel is not None:
+            channel, self._channel = self._channel, None
+            await channel.close(grace=None)
         tls = await self._tls()
         creds = grpc.ssl_channel_credentials(root_certificates=tls.root, private_key=tls.key, certificate_chain=tls.chain)
         # A subchannel pool of the channel's own: close() then ends the target's connection too
@@ -186,7 +191,12 @@ class StreamClient:
             options.append(("grpc.ssl_target_name_override", tls.override))
         self._channel = grpc.aio.secure_channel(self.endpoint, creds, options=options)
         self._stub = gnmi_pb2_grpc.gNMIStub(self._channel)
-        models, encodings = await self._capabilities(budget)
+        try:
+            models, encodings = await self._capabilities(budget)
+        except BaseException:
+            channel, self._channel = self._channel, None
+            await channel.close(grace=None)
+            raise
         self.plan = self._plan_for(models, encodings)
         log.info("target %s: gNMI profile %s (%s), %d subscription group(s)", self.name, self.plan.profile, self.plan.match, len(self.plan.groups))
 
@@ -308,12 +318,10 @@ class StreamClient:
         if not self._started:
             self._started = True
             await self._start_streams()
-            waits = [asyncio.ensure_future(g.synced.wait()) for g in self._groups]
-            try:
-                await asyncio.wait(waits, timeout=max(0.0, deadline - time.monotonic()))
-            finally:
-                for w in waits:
-                    w.cancel()
+            # Until every group synced, or one failed (no need to wait out the budget), or time is up.
+            while (time.monotonic() < deadline and self._error is None and self.mode == "stream"
+                   and not all(g.synced.is_set() for g in self._groups)):
+                await asyncio.sleep(0.02)
             if self.mode != "stream":
                 return await self.poll_once(max(0.1, deadline - time.monotonic()))
             if not all(g.synced.is_set() for g in self._groups):
@@ -400,7 +408,7 @@ class StreamClient:
 
     async def poll_once(self, budget: float) -> list[dict[str, Any]]:
         """The notifications of one poll (see the module docstring); FetchError on failure."""
-        if self._channel is None:
+        if self.plan is None:
             await self._connect(budget)
         if self.mode == "stream":
             return await self._stream_poll(budget)
