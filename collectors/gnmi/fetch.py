@@ -286,7 +286,7 @@ class StreamClient:
                         g.disabled = True
                         g.synced.set()
                         return
-                    self._refused(exc)
+                    self._refused(exc, g)
                     return
                 error = rpc_error(exc, f"Subscribe ({_group_name(g.spec)})")
             except FetchError as exc:
@@ -299,13 +299,17 @@ class StreamClient:
                 await asyncio.wait_for(self._closing.wait(), backoff)
             backoff = min(backoff * 2, BACKOFF_MAX)
 
-    def _refused(self, exc: grpc.aio.AioRpcError) -> None:
+    def _refused(self, exc: grpc.aio.AioRpcError, refused: _Group) -> None:
+        """STREAM refused: the target is polled from now on; the other groups' streams end (their
+        data comes with the polls)."""
         if self.mode == "stream":
             log.warning("target %s: the device refuses STREAM subscriptions (%s: %s); polling with Subscribe POLL instead",
                         self.name, exc.code().name, (exc.details() or "")[:200])
             self.mode = "poll"
             for g in self._groups:
                 g.synced.set()  # wake the first poll; it now polls
+                if g is not refused and g.task is not None:
+                    g.task.cancel()
 
     async def _start_streams(self) -> None:
         assert self.plan is not None
@@ -326,7 +330,7 @@ class StreamClient:
                 return await self.poll_once(max(0.1, deadline - time.monotonic()))
             if not all(g.synced.is_set() for g in self._groups):
                 if self._error is not None:
-                    raise self._error
+                    raise FetchError(str(self._error), self._error.reason)
                 if not self._buffer:
                     raise FetchError(f"no initial data within {budget:.1f} s of subscribing", ErrorReason.TIMEOUT)
                 log.info("target %s: no sync_response within the poll; using what arrived", self.name)
