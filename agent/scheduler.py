@@ -76,6 +76,7 @@ class Scheduler:
 
     def add(self, target: ScheduledTarget) -> None:
         name = target.collector.name
+        target.collector.set_schedule(target.interval, target.timeout)
         self.targets[name] = target
         self.failures[name] = 0
         self.tasks[name] = asyncio.create_task(self._supervise(target), name=f"poll:{name}")

@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fabricmon.agent.assemble import build_pipeline  # noqa: E402
 from fabricmon.agent.jobs.export import job_families  # noqa: E402
 from fabricmon.agent.jobs.view import job_view  # noqa: E402
 from fabricmon.agent.pipeline import Pipeline  # noqa: E402
@@ -32,7 +33,7 @@ SPINES = 8
 
 
 def build(hosts: int, job_size: int) -> tuple[Pipeline, list[JobInfo]]:
-    p = Pipeline([], [])
+    p = build_pipeline(None, [])
     leaves = (hosts + PER_LEAF - 1) // PER_LEAF
     links = [Link(f"leaf{h // PER_LEAF:04d}", f"Ethernet{h % PER_LEAF + 1}", f"gpu{h:05d}", "eth0") for h in range(hosts)]
     links += [Link(f"leaf{lf:04d}", f"Ethernet{PER_LEAF + 1 + s}", f"spine{s:02d}", f"Ethernet{lf + 1}")

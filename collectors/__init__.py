@@ -22,6 +22,7 @@ SOURCES: dict[str, str] = {
     "ufm-telemetry": "fabricmon.collectors.ufm_telemetry:UfmTelemetryCollector",
     "nvue": "fabricmon.collectors.nvue:NvueCollector",
     "host": "fabricmon.collectors.host:HostCollector",
+    "gnmi": "fabricmon.collectors.gnmi:GnmiCollector",
     "slurm": "fabricmon.collectors.slurm:SlurmCollector",
     "slurmrestd": "fabricmon.collectors.slurm:SlurmRestCollector",
     "kubernetes": "fabricmon.collectors.kubernetes:KubernetesCollector",

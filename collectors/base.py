@@ -282,6 +282,11 @@ class Collector(abc.ABC):
         result, new_state = cls.parse(payload, spec, state)
         return sanitize_result(result), new_state
 
+    def set_schedule(self, interval: float, timeout: float) -> None:
+        """The target's poll interval and timeout, told by the scheduler before the first poll.
+        Polled sources ignore them; a streaming source (gnmi) samples at the interval."""
+        return None
+
     async def close(self) -> None:
         """Release sessions, engines, subprocesses. Called on shutdown and reload."""
         return None

@@ -17,10 +17,12 @@ import ssl
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Self
 from urllib.parse import urlsplit
 
 import aiohttp
+from pydantic import model_validator
 
 from fabricmon.collectors.base import Collector, ErrorReason, FetchError, SourceOptions, resolve_secret
 from fabricmon.core import secrets
@@ -53,19 +55,36 @@ class HttpAuth:
         return {}
 
 
-class RestOptions(SourceOptions):
+class TlsPasswordOptions(SourceOptions):
+    """The TLS and credential keys every source that talks to a device over TLS with a
+    username and password has, spelled the same everywhere (REST sources and gNMI):
+    ``ca_file`` (PEM CA bundle; default the system store), ``tls_insecure_skip_verify`` (only
+    when asked), ``cert_file``/``key_file`` (a client certificate), ``username`` and
+    ``password`` / ``password_file`` / ``password_env``."""
+
+    ca_file: str | None = None
+    tls_insecure_skip_verify: bool = False
+    cert_file: str | None = None
+    key_file: str | None = None
+    username: str | None = None
+    password: str | None = None
+    password_file: str | None = None
+    password_env: str | None = None
+
+    @model_validator(mode="after")
+    def _client_cert_pair(self) -> Self:
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ValueError("a client certificate needs both cert_file and key_file")
+        return self
+
+
+class RestOptions(TlsPasswordOptions):
     """Options every REST collector has: where and how to connect, and basic credentials.
     Subclasses override defaults (port, scheme) and add their own fields."""
 
     scheme: Literal["https", "http"] = "https"
     port: int | None = None
-    ca_file: str | None = None
-    tls_insecure_skip_verify: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY
-    username: str | None = None
-    password: str | None = None
-    password_file: str | None = None
-    password_env: str | None = None
 
 
 class TokenRestOptions(RestOptions):
@@ -105,17 +124,35 @@ class HttpResponse:
         return {"method": self.method, "path": self.path, "status": self.status, "body": self.body}
 
 
-def make_ssl_context(ca_file: str | None, insecure: bool) -> ssl.SSLContext:
-    """Verify against the system store, or ``ca_file``; ``insecure`` turns verification off."""
+def make_ssl_context(ca_file: str | None, insecure: bool, cert_file: str | None = None, key_file: str | None = None) -> ssl.SSLContext:
+    """Verify against the system store, or ``ca_file``; ``insecure`` turns verification off;
+    ``cert_file``/``key_file``: the client certificate to present."""
     if insecure:
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
-        return ctx
+    else:
+        try:
+            ctx = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
+        except (OSError, ssl.SSLError) as exc:
+            raise FetchError(f"cannot load ca_file {ca_file}: {exc}", ErrorReason.TLS) from None
+    if cert_file:
+        try:
+            ctx.load_cert_chain(cert_file, key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise FetchError(f"cannot load the client certificate cert_file {cert_file} / key_file {key_file}: {exc}",
+                             ErrorReason.TLS) from None
+    return ctx
+
+
+def read_pem(path: str | None, option: str) -> bytes | None:
+    """A PEM file's bytes for a TLS option (gRPC takes bytes, not paths); None when unset."""
+    if not path:
+        return None
     try:
-        return ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
-    except (OSError, ssl.SSLError) as exc:
-        raise FetchError(f"cannot load ca_file {ca_file}: {exc}", ErrorReason.TLS) from None
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise FetchError(f"cannot read {option} {path}: {exc.strerror or exc}", ErrorReason.TLS) from None
 
 
 def base_url(scheme: str, address: str, port: int | None) -> str:
@@ -136,6 +173,7 @@ class HttpClient:
         auth: HttpAuth | None = None,
         ca_file: str | None = None,
         insecure: bool = False,
+        client_cert: tuple[str, str] | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY,
         headers: dict[str, str] | None = None,
         connect_timeout: float | None = 10.0,
@@ -145,6 +183,7 @@ class HttpClient:
         self.auth = auth or HttpAuth()
         self.ca_file = ca_file
         self.insecure = insecure
+        self.client_cert = client_cert
         self.max_body_bytes = max_body_bytes
         self.headers = dict(headers or {})
         self.connect_timeout = connect_timeout
@@ -155,7 +194,7 @@ class HttpClient:
         if self._session is None or self._session.closed:
             ssl_arg: ssl.SSLContext | bool = True
             if urlsplit(self.base).scheme == "https":
-                ssl_arg = self.ssl_context or make_ssl_context(self.ca_file, self.insecure)
+                ssl_arg = self.ssl_context or make_ssl_context(self.ca_file, self.insecure, *(self.client_cert or (None, None)))
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(ssl=ssl_arg),
                 headers={"Accept": "application/json, text/plain;q=0.9, */*;q=0.5", **self.headers, **self.auth.headers()},
@@ -251,13 +290,14 @@ class ClientSlot:
         self._auth: tuple[HttpAuth, object] | None = None
 
     async def client(self, base: str, auth: HttpAuth, *, ca_file: str | None, insecure: bool, max_body_bytes: int,
-                     ssl_context: ssl.SSLContext | None = None, tls_key: object = None) -> HttpClient:
+                     client_cert: tuple[str, str] | None = None, ssl_context: ssl.SSLContext | None = None,
+                     tls_key: object = None) -> HttpClient:
         """The client for ``auth``; ``ssl_context`` (the caller's, e.g. from a kubeconfig) is
         used when ``tls_key`` (what it was made from) differs from the last one."""
         if self._client is None or (auth, tls_key) != self._auth:
             await self.close()
-            self._client = HttpClient(base, auth=auth, ca_file=ca_file, insecure=insecure, max_body_bytes=max_body_bytes,
-                                      ssl_context=ssl_context)
+            self._client = HttpClient(base, auth=auth, ca_file=ca_file, insecure=insecure, client_cert=client_cert,
+                                      max_body_bytes=max_body_bytes, ssl_context=ssl_context)
             self._auth = (auth, tls_key)
         return self._client
 
@@ -289,6 +329,7 @@ class RestCollector(Collector):
         return await self._slot.client(
             base_url(o.scheme, self.address, o.port), auth_from_options(o, self.token_scheme),
             ca_file=o.ca_file, insecure=o.tls_insecure_skip_verify, max_body_bytes=o.max_body_bytes,
+            client_cert=(o.cert_file, o.key_file) if o.cert_file and o.key_file else None,
         )
 
     async def close(self) -> None:

@@ -410,6 +410,10 @@ def agent() -> Any:
             P("stat", "Agents scraped", [Q('count(up{job=~"fabricmon.*"} == 1) or vector(0)', instant=True)], "none", "benign_heavy_load",
               w=6, h=6),
             P("timeline", "Target up (1) / down (0)", [Q(f"fabricmon_target_up{{{TG}}}", tl)], "none", "target_outage", w=12, h=6),
+            P("bargauge", "Targets up by source", [Q(f"count by (source) (fabricmon_target_up{{{TG}}} == 1)", "{{source}}", instant=True)],
+              "none", "benign_heavy_load",
+              "Sources: perfquery, ufm, ufm-telemetry, snmp, nvue, host, gnmi (gNMI Subscribe streams, cut into polls at the "
+              "poll interval: a broken stream shows its target down with the reason).", w=8, h=6),
             P("timeseries", "Poll duration", [Q(f"fabricmon_target_poll_duration_seconds{{{TG}}}", tl)], "s", "benign_heavy_load"),
             P("timeseries", "Staleness (time since the last successful poll)",
               [Q(f"time() - fabricmon_target_last_success_timestamp_seconds{{{TG}}}", tl)], "s", "benign_heavy_load",

@@ -132,7 +132,7 @@ def test_syntax_only_skips_what_needs_the_target_machine(tmp_path, capsys):
 
 def test_shipped_example_passes_syntax_only(capsys):
     code, out, err = check(capsys, "--syntax-only", str(ROOT / "packaging" / "fabricmon.example.yml"))
-    assert code == 0 and "syntax OK (5 enabled target(s)" in out, err
+    assert code == 0 and "syntax OK (6 enabled target(s)" in out, err
 
 
 def test_unit_runs_check_config_before_start():

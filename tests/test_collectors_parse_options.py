@@ -44,6 +44,7 @@ NON_DEFAULT: dict[str, dict[str, Any]] = {
     "slurmrestd": {"user_name": "u", "token": "t", "labels": ["partition"]},
     "kubernetes": {"token": "t", "resources": ["nvidia.com/gpu"], "job_label_keys": ["job-name"], "labels": ["namespace"]},
     "jobs-file": {"path": "{tmp}/jobs.yml", "labels": ["project"]},
+    "gnmi": {"username": "u", "password": "p", "profile_dirs": ["{tmp}"]},
 }
 
 

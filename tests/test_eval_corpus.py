@@ -32,6 +32,7 @@ CORPORA: dict[str, Path] = {
     "scenarios_audit": ROOT / "tests" / "scenarios_audit",
     "scenarios_negatives": ROOT / "tests" / "scenarios_negatives",
     "scenarios_capabilities": ROOT / "tests" / "scenarios_capabilities",
+    "scenarios_gnmi": ROOT / "tests" / "scenarios_gnmi",  # SONiC seen only over gNMI (tools/scenarios/gnmi.py)
     "demo": ROOT / "agent" / "demo",
 }
 # Hard negatives carry no truth: every finding on them is false (issue 27 item 2).

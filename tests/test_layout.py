@@ -238,19 +238,37 @@ def _device_kind_set(parent: ast.AST | None) -> bool:
     return bool(words & (DEVICE_KINDS - {"host"})) and words <= DEVICE_KINDS
 
 
+def _other_meaning(node: ast.Constant, parent: ast.AST | None, sources: set[str]) -> bool:
+    """Where a word that names a source means something else: a device kind (a literal set of
+    device kinds, or compared with a ``.kind``), a record's field (``row["host"]``, or a key of
+    a dict literal whose other keys are not source names: ``{"host": h, "device": d}``). A dict
+    keyed by source names only (``{"perfquery": ..., "host": ...}``) is knowledge per source."""
+    if _device_kind_set(parent):
+        return True
+    if isinstance(parent, ast.Subscript) and parent.slice is node:
+        return True
+    if isinstance(parent, ast.Compare) and any(isinstance(x, ast.Attribute) and x.attr == "kind" for x in (parent.left, *parent.comparators)):
+        return True
+    if isinstance(parent, ast.Dict) and node in parent.keys:
+        keys = {k.value for k in parent.keys if isinstance(k, ast.Constant)}
+        return not keys <= sources
+    return False
+
+
 def test_no_source_name_in_the_agent():
     """The agent knows sources only through the registry (``collectors.SOURCES``) and what
     each collector class declares (address kind, executables, self-sharding): a source name as
-    a string in agent/ is knowledge about one source in the wrong place. A set of device kinds
-    such as ``{"host", "ca"}`` names the device kind "host", not the source."""
+    a string in agent/ is knowledge about one source in the wrong place. The word "host" is also
+    a device kind and a field of job records (:func:`_other_meaning`)."""
     from fabricmon import collectors
 
+    sources = set(collectors.SOURCES)
     problems = []
     for path in _python_files("agent"):
         tree = ast.parse(path.read_text(), str(path))
         parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and node.value in collectors.SOURCES and not _device_kind_set(parents.get(node)):
+            if isinstance(node, ast.Constant) and node.value in sources and not _other_meaning(node, parents.get(node), sources):
                 problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
     assert problems == []
 

@@ -27,6 +27,14 @@ def _recent(monkeypatch):
     monkeypatch.setitem(globals(), "T0", time.time() - 100.0)
 
 
+@pytest.fixture(autouse=True)
+def _recent_t0() -> None:
+    """T0 is recent for each test when it runs, not when the module was collected: a whole suite
+    run takes longer than stale_after (600 s), and state older than that is rightly dropped."""
+    global T0
+    T0 = time.time() - 100.0
+
+
 def _store() -> CounterStore:
     return CounterStore(history=4, stale_after=600.0)
 

@@ -26,9 +26,3 @@ exitstatus
 _.exitstatus
 # aiohttp reads web_response.SERVER_SOFTWARE for every response's Server header (agent/exporter/connections.py).
 _.SERVER_SOFTWARE
-# What a collector declares the agent needs of it (docs: INTERFACES §1, collectors/base.py): read
-# by config validation, check-config and preflight once the base class reads them (issue 26).
-address_kind
-default_port
-_.LOCAL
-every_shard

@@ -23,37 +23,48 @@ def _worse(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
     return b if a is None or RANK.get(b["severity"], 0) > RANK.get(a["severity"], 0) else a
 
 
-def picture(v: dict[str, Any]) -> str:
+def _worst(v: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """(host -> its worst finding, switch -> its worst finding) of the job view."""
     worst_host: dict[str, dict[str, Any]] = {}
     worst_switch: dict[str, dict[str, Any]] = {}
     for r in v["findings"]:
         for h in r["job_hosts"]:
             worst_host[h] = _worse(worst_host.get(h), r)
         worst_switch[r["device"]] = _worse(worst_switch.get(r["device"]), r)
+    return worst_host, worst_switch
+
+
+def _host_node(gid: str, members: list[str], placed: bool, bad: list[dict[str, Any]]) -> tuple[Node, dict[str, Any] | None]:
+    """One box for the hosts cabled to the same switches, coloured by their worst finding."""
+    f = max(bad, key=lambda r: RANK.get(r["severity"], 0)) if bad else None
+    label = members[0] if len(members) == 1 else f"{members[0]} …"
+    if len(members) > 1:
+        sub = f"{len(members)} hosts" + (f", {len(bad)} hit" if bad else "")
+    else:
+        sub = "hit" if bad else ""
+    if not placed:
+        sub = (sub + " " if sub else "") + "(not placed)"
+    node = Node(gid, label, sub=sub, cls=f"hosts {f['severity'] if f else 'ok'}", href=f"/findings/{f['id']}" if f else None)
+    return node, f
+
+
+def picture(v: dict[str, Any]) -> str:
+    worst_host, worst_switch = _worst(v)
     groups: dict[frozenset[str], list[str]] = {}
     for h in v["placement"]:
         sw = frozenset(n["switch_device"] for n in h["nics"] if n["switch_device"])
         groups.setdefault(sw, []).append(h["host"])
     switches = sorted({s for g in groups for s in g}, key=lambda s: (-RANK.get(worst_switch.get(s, {}).get("severity", ""), 0), s))
-    switches = switches[:PICTURE_SWITCHES]
     nodes: dict[str, Node] = {}
-    for s in switches:
+    for s in switches[:PICTURE_SWITCHES]:
         f = worst_switch.get(s)
         nodes["sw:" + s] = Node("sw:" + s, s, cls=f"switch {f['severity'] if f else 'ok'}", href=f"/findings/{f['id']}" if f else None)
     edges: list[Edge] = []
     for sw, members in sorted(groups.items(), key=lambda kv: kv[1][0]):
-        bad = [worst_host[h] for h in members if h in worst_host]
-        f = max(bad, key=lambda r: RANK.get(r["severity"], 0)) if bad else None
         gid = "hosts:" + members[0]
-        label = members[0] if len(members) == 1 else f"{members[0]} …"
-        sub = f"{len(members)} hosts" + (f", {len(bad)} hit" if bad else "") if len(members) > 1 else ("hit" if bad else "")
-        if not sw:
-            sub = (sub + " " if sub else "") + "(not placed)"
-        nodes[gid] = Node(gid, label, sub=sub, cls=f"hosts {f['severity'] if f else 'ok'}",
-                          href=f"/findings/{f['id']}" if f else None)
-        for s in sorted(sw):
-            if "sw:" + s in nodes:
-                edges.append(Edge(gid, "sw:" + s, colour=SEVERITY_COLOUR.get(f["severity"] if f else None, "#999")))
+        nodes[gid], f = _host_node(gid, members, bool(sw), [worst_host[h] for h in members if h in worst_host])
+        colour = SEVERITY_COLOUR.get(f["severity"] if f else None, "#999")
+        edges += [Edge(gid, "sw:" + s, colour=colour) for s in sorted(sw) if "sw:" + s in nodes]
     size = _two_rows(nodes, [n for n in nodes if n.startswith("sw:")], _by_first_switch(nodes, edges))
     return graph(nodes, edges, size, f"job {v['job']}: hosts and the switches they are cabled to")
 

@@ -31,7 +31,6 @@ from fabricmon.core.model import DeviceInfo
 from fabricmon.core.topology import Topology
 
 PortRef = tuple[str, str]
-HOST_KINDS = frozenset({"host", "ca"})
 
 
 @dataclass(frozen=True, slots=True)

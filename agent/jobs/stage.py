@@ -17,9 +17,10 @@ import logging
 from collections.abc import Callable, Iterable
 
 from fabricmon.agent.config import JobsConfig
+from fabricmon.agent.detector.analyses.fabric import HOST_KINDS
 from fabricmon.agent.jobs.impact import HostIndex, Impact, impact, rule_of, storm_origin
 from fabricmon.agent.jobs.inventory import Inventory
-from fabricmon.agent.jobs.placement import HOST_KINDS, HostPlace, Placement
+from fabricmon.agent.jobs.placement import HostPlace, Placement
 from fabricmon.agent.store import CounterStore
 from fabricmon.agent.web.ids import finding_id
 from fabricmon.core.model import Finding, JobInfo

@@ -122,22 +122,18 @@ def _verdict(job: Job, rows: list[dict[str, Any]], since: float, now: float, win
             f"since {utc(first['start'])} ({state}){more}{blind}")
 
 
-def job_view(p: Pipeline, name: str, window: float | None = None) -> dict[str, Any] | None:
-    """The job's view, or None when no job source knows it (running or recently ended)."""
-    stage = p.jobs
-    inv = stage.inventory
+def _find(inv: Any, name: str) -> tuple[Any, str]:
+    """(the job, "running" or "ended"), or (None, "") when no job source knows it."""
     job = inv.find(name)
-    state = "running"
-    if job is None:
-        job = inv.gone.get(name) or next((j for j in inv.gone.values() if name in j.aliases), None)
-        state = "ended"
-    if job is None:
-        return None
-    now = p.now()
-    window = stage.window if window is None else window
-    since = max(now - window, stage.first_t if stage.first_t is not None else now)
-    if len(p.ended) >= ENDED_KEPT and p.ended[0].end is not None:  # older ended findings were let go: say so
-        since = max(since, p.ended[0].end)
+    if job is not None:
+        return job, "running"
+    job = inv.gone.get(name) or next((j for j in inv.gone.values() if name in j.aliases), None)
+    return job, "ended" if job is not None else ""
+
+
+def _rows(p: Pipeline, job: Any, since: float, now: float) -> list[dict[str, Any]]:
+    """The findings (active and recently ended, since ``since``) that touch the job's hosts."""
+    stage = p.jobs
     hosts = set(job.hosts)
     rows = []
     for f in [*p.findings(), *p.ended]:
@@ -149,10 +145,15 @@ def job_view(p: Pipeline, name: str, window: float | None = None) -> dict[str, A
             rows.append(_finding_row(f, hit, imp.rule, now))
     # active first, then the most severe, the earliest, a storm's origin before its victims
     rows.sort(key=lambda r: (not r["active"], -SEVERITY.get(r["severity"], 0), r["start"], r["role"] != "origin", r["device"]))
+    return rows
+
+
+def _placement(p: Pipeline, job: Any) -> tuple[list[dict[str, Any]], dict[PortRef, dict[str, Any]]]:
+    """(where each host sits: its NIC ports and their switch ports, every such port once)."""
     placement = []
     ports: dict[PortRef, dict[str, Any]] = {}
     for h in job.hosts:
-        pl = stage.places.get(h)
+        pl = p.jobs.places.get(h)
         nics = pl.nics if pl is not None else []
         placement.append({"host": h, "placed": bool(pl and pl.placed), "nics": [
             {"device": n.device, "port": n.port, "switch_device": n.switch[0] if n.switch else None,
@@ -162,13 +163,35 @@ def job_view(p: Pipeline, name: str, window: float | None = None) -> dict[str, A
                 ports.setdefault((n.device, n.port), {"device": n.device, "port": n.port, "side": "nic", "host": h})
             if n.switch is not None:
                 ports.setdefault(n.switch, {"device": n.switch[0], "port": n.switch[1], "side": "switch", "host": h})
-    unmatched = [h for h in job.hosts if h in stage.unmatched or h not in stage.places]
+    return placement, ports
+
+
+def _rated(p: Pipeline, ports: dict[PortRef, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ports' health rates over the kept history, the most paused or lossy first."""
     rated = []
     for pk, row in ports.items():
         rates = port_rates(p.store, pk)
         rated.append({**row, "polled": p.store.port(pk) is not None, **{k: _summary(v) for k, v in rates.items()}})
     rated.sort(key=lambda r: (-max((r[k]["max"] for k in ("pause_ratio", "pause_sent_ratio", "xmit_wait_ratio") if k in r), default=0.0),
                               -(r["loss_per_s"]["max"] if "loss_per_s" in r else 0.0), r["device"], r["port"]))
+    return rated
+
+
+def job_view(p: Pipeline, name: str, window: float | None = None) -> dict[str, Any] | None:
+    """The job's view, or None when no job source knows it (running or recently ended)."""
+    stage = p.jobs
+    job, state = _find(stage.inventory, name)
+    if job is None:
+        return None
+    now = p.now()
+    window = stage.window if window is None else window
+    since = max(now - window, stage.first_t if stage.first_t is not None else now)
+    if len(p.ended) >= ENDED_KEPT and p.ended[0].end is not None:  # older ended findings were let go: say so
+        since = max(since, p.ended[0].end)
+    rows = _rows(p, job, since, now)
+    placement, ports = _placement(p, job)
+    unmatched = [h for h in job.hosts if h in stage.unmatched or h not in stage.places]
+    rated = _rated(p, ports)
     verdict = _verdict(job, rows, since, now, window, len(unmatched))
     if state != "running":
         verdict = f"not running: it left the job inventory (last reported {utc(job.seen)}); {verdict}"

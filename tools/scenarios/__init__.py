@@ -7,9 +7,11 @@ documented physics (:mod:`tools.scenarios.physics`) and
 ``python -m tools.scenarios --out tests/scenarios_audit --audit`` the lossless-configuration
 audit corpus (:mod:`tools.scenarios.audit`),
 ``python -m tools.scenarios --out tests/scenarios_negatives --negatives`` the hard negatives
-(:mod:`tools.scenarios.negatives`: healthy converged fabrics, no truth) and
+(:mod:`tools.scenarios.negatives`: healthy converged fabrics, no truth),
 ``python -m tools.scenarios --out tests/scenarios_capabilities --capabilities`` the capability
-scenarios of issue 27 (:mod:`tools.scenarios.capabilities`).
+scenarios of issue 27 (:mod:`tools.scenarios.capabilities`) and
+``python -m tools.scenarios --out tests/scenarios_gnmi --gnmi`` SONiC fabrics seen only over
+gNMI (:mod:`tools.scenarios.gnmi`).
 Both are deterministic: the same seed gives the same bytes. Truth conventions are in
 :mod:`tools.scenarios.catalog`.
 """
@@ -22,6 +24,7 @@ from pathlib import Path
 from tools.scenarios.audit import AUDIT
 from tools.scenarios.capabilities import CAPABILITIES
 from tools.scenarios.catalog import SCENARIOS, demo
+from tools.scenarios.gnmi import GNMI
 from tools.scenarios.jobs import JOB_SCENARIOS
 from tools.scenarios.negatives import NEGATIVES
 from tools.scenarios.physics import PHYSICS
@@ -34,6 +37,7 @@ SCENARIOS = {**SCENARIOS, **JOB_SCENARIOS}  # families of their own modules come
 FAMILIES: dict[str, dict[str, Callable[[int], Scenario]]] = {
     "negatives": NEGATIVES,
     "capabilities": CAPABILITIES,
+    "gnmi": GNMI,
 }
 
 
@@ -55,4 +59,5 @@ def write_demo(path: Path, seed: int = DEFAULT_SEED) -> int:
     return write(demo(seed), path)
 
 
-__all__ = ["AUDIT", "CAPABILITIES", "DEFAULT_SEED", "FAMILIES", "NEGATIVES", "PHYSICS", "SCENARIOS", "Scenario", "encode", "generate_corpus", "run", "write", "write_demo"]
+__all__ = ["AUDIT", "CAPABILITIES", "DEFAULT_SEED", "FAMILIES", "GNMI", "NEGATIVES", "PHYSICS", "SCENARIOS", "Scenario", "encode",
+           "generate_corpus", "run", "write", "write_demo"]

@@ -1,4 +1,4 @@
-"""python -m tools.scenarios --out DIR [--physics | --audit | --negatives | --capabilities] | --demo FILE [--seed N] [--only NAME ...]"""
+"""python -m tools.scenarios --out DIR [--physics | --audit | --negatives | --capabilities | --gnmi] | --demo FILE [--seed N] [--only NAME ...]"""
 
 from __future__ import annotations
 

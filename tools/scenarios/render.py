@@ -609,3 +609,81 @@ def render_squeue(jobs: list[tuple[int, str, str, int, float]]) -> dict[str, obj
                   "start_time": int(start), "array_job_id": 0, "array_task_id": None, "het_job_id": 0,
                   "het_job_offset": 0, "partition": "gpu"} for jid, name, nodes, count, start in jobs],
     }
+
+
+# SONiC CONFIG_DB as the scenarios configure it: PFC and the software watchdog on the lossless
+# priority, the AZURE_LOSSLESS WRED profile (ECN on) on its queue (SONiC qos_config.j2 defaults).
+SONIC_WRED_LOSSLESS = {"ecn": "ecn_all", "wred_green_enable": "true", "green_min_threshold": "1048576",
+                       "green_max_threshold": "2097152", "green_drop_probability": "5"}
+
+
+def render_gnmi(fabric: Fabric, dev: Device, t: float, memo: dict[str, float], pfcwd: bool = True) -> dict[str, object]:
+    """One poll of a SONiC switch over gNMI, as the collector records it: the SAMPLE round of
+    the COUNTERS_DB virtual paths (one notification per port with ``/<port>``, its
+    ``/<port>/Queues`` map, 8 unicast then 8 multicast queues as sonic-snmpagent counts them,
+    and ``/<port>/Pfcwd`` for the lossless queues when the watchdog runs), timestamped with the
+    device time in ns. The first poll of a target also carries the initial sync of CONFIG_DB and
+    of APPL_DB's LLDP neighbours (ON_CHANGE: sent once) and the ``sync_response`` markers. Counter values are redis-style
+    decimal strings, as in sonic-gnmi's test data; pause durations are SAI's microseconds."""
+    ts = round(t * 1e9)
+    notes: list[dict[str, object]] = []
+    for p in dev.ports.values():
+        c = p.c
+        port_hash = {
+            "SAI_PORT_STAT_IF_IN_OCTETS": c["in_octets"], "SAI_PORT_STAT_IF_OUT_OCTETS": c["out_octets"],
+            "SAI_PORT_STAT_IF_IN_UCAST_PKTS": c["in_pkts"], "SAI_PORT_STAT_IF_OUT_UCAST_PKTS": c["out_pkts"],
+            "SAI_PORT_STAT_IF_IN_DISCARDS": c["in_discards"], "SAI_PORT_STAT_IF_OUT_DISCARDS": c["out_discards"],
+            "SAI_PORT_STAT_IF_IN_ERRORS": c["in_errors"], "SAI_PORT_STAT_IF_OUT_ERRORS": c["out_errors"],
+        }
+        for q in range(NPRIO):
+            s = p.prio[q]
+            port_hash |= {f"SAI_PORT_STAT_PFC_{q}_RX_PKTS": s.rx_pause_frames, f"SAI_PORT_STAT_PFC_{q}_TX_PKTS": s.tx_pause_frames,
+                          f"SAI_PORT_STAT_PFC_{q}_ON2OFF_RX_PKTS": s.rx_pause_transitions,
+                          f"SAI_PORT_STAT_PFC_{q}_RX_PAUSE_DURATION_US": s.rx_pause_us,
+                          f"SAI_PORT_STAT_PFC_{q}_TX_PAUSE_DURATION_US": s.tx_pause_us}
+        queues: dict[str, dict[str, str]] = {}
+        for q in range(2 * NPRIO):
+            s = p.prio[q] if q < NPRIO else None
+            queues[f"{p.name}:{q}"] = {
+                "SAI_QUEUE_STAT_PACKETS": _dec(s.q_tx_pkts if s else 0), "SAI_QUEUE_STAT_BYTES": _dec(s.q_tx_bytes if s else 0),
+                "SAI_QUEUE_STAT_DROPPED_PACKETS": _dec(s.q_drops if s else 0),
+                "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS": _dec(s.ecn_marked if s else 0),
+                "SAI_QUEUE_STAT_CURR_OCCUPANCY_BYTES": _dec(s.occupancy if s else 0),
+            }
+        updates: list[dict[str, object]] = [{"path": f"/{p.name}", "val": {"json_ietf_val": {k: _dec(v) for k, v in port_hash.items()}}},
+                                            {"path": f"/{p.name}/Queues", "val": {"json_ietf_val": queues}}]
+        if pfcwd:
+            wd = {f"{p.name}:{q}": {
+                "PFC_WD_ACTION": "drop", "PFC_WD_DETECTION_TIME": "200000", "PFC_WD_RESTORATION_TIME": "200000",
+                "PFC_WD_STATUS": "stormed" if p.prio[q].wd_stormed else "operational",
+                "PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED": _dec(p.prio[q].wd_storms),
+                "PFC_WD_QUEUE_STATS_DEADLOCK_RESTORED": _dec(p.prio[q].wd_restores),
+                "PFC_WD_QUEUE_STATS_TX_DROPPED_PACKETS": _dec(p.prio[q].wd_drops),
+            } for q in LOSSLESS}
+            updates.append({"path": f"/{p.name}/Pfcwd", "val": {"json_ietf_val": wd}})
+        notes.append({"timestamp": ts, "prefix": "/COUNTERS", "update": updates, "delete": [], "target": "COUNTERS_DB"})
+    if not memo.get("synced"):
+        memo["synced"] = 1.0
+        lossless = ",".join(map(str, LOSSLESS))
+        config = {
+            "PORT_QOS_MAP": {p.name: {"pfc_enable": lossless, **({"pfcwd_sw_enable": lossless} if pfcwd else {})} for p in dev.ports.values()},
+            "PFC_WD": {p.name: {"action": "drop", "detection_time": "200", "restoration_time": "200"} for p in dev.ports.values()} if pfcwd else {},
+            "QUEUE": {f"{p.name}|{q}": {"scheduler": "scheduler.1", "wred_profile": "AZURE_LOSSLESS"} for p in dev.ports.values() for q in LOSSLESS},
+            "WRED_PROFILE": {"AZURE_LOSSLESS": SONIC_WRED_LOSSLESS},
+        }
+        lldp = {p.name: {"lldp_rem_sys_name": p.peer[0], "lldp_rem_port_id": p.peer[1], "lldp_rem_port_id_subtype": "5",
+                         "lldp_rem_port_desc": p.peer[1]} for p in dev.ports.values() if p.peer is not None and p.up}
+        notes = [*notes, {"sync_response": True},
+                 {"timestamp": ts, "prefix": "/", "update": [{"path": f"/{table}", "val": {"json_ietf_val": rows}} for table, rows in config.items()],
+                  "delete": [], "target": "CONFIG_DB"}, {"sync_response": True},
+                 {"timestamp": ts, "prefix": "/", "update": [
+                     {"path": "/PORT_TABLE", "val": {"json_ietf_val": {p.name: {"admin_status": "up", "oper_status": "up" if p.up else "down",
+                                                                                "speed": str(int(p.speed_gbps * 1000))} for p in dev.ports.values()}}},
+                     {"path": "/LLDP_ENTRY_TABLE", "val": {"json_ietf_val": lldp}}],
+                  "delete": [], "target": "APPL_DB"}, {"sync_response": True}]
+    return {"notifications": notes}
+
+
+def _dec(value: float) -> str:
+    """A counter as redis keeps it: a decimal string (64-bit wrap like the SAI counter)."""
+    return str(int(value) % C64)

@@ -22,13 +22,14 @@ T0 = 1764691200.0  # 2025-12-02T16:00:00Z
 @dataclass
 class Target:
     name: str
-    source: str  # snmp | nvue | host | perfquery | ufm | ufm-telemetry
+    source: str  # snmp | nvue | host | perfquery | ufm | ufm-telemetry | gnmi
     device: str = ""  # snmp / host: the simulated device it polls
     options: dict[str, Any] = field(default_factory=dict)
     counter32_offsets: dict[str, float] = field(default_factory=dict)
     memo: dict[str, float] = field(default_factory=dict)  # renderer state between polls (WJH windows)
     sysfs: bool = False  # host: render the full sysfs walk (attributes, PMA counters), not only hw_counters
     render: Callable[[float], dict[str, Any]] | None = None  # a source without a fabric device (a job scheduler): its payload at t
+    pfcwd: bool = True  # gnmi (SONiC): the PFC watchdog is started on the lossless queues
 
     def header(self) -> dict[str, Any]:
         return {"name": self.name, "source": self.source, **self.options}
@@ -129,6 +130,8 @@ def _payload(sc: Scenario, tg: Target, t: float, last_topo: dict[str, str]) -> d
         # The endpoint serves its latest sample: taken a little before the poll, by the
         # telemetry clock (half a second, a few ms of jitter from the poll time; deterministic).
         return render.render_ufm_telemetry(fab, t - 0.5 - zlib.crc32(f"{tg.name}{t}".encode()) % 5000 / 1e6)
+    if tg.source == "gnmi":
+        return render.render_gnmi(fab, fab.devices[tg.device], t, tg.memo, pfcwd=tg.pfcwd)
     if tg.source == "perfquery":
         when = _dt.datetime.fromtimestamp(t, tz=_dt.UTC).strftime("%a %b %d %H:%M:%S %Y")
         topo = render.render_ibnetdiscover(fab, when)
