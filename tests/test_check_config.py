@@ -145,3 +145,50 @@ def test_missing_and_unreadable_files_are_named(tmp_path, capsys):
     assert code == 1 and err.startswith(f"{tmp_path / 'nope.yml'}: cannot read config: No such file or directory\n")
     code, _, err = check(capsys, str(tmp_path))
     assert code == 1 and f"{tmp_path}: cannot read config: Is a directory" in err
+
+
+def test_every_problem_of_a_file_in_one_run(tmp_path, capsys):
+    """Issue 31: a bad duration (line 2), a missing secret file (line 7) and an unknown source
+    (line 9) are reported together: the secret check runs for every target whose own section is
+    valid, whatever is wrong elsewhere in the file."""
+    cfg = tmp_path / "f.yml"
+    missing = tmp_path / "community"
+    cfg.write_text(f"""global:
+  poll_interval: 10 seconds
+targets:
+  - name: leaf01
+    source: snmp
+    address: 127.0.0.1
+    community_file: {missing}
+  - name: leaf02
+    source: snmpp
+    address: 127.0.0.2
+""")
+    code, out, err = check(capsys, str(cfg))
+    assert code == 1 and out == ""
+    assert err.splitlines() == [
+        f"{cfg}:2:3: global.poll_interval: invalid duration '10 seconds': expected a number with a unit, like 10s, 5m or 250ms",
+        f"{cfg}:7:5: targets[0].community_file: cannot read {missing}: No such file or directory",
+        f"{cfg}:9:5: targets[1].source: unknown source 'snmpp' (did you mean 'snmp'?); known sources: "
+        "perfquery, snmp, ufm, ufm-telemetry, nvue, host",
+        f"{cfg}: 3 problem(s)",
+    ]
+
+
+def test_web_config_and_state_dir_are_checked_beside_a_broken_target(tmp_path, capsys):
+    cfg = tmp_path / "f.yml"
+    cfg.write_text(f"""web:
+  config_file: {tmp_path / 'web.yml'}
+global:
+  state_dir: {tmp_path / 'a-file'}
+targets:
+  - {{name: a, source: snmp, address: 127.0.0.300, community: x}}
+""")
+    (tmp_path / "a-file").write_text("not a directory")
+    code, _, err = check(capsys, str(cfg))
+    lines = err.splitlines()
+    assert code == 1 and lines[-1] == f"{cfg}: 3 problem(s)", err
+    assert lines[0].startswith(f"{cfg}:2:3: web.config_file: the web config does not load: ")
+    assert lines[1] == f"{cfg}:4:3: global.state_dir: state_dir {tmp_path / 'a-file'} is not a directory"
+    assert lines[2] == (f"{cfg}:6:29: targets[0].address: address '127.0.0.300' is not a valid IPv4 address "
+                        "(four numbers from 0 to 255)")

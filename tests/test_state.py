@@ -129,6 +129,7 @@ def test_missing_file_is_fine(tmp_path):
 def test_atomic_write_leaves_one_private_file(tmp_path):
     store, det = _store(), _detector()
     _poll(store, det, T0, 1, 0)
+    (tmp_path / "sub").mkdir(mode=0o700)
     path = state.state_path(tmp_path / "sub")
     state.save(path, store, det)
     state.save(path, store, det)
