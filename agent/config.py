@@ -563,12 +563,13 @@ def _take_old_spellings(checked: Checked, model: type[BaseModel], raw: dict[Any,
 
 def _validate_target(checked: Checked, i: int, raw: Any) -> tuple[str | None, CheckedTarget | None]:
     """(name, the target when valid) of one target: generic fields and source options are checked
-    independently, so a bad name does not hide a typo in an option."""
+    independently, so a bad name does not hide a typo in an option. The target's entry in
+    ``checked.data`` gets the old spellings taken in."""
     path, positions, loc = checked.path, checked.positions, ("targets", i)
     if not isinstance(raw, dict):
         checked.problems.append(_at(path, positions, loc, "a target must be a mapping with name: and source:"))
         return None, None
-    raw = _take_old_spellings(checked, TargetConfig, raw, loc)
+    raw = checked.data["targets"][i] = _take_old_spellings(checked, TargetConfig, raw, loc)
     before = len(checked.problems)
     generic = None
     try:
@@ -586,7 +587,8 @@ def _validate_target(checked: Checked, i: int, raw: Any) -> tuple[str | None, Ch
             wrong = cls.address_problem(address or "") if address is None or isinstance(address, str) else None
             if wrong is not None:  # (an address that is not text is TargetConfig's error)
                 checked.problems.append(_at(path, positions, (*loc, "address") if address else loc, wrong))
-            extra = _take_old_spellings(checked, cls.options_model, {k: v for k, v in raw.items() if k not in _TARGET_FIELDS}, loc)
+            raw = checked.data["targets"][i] = _take_old_spellings(checked, cls.options_model, raw, loc)
+            extra = {k: v for k, v in raw.items() if k not in _TARGET_FIELDS}
             try:
                 options = cls.options_model.model_validate(extra)
             except ValidationError as exc:
@@ -624,6 +626,7 @@ def _check_targets(checked: Checked) -> None:
     if not isinstance(targets, list):
         checked.problems.append(_at(checked.path, checked.positions, ("targets",), "targets must be a list"))
         return
+    targets = checked.data["targets"] = list(targets)
     first_line: dict[str, int] = {}
     for i, raw in enumerate(targets):
         name, target = _validate_target(checked, i, raw)
