@@ -55,6 +55,14 @@ def credential_path(path: str, credentials_dir: str | None) -> str:
     return os.path.join(credentials_dir, *p.relative_to(CREDENTIALS_ROOT).parts[1:])
 
 
+def _hint(path: str, credentials_dir: str | None) -> str:
+    """What to do about an unreadable /run/credentials path outside the unit."""
+    if credentials_dir is None and PurePosixPath(path).is_relative_to(CREDENTIALS_ROOT):
+        return (" (it exists only while the unit runs, from LoadCredential=: check with --credentials-dir and the "
+                "directory the credentials are loaded from)")
+    return ""
+
+
 def file_problem(path: str, kind: str) -> str | None:
     """Why the file a source reads cannot be used, or None: missing, not a regular file,
     unreadable, or (``ca``) not PEM CA certificates."""
@@ -121,11 +129,13 @@ def _check_target(checked: Checked, i: int, source: str, options: Any, credentia
         try:
             secrets.resolve(mapped, name, warn=warn)
         except ValueError as exc:  # SecretError, or a path the OS refuses
-            result.errors.append(_at(path, pos, ("targets", i, key), str(exc).removeprefix(f"{key}: ")))
+            hint = _hint(str(getattr(options, f"{name}_file", None) or ""), credentials_dir)
+            result.errors.append(_at(path, pos, ("targets", i, key), str(exc).removeprefix(f"{key}: ") + hint))
     for declared, file in cls.local_files(options):
         problem = file_problem(credential_path(file, credentials_dir), declared.kind)
         if problem is not None:
-            result.errors.append(_at(path, pos, ("targets", i, declared.option), f"{problem}; every poll of this target would fail"))
+            result.errors.append(_at(path, pos, ("targets", i, declared.option),
+                                     f"{problem}; every poll of this target would fail{_hint(file, credentials_dir)}"))
     for option, command in cls.commands(options):  # the source's Collector.executables
         if shutil.which(command) is None:
             result.warnings.append(_at(path, pos, ("targets", i, option),
