@@ -298,7 +298,7 @@ async def _replay_serve(args, loaded, out: _FindingsOut, speed: float | None, li
     from fabricmon.agent.replay import replay_paced, replay_pipeline
 
     header = next(iter_lines(args.file, limits=limits))[1]
-    pipeline = replay_pipeline(header, args.file, loaded, out.write, limits)
+    pipeline = replay_pipeline(header, args.file, loaded, out.write, limits, exposition=True)  # the config's levels, as served live
     exporter = Exporter(pipeline)
     exporter.render_now()
     ssl_ctx, middlewares = _web_security(args, loaded)
