@@ -194,7 +194,7 @@ def overview() -> Any:
         ]),
         ("Worst ports", [
             P("table", "Worst ports: paused share (Ethernet, per priority)",
-              [Q(f"topk(10, {paused})", table=True)], "percentunit", "nic_pause_storm_arista",
+              [Q(f"topk(10, {paused})", table=True)], "percentunit", "switch_storm_watchdog",
               "Share of time the port's transmitter was held by PFC pause, worst 10 (health level: the detector's "
               "fabricmon_port_pause_ratio).", hide=["instance"]),
             P("table", "Worst ports: XmitWait ratio (InfiniBand)",
@@ -211,7 +211,7 @@ def overview() -> Any:
         ]),
         ("Pause and ECN trends", [
             P("timeseries", "Paused share by priority (fabric max)", [Q(f"max by (priority) {paused}", "priority {{priority}}")],
-              "percentunit", "nic_pause_storm_arista", max=1),
+              "percentunit", "switch_storm_watchdog", max=1),
             P("timeseries", "ECN mark ratio by queue (fabric max)",
               [Q(f"max by (queue) ({ecn} or fabricmon_queue_ecn_mark_ratio{{{DP}}})", "queue {{queue}}")],
               "percentunit", "incast_congestion", "CE-marked share of the packets each egress queue sent, worst port.", max=1),
