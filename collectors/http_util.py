@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from pydantic import model_validator
 
-from fabricmon.collectors.base import Collector, ErrorReason, FetchError, SourceOptions, resolve_secret
+from fabricmon.collectors.base import Collector, ErrorReason, FetchError, LocalFile, SourceOptions, resolve_secret
 from fabricmon.core import secrets
 
 DEFAULT_MAX_BODY = 256 * 1024 * 1024  # a full-fabric UFM ports list can be tens of MB
@@ -318,6 +318,16 @@ class RestCollector(Collector):
     token_scheme: ClassVar[str] = "Bearer"
 
     options_model: ClassVar[type[SourceOptions]] = RestOptions
+    files = (LocalFile("ca_file", "ca"),)
+
+    @classmethod
+    def local_files(cls, options: SourceOptions) -> list[tuple[LocalFile, str]]:
+        """The CA file counts only when certificates are verified: plain HTTP and
+        ``tls_insecure_skip_verify`` never read it."""
+        assert isinstance(options, RestOptions)
+        if options.scheme != "https" or options.tls_insecure_skip_verify:
+            return []
+        return super().local_files(options)
 
     def __init__(self, name: str, address: str, options: SourceOptions) -> None:
         super().__init__(name, address, options)

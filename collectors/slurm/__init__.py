@@ -16,6 +16,7 @@ from fabricmon.collectors.base import AddressKind, Collector, Executable, FetchE
 from fabricmon.collectors.http_util import ClientSlot, HttpAuth, RestOptions, base_url
 from fabricmon.collectors.slurm.fetch import reduce, run_json
 from fabricmon.collectors.slurm.parse import Label, SlurmParseOptions, parse_payload
+from fabricmon.core.durations import Duration
 from fabricmon.core.model import ParseResult, TargetSpec
 
 
@@ -24,7 +25,7 @@ class SlurmOptions(SourceOptions):
     # Read `scontrol show job --json` instead of `squeue --json` (Slurm 23.02 and later).
     scontrol: bool = False
     scontrol_path: str = "scontrol"
-    command_timeout: float = Field(30.0, gt=0)
+    command_timeout: Duration = Field(30.0, gt=0)
     labels: list[Label] = Field(default_factory=list)
 
 
