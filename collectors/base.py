@@ -140,7 +140,9 @@ class LocalFile(NamedTuple):
     read (and, for a ``ca`` file, loaded as a CA bundle), as the user running the check."""
 
     option: str  # the options-model field that names the file (e.g. "ca_file")
-    kind: str = "file"  # "ca": PEM CA certificates; "file": any readable file (a client certificate or key)
+    # "ca": PEM CA certificates, read only over HTTPS/TLS while certificates are verified;
+    # "tls": a client certificate or key, read only over HTTPS/TLS; "file": any readable file.
+    kind: str = "file"
 
 
 def address_problem(kind: AddressKind, source: str, address: str, default_port: int | None = None) -> str | None:
@@ -275,8 +277,12 @@ class Collector(abc.ABC):
     @classmethod
     def local_files(cls, options: SourceOptions) -> list[tuple[LocalFile, str]]:
         """(declaration, path) of every file a target with these options reads (:attr:`files`
-        that are set)."""
-        return [(f, path) for f in cls.files if (path := getattr(options, f.option))]
+        that are set): plain HTTP (``scheme: http``) reads no TLS file, and
+        ``tls_insecure_skip_verify`` no CA bundle."""
+        tls = getattr(options, "scheme", "https") == "https"
+        verify = not getattr(options, "tls_insecure_skip_verify", False)
+        return [(f, path) for f in cls.files if (path := getattr(options, f.option))
+                and (f.kind == "file" or (tls and (f.kind == "tls" or verify)))]
 
     @classmethod
     def shard_options(cls, options: SourceOptions, index: int, count: int) -> SourceOptions:

@@ -55,6 +55,10 @@ class HttpAuth:
         return {}
 
 
+# The files a TLS client reads (Collector.files): the CA bundle and a client certificate and key.
+TLS_FILES = (LocalFile("ca_file", "ca"), LocalFile("cert_file", "tls"), LocalFile("key_file", "tls"))
+
+
 class TlsPasswordOptions(SourceOptions):
     """The TLS and credential keys every source that talks to a device over TLS with a
     username and password has, spelled the same everywhere (REST sources and gNMI):
@@ -318,16 +322,7 @@ class RestCollector(Collector):
     token_scheme: ClassVar[str] = "Bearer"
 
     options_model: ClassVar[type[SourceOptions]] = RestOptions
-    files = (LocalFile("ca_file", "ca"),)
-
-    @classmethod
-    def local_files(cls, options: SourceOptions) -> list[tuple[LocalFile, str]]:
-        """The CA file counts only when certificates are verified: plain HTTP and
-        ``tls_insecure_skip_verify`` never read it."""
-        assert isinstance(options, RestOptions)
-        if options.scheme != "https" or options.tls_insecure_skip_verify:
-            return []
-        return super().local_files(options)
+    files = TLS_FILES
 
     def __init__(self, name: str, address: str, options: SourceOptions) -> None:
         super().__init__(name, address, options)

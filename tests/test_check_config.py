@@ -221,6 +221,32 @@ def test_a_ca_file_that_cannot_be_used_is_an_error_at_its_line(tmp_path, capsys,
     assert lines[1].startswith(f"{cfg}:3:") and f"targets[1].ca_file: {garbage} does not load as CA certificates (PEM)" in lines[1]
 
 
+def test_every_file_a_source_reads_is_checked_at_its_line(tmp_path, capsys, monkeypatch):
+    """The files each collector declares (``Collector.files``): a gNMI client certificate and key
+    (read over TLS whatever the verification), a kubeconfig, a jobs file. A client certificate
+    is not read over plain HTTP."""
+    from tests.pki import self_signed_cert
+
+    monkeypatch.setenv("FABRICMON_TEST_PW", "pw")
+    cert, key = self_signed_cert(tmp_path)
+    gone = tmp_path / "gone"
+    cfg = tmp_path / "f.yml"
+    cfg.write_text("targets:\n"
+                   f"  - {{name: g, source: gnmi, address: sw1.example.net, tls_insecure_skip_verify: true, "
+                   f"cert_file: {gone}.crt, key_file: {key}}}\n"
+                   f"  - {{name: k, source: kubernetes, address: k8s.example.net, kubeconfig: {gone}.kubeconfig}}\n"
+                   f"  - {{name: j, source: jobs-file, path: {gone}.yml}}\n"
+                   f"  - {{name: u, source: ufm, address: ufm.example.net, scheme: http, username: u, "
+                   f"password_env: FABRICMON_TEST_PW, cert_file: {gone}.crt, key_file: {key}}}\n"
+                   f"  - {{name: ok, source: gnmi, address: sw2.example.net, ca_file: {cert}, cert_file: {cert}, key_file: {key}}}\n")
+    code, _, err = check(capsys, str(cfg))
+    lines = err.splitlines()
+    assert code == 1 and lines[-1] == f"{cfg}: 3 problem(s)", err
+    assert lines[0].startswith(f"{cfg}:2:") and f"targets[0].cert_file: cannot read {gone}.crt" in lines[0], lines[0]
+    assert lines[1].startswith(f"{cfg}:3:") and f"targets[1].kubeconfig: cannot read {gone}.kubeconfig" in lines[1], lines[1]
+    assert lines[2].startswith(f"{cfg}:4:") and f"targets[2].path: cannot read {gone}.yml" in lines[2], lines[2]
+
+
 def test_a_loose_secret_file_is_a_warning_in_the_one_format(tmp_path, capsys):
     secret = tmp_path / "community"
     secret.write_text(SECRET + "\n")

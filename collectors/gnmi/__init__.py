@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 from fabricmon.collectors.base import AddressKind, Collector, ParseOptions, SourceOptions, resolve_secret
 from fabricmon.collectors.gnmi import parse as gnmi_parse
 from fabricmon.collectors.gnmi import profiles as gnmi_profiles
-from fabricmon.collectors.http_util import TlsPasswordOptions, read_pem
+from fabricmon.collectors.http_util import TLS_FILES, TlsPasswordOptions, read_pem
 from fabricmon.core.durations import bounded
 from fabricmon.core.model import ParseResult, TargetSpec
 
@@ -52,6 +52,7 @@ class GnmiCollector(Collector):
     parse_options_model: ClassVar[type[ParseOptions]] = gnmi_parse.GnmiParseOptions
     address_kind: ClassVar[AddressKind] = AddressKind.REMOTE
     default_port: ClassVar[int | None] = DEFAULT_PORT
+    files = TLS_FILES  # gNMI always runs over TLS here
 
     options: GnmiOptions
 
