@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from fabricmon.agent.config import load_text
+
 ROOT = Path(__file__).resolve().parent.parent
 UNITS = sorted((ROOT / "packaging" / "systemd").glob("*.service"))
 ANALYZE = shutil.which("systemd-analyze")
@@ -120,11 +122,13 @@ def test_readme_service_install_steps_check_a_config_that_uses_load_credential(t
         script.append(step)
     cert, _ = self_signed_cert(tmp_path)
     (etc / "fabricmon").mkdir(parents=True)
-    (etc / "fabricmon" / "ufm-ca.pem").write_bytes(Path(cert).read_bytes())
+    for ca in re.findall(r"ca_file: /etc/fabricmon/(\S+)", example):  # this host's CA files (UFM, SONiC gNMI)
+        (etc / "fabricmon" / ca).write_bytes(Path(cert).read_bytes())
     res = subprocess.run(["bash", "-c", "\n".join(script)], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PATH": f"{ROOT / 'tests' / 'fakebin'}:{os.environ['PATH']}"})
     assert res.returncode == 0, res.stdout + res.stderr
-    assert f"{etc}/fabricmon/fabricmon.yml: OK (5 enabled target(s)" in res.stdout
+    enabled = len(load_text(example, "example").config.enabled_targets())
+    assert f"{etc}/fabricmon/fabricmon.yml: OK ({enabled} enabled target(s)" in res.stdout
     assert "error" not in res.stderr.lower() and "cannot read" not in res.stderr, res.stderr
     dropin = (etc / "systemd" / "system" / "fabricmon.service.d" / "credentials.conf").read_text().splitlines()
     assert dropin[0] == "[Service]"
