@@ -69,8 +69,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from fabricmon.agent.exporter.exposition import Family, labels
 from fabricmon.core.model import CounterColumns, Counters, DeviceInfo, Gauge, PortInfo, Sample
 from fabricmon.core.slicing import sorted_in_slices
+from fabricmon.core.vocabulary import NAMESPACE
 
 # Why the last interval has (or has no) delta.
 OK = "ok"
@@ -493,6 +495,46 @@ MAX_PORTS = 1_000_000
 MAX_SERIES_PER_PORT = 1024
 
 
+class _Readings(NamedTuple):
+    """One poll's readings as arrays (per reading) for :meth:`CounterStore._apply`."""
+
+    values: np.ndarray
+    exotic: np.ndarray | None  # readings that are not an integer in [0, 2^64) (kept as Python numbers)
+    bits: np.ndarray
+    sat: np.ndarray
+    scale: np.ndarray
+    dev_t: np.ndarray  # the device clock of the reading's device (0 without one)
+    has_dev: np.ndarray
+    bad: np.ndarray  # the device's clock did not advance
+
+    @classmethod
+    def of(cls, cols: CounterColumns, plan: _Plan, clock_bad: set[str]) -> _Readings:
+        n = len(plan.rows)
+        values, exotic = _values(cols.values, n)
+        bits = _array(cols.bits, np.int64).reshape(n).clip(0, _MAX_BITS).astype(np.int16)
+        sat = _array(cols.saturating, bool).reshape(n)
+        scale = _array(cols.scale, np.float64).reshape(n)
+        clocks = cols.clocks
+        port_of = plan.port_of
+        if clocks:
+            g_dev = [clocks.get(d) for d, _ in cols.ports]
+            has_dev = np.array([x is not None for x in g_dev], dtype=bool)[port_of]
+            dev_t = np.array([0.0 if x is None else x for x in g_dev], dtype=np.float64)[port_of]
+        else:
+            has_dev, dev_t = np.zeros(n, bool), np.zeros(n)
+        bad = np.array([d in clock_bad for d, _ in cols.ports], dtype=bool)[port_of] if clock_bad else np.zeros(n, bool)
+        return cls(values, exotic, bits, sat, scale, dev_t, has_dev, bad)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStatus:
+    """What :meth:`CounterStore.status` reports."""
+
+    series: int  # counter series held
+    refused_ports: int  # readings of new ports refused at max_ports
+    refused_series: int  # readings of new series refused at max_series_per_port
+
+
 class CounterStore:
     def __init__(self, history: int = 8, stale_after: float = 600.0, max_ports: int = MAX_PORTS,
                  max_series_per_port: int = MAX_SERIES_PER_PORT) -> None:
@@ -603,7 +645,31 @@ class CounterStore:
         n = len(cols.keys)
         bits = _array(cols.bits, np.int64).reshape(n)
         bad_bits = set(np.flatnonzero((bits < 1) | (bits > _MAX_BITS)).tolist()) if n else set()
-        offs = [-1] * n
+        offs, new, refused_series = self._offsets(cols, entries, bad_bits)
+        base = np.array([e.base if e is not None else 0 for e in entries], dtype=np.int64)
+        offs_a = np.array(offs, dtype=np.int64)
+        port_of = _array(cols.port_of, np.int32).reshape(n)
+        rows = base[port_of] + offs_a
+        rows[offs_a < 0] = -1
+        new_mask = None
+        if new:
+            new_mask = np.zeros(n, bool)
+            new_mask[new] = True
+        passes = _passes(rows, self._end)
+        plan = _Plan(cols.layout, cols.ports, port_of, cols.keys, self._gen, entries, rows, passes,
+                     [_index(rows if pos is None else rows[pos]) for pos in passes], new_mask,
+                     entries.count(None), refused_series)
+        if bad_bits:
+            self._plans.pop(target, None)
+        else:
+            self._plans[target] = plan._replace(new=None)
+        return plan
+
+    def _offsets(self, cols: CounterColumns, entries: list[PortEntry | None], bad_bits: set[int]) -> tuple[list[int], list[int], int]:
+        """Per reading, its offset in its port's block (-1: refused), creating the series a port
+        does not have yet (its block grows, and moves when it must): (offsets, positions of
+        first readings, readings of new series refused at ``max_series_per_port``)."""
+        offs = [-1] * len(cols.keys)
         new: list[int] = []
         grown: dict[PortEntry, dict[SeriesKey, int]] = {}
         refused_series = 0
@@ -631,84 +697,64 @@ class CounterStore:
             self._reserve(sum(len(e.schema.keys) + len(pend) for e, pend in grown.items()))
         for e, pend in grown.items():
             self._grow(e, pend)
-        base = np.array([e.base if e is not None else 0 for e in entries], dtype=np.int64)
-        offs_a = np.array(offs, dtype=np.int64)
-        port_of = _array(cols.port_of, np.int32).reshape(n)
-        rows = base[port_of] + offs_a
-        rows[offs_a < 0] = -1
-        new_mask = None
-        if new:
-            new_mask = np.zeros(n, bool)
-            new_mask[new] = True
-        passes = _passes(rows, self._end)
-        plan = _Plan(cols.layout, cols.ports, port_of, cols.keys, self._gen, entries, rows, passes,
-                     [_index(rows if pos is None else rows[pos]) for pos in passes], new_mask,
-                     entries.count(None), refused_series)
-        if bad_bits:
-            self._plans.pop(target, None)
-        else:
-            self._plans[target] = plan._replace(new=None)
-        return plan
+        return offs, new, refused_series
 
     def _apply(self, cols: CounterColumns, plan: _Plan, poll_t: float, clock_bad: set[str]) -> None:
         """One vectorised pass over the readings (one pass per repeat of a series in the poll)."""
         t = self._t
+        a = _Readings.of(cols, plan, clock_bad)
         n = len(plan.rows)
-        values, exotic = _values(cols.values, n)
-        bits = _array(cols.bits, np.int64).reshape(n).clip(0, _MAX_BITS).astype(np.int16)
-        sat = _array(cols.saturating, bool).reshape(n)
-        scale = _array(cols.scale, np.float64).reshape(n)
-        clocks = cols.clocks
-        port_of = plan.port_of
-        if clocks:
-            g_dev = [clocks.get(d) for d, _ in cols.ports]
-            has_dev = np.array([x is not None for x in g_dev], dtype=bool)[port_of]
-            dev_t = np.array([0.0 if x is None else x for x in g_dev], dtype=np.float64)[port_of]
-        else:
-            has_dev, dev_t = np.zeros(n, bool), np.zeros(n)
-        bad = np.array([d in clock_bad for d, _ in cols.ports], dtype=bool)[port_of] if clock_bad else np.zeros(n, bool)
         big_rows = np.fromiter(t.big, np.int64, len(t.big)) if t.big else None
         moved = np.zeros(n, bool)
         for pos, idx in zip(plan.passes, plan.index, strict=True):
-            pick = (lambda a: a) if pos is None else (lambda a, pos=pos: a[pos])
+            pick = (lambda x: x) if pos is None else (lambda x, pos=pos: x[pos])
             r = pick(plan.rows)
-            big = None if exotic is None else pick(exotic)
+            big = None if a.exotic is None else pick(a.exotic)
             if big_rows is not None:
                 in_big = np.isin(r, big_rows)
                 big = in_big if big is None else big | in_big
             new = None if plan.new is None else pick(plan.new)
             if (big is None or not big.any()) and (new is None or not new.any()):  # the steady state
-                mv = self._advance(idx, pick(values), pick(bits), pick(sat), pick(scale), pick(dev_t), pick(has_dev),
-                                   pick(bad), poll_t, False)
+                mv = self._advance(idx, pick(a.values), pick(a.bits), pick(a.sat), pick(a.scale), pick(a.dev_t),
+                                   pick(a.has_dev), pick(a.bad), poll_t, False)
                 moved[slice(None) if pos is None else pos] = mv & ~t.dense[idx]
                 continue
             p_all = np.arange(n) if pos is None else pos
-            big = np.zeros(len(r), bool) if big is None else big
-            new = np.zeros(len(r), bool) if new is None else new
-            for obj in (False, True):
-                for first in (True, False):
-                    m = (big if obj else ~big) & (new if first else ~new)
-                    if not m.any():
-                        continue
-                    p, rr = p_all[m], r[m]
-                    v = _object_values(cols.values, p) if obj else values[p]
-                    if first:
-                        self._first(rr, v, bits[p], sat[p], scale[p], dev_t[p], has_dev[p], poll_t,
-                                    [cols.keys[i][0] in DENSE for i in p.tolist()], obj)
-                    else:
-                        mv = self._advance(rr, v, bits[p], sat[p], scale[p], dev_t[p], has_dev[p], bad[p], poll_t, obj)
-                        moved[p] = mv & ~t.dense[rr]
+            self._apply_mixed(cols, a, p_all, r, np.zeros(len(r), bool) if big is None else big,
+                              np.zeros(len(r), bool) if new is None else new, poll_t, moved)
         if moved.any():
-            got_by_name = self._changes.moved
-            entries, keys, ports = plan.entries, cols.keys, cols.ports
-            at = np.flatnonzero(moved)
-            for i, g, row in zip(at.tolist(), plan.port_of[at].tolist(), plan.rows[at].tolist(), strict=True):
-                name = keys[i][0]
-                got = got_by_name.get(name)
-                if got is None:
-                    got = got_by_name[name] = {}
-                e = entries[g]
-                got[ports[g]] = e.view(row - e.base)  # type: ignore[union-attr]
+            self._note_moved(cols, plan, moved)
+
+    def _apply_mixed(self, cols: CounterColumns, a: _Readings, p_all: np.ndarray, r: np.ndarray, big: np.ndarray,
+                     new: np.ndarray, poll_t: float, moved: np.ndarray) -> None:
+        """A pass with first readings or values beyond uint64: each of the four kinds (new or
+        not, exotic or not) on its own; ``moved`` is set where a total changed."""
+        for obj in (False, True):
+            for first in (True, False):
+                m = (big if obj else ~big) & (new if first else ~new)
+                if not m.any():
+                    continue
+                p, rr = p_all[m], r[m]
+                v = _object_values(cols.values, p) if obj else a.values[p]
+                if first:
+                    self._first(rr, v, a.bits[p], a.sat[p], a.scale[p], a.dev_t[p], a.has_dev[p], poll_t,
+                                [cols.keys[i][0] in DENSE for i in p.tolist()], obj)
+                else:
+                    mv = self._advance(rr, v, a.bits[p], a.sat[p], a.scale[p], a.dev_t[p], a.has_dev[p], a.bad[p], poll_t, obj)
+                    moved[p] = mv & ~self._t.dense[rr]
+
+    def _note_moved(self, cols: CounterColumns, plan: _Plan, moved: np.ndarray) -> None:
+        """The series whose total moved, by counter name and port, for :meth:`take_changes`."""
+        got_by_name = self._changes.moved
+        entries, keys, ports = plan.entries, cols.keys, cols.ports
+        at = np.flatnonzero(moved)
+        for i, g, row in zip(at.tolist(), plan.port_of[at].tolist(), plan.rows[at].tolist(), strict=True):
+            name = keys[i][0]
+            got = got_by_name.get(name)
+            if got is None:
+                got = got_by_name[name] = {}
+            e = entries[g]
+            got[ports[g]] = e.view(row - e.base)  # type: ignore[union-attr]
 
     def _first(self, rows: np.ndarray, value: np.ndarray, bits: np.ndarray, sat: np.ndarray, scale: np.ndarray,
                dev_t: np.ndarray, has_dev: np.ndarray, poll_t: float, dense: list[bool], obj: bool) -> None:
@@ -1252,6 +1298,21 @@ class CounterStore:
 
     def series_count(self) -> int:
         return sum(len(e.schema.keys) for e in self.ports.values())
+
+    def status(self) -> StoreStatus:
+        """How full the store is and what its bounds refused."""
+        return StoreStatus(self.series_count(), self.refused["port"], self.refused["series"])
+
+    def families(self) -> list[Family]:
+        """The store's own metric families (the counters themselves are the exporter's)."""
+        s = self.status()
+        series = Family(f"{NAMESPACE}_store_series", "gauge", "Counter series held in the store.")
+        series.add("", s.series)
+        refused = Family(f"{NAMESPACE}_store_refused_total", "counter", "Readings the store refused by its bounds: "
+                         "a new port over max_ports, a new series of a port at max_series_per_port.")
+        refused.add(labels((("what", "port"),)), s.refused_ports)
+        refused.add(labels((("what", "series"),)), s.refused_series)
+        return [series, refused]
 
     # ----------------------------------------------------------------- bulk reads
     def family_rows(self) -> dict[str, FamilyRows]:

@@ -185,7 +185,9 @@ class Fabricmon:
                                                                 retries=RETRIES, max_repetitions=MAX_REPETITIONS))
                      for c, port in targets]
 
-    async def _poll(self, cols: list[Any]) -> tuple[int, int, float]:
+    async def _poll(self, cols: list[Any], store: Any = None) -> tuple[int, int, float]:
+        """Fetch every target, parse every payload (and, given a CounterStore, store it: the
+        path bench/gnmi_compare.py compares); (values, failed targets, CPU after the fetch)."""
         from fabricmon.collectors.snmp import SnmpCollector
         from fabricmon.core.model import TargetSpec
 
@@ -197,6 +199,8 @@ class Fabricmon:
                 errors += 1
                 continue
             r, _ = SnmpCollector.parse(payload, TargetSpec(c.name, "snmp"), SnmpCollector.new_state())
+            if store is not None:
+                store.update_columns(r.counters.columns(c.name, r.clocks, r.gauges), time.time())
             values += len(r.counters) + len(r.gauges)
         return values, errors, time.process_time() - t0
 

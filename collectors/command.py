@@ -15,7 +15,7 @@
 - **Clean exit.** The subprocess transport is closed before the call returns, so nothing is
   left for the garbage collector to close after the event loop (no "Event loop is closed").
 
-Used by the perfquery and host collectors.
+Used by the perfquery, host and slurm collectors.
 """
 
 from __future__ import annotations
@@ -34,8 +34,10 @@ from fabricmon.collectors.reaper import REAPER
 # ``perfquery -x`` of one switch (all its ports, extended and basic blocks) is ~1.5 KB a port,
 # 200 KB for a 128-port NDR switch; ibnetdiscover is ~110 B a port, 22 MB for 200,000 ports
 # (bench/fabric.py), so 128 MiB covers the store's 1 M ports; ``ethtool -S`` is a few hundred
-# counters (~50 KB); ``dcb``/``mlnx_qos`` a page of text.
+# counters (~50 KB); ``dcb``/``mlnx_qos`` a page of text. ``squeue --json`` prints every queued
+# job with about a hundred fields (~5 KB a job): 256 MiB, the HTTP body cap, is ~50,000 jobs.
 PERFQUERY_MAX_OUTPUT = 16 << 20
+SLURM_MAX_OUTPUT = 256 << 20
 IBNETDISCOVER_MAX_OUTPUT = 128 << 20
 ETHTOOL_MAX_OUTPUT = 4 << 20
 QOS_TOOL_MAX_OUTPUT = 1 << 20

@@ -23,6 +23,8 @@ ensure_venv() {
     return 0
   fi
   .venv/bin/pip install -q --upgrade pip >/dev/null
-  .venv/bin/pip install -q -e ".${want:+[$want]}"
+  # setuptools warns on every editable install that a working-directory folder named like the
+  # package could shadow it; ours maps fabricmon.* onto agent/ and collectors/, so none can.
+  PYTHONWARNINGS="ignore:Editable installation" .venv/bin/pip install -q -e ".${want:+[$want]}"
   echo "$key $want" > "$stamp"
 }

@@ -1,10 +1,11 @@
-"""Real aiohttp stand-in servers on 127.0.0.1 for the REST collectors (UFM, UFM Telemetry, NVUE).
+"""Real aiohttp stand-in servers on 127.0.0.1 for the REST collectors (UFM, UFM Telemetry, NVUE, Kubernetes).
 
-* ``self_signed_cert(dir)``: a throw-away CA-less self-signed certificate for 127.0.0.1,
-  generated at test time with ``cryptography`` (or the ``openssl`` CLI when it is missing).
+* ``self_signed_cert(dir)``: a throw-away self-signed certificate for 127.0.0.1 (tests/pki.py).
 * ``StandIn``: an aiohttp server with per-prefix auth (basic user/password, or a token sent
   as ``Authorization: <scheme> <token>``), optional TLS, canned ``Reply`` objects per path,
   and a log of every request (path with query string, headers) for assertions.
+* ``KubeApiStandIn``: a Kubernetes API server's pod list (TLS, bearer token, paging with
+  ``continue``, the ``status.phase`` field selector) in the API reference's shapes.
 
 Only loopback is ever bound. Use as ``async with StandIn(routes, ...) as srv: srv.url``.
 """
@@ -13,14 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import datetime as dt
-import ipaddress
 import json
-import shutil
 import socket
 import ssl
 import struct
-import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,45 +25,20 @@ from typing import Any
 
 from aiohttp import web
 
-LOOPBACK = "127.0.0.1"
+from tests.pki import LOOPBACK
 
 
-def self_signed_cert(directory: Path) -> tuple[Path, Path]:
-    """(cert.pem, key.pem) valid for IP 127.0.0.1 and DNS localhost; the cert is its own CA file."""
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    try:
-        _with_cryptography(cert, key)
-    except ImportError:
-        if shutil.which("openssl") is None:
-            raise RuntimeError("neither the cryptography package nor the openssl CLI is available") from None
-        subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
-             "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", str(key), "-out", str(cert)],
-            check=True, capture_output=True, timeout=60,
-        )
-    return cert, key
-
-
-def _with_cryptography(cert_path: Path, key_path: Path) -> None:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fabricmon test stand-in")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=2))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(LOOPBACK)), x509.DNSName("localhost")]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+async def serve_app(app: web.Application, tls: tuple[Path, Path] | None) -> tuple[web.AppRunner, int]:
+    """Serve ``app`` on a free loopback port (TLS with ``(cert, key)`` when given): (runner, port)."""
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+    await runner.setup()
+    ctx = None
+    if tls:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(str(tls[0]), str(tls[1]))
+    site = web.TCPSite(runner, LOOPBACK, 0, ssl_context=ctx)
+    await site.start()
+    return runner, runner.addresses[0][1]
 
 
 @dataclass
@@ -135,15 +107,7 @@ class StandIn:
     async def __aenter__(self) -> StandIn:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        ctx = None
-        if self.tls:
-            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            ctx.load_cert_chain(str(self.tls[0]), str(self.tls[1]))
-        site = web.TCPSite(self._runner, LOOPBACK, 0, ssl_context=ctx)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
+        self._runner, self.port = await serve_app(app, self.tls)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -229,3 +193,66 @@ async def fetch_once(collector: Any) -> dict[str, Any]:
         return await collector.fetch()
     finally:
         await collector.close()
+
+
+@dataclass
+class KubeApiStandIn:
+    """A Kubernetes API server stand-in on 127.0.0.1 (TLS, bearer token) serving ``GET /api/v1/pods``.
+
+    Answers in the shapes of the Kubernetes API reference (v1.31, "Pod v1 core" and its "list"
+    operation; API concepts, "Retrieving large results sets in chunks"): a ``PodList``
+    ``{"kind", "apiVersion", "metadata": {"resourceVersion", "continue"}, "items"}``, ``limit``
+    pages with a ``continue`` token (an unknown token is ``410 Gone`` with a ``Status``), the
+    ``status.phase`` field selector, and ``401`` with a ``Status`` body for a missing or wrong
+    token. ``seen`` logs every request (path with query, headers)."""
+
+    pods: list[dict[str, Any]]
+    token: str
+    tls: tuple[Path, Path]
+    seen: list[Seen] = field(default_factory=list)
+    port: int = 0
+    _runner: web.AppRunner | None = None
+
+    @property
+    def address(self) -> str:
+        return LOOPBACK
+
+    @staticmethod
+    def status(code: int, reason: str, message: str) -> web.Response:
+        return web.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                  "message": message, "reason": reason, "code": code}, status=code)
+
+    async def _pods(self, request: web.Request) -> web.Response:
+        self.seen.append(Seen(request.path_qs, dict(request.query), dict(request.headers)))
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
+            return self.status(401, "Unauthorized", "Unauthorized")
+        pods = self.pods
+        selector = request.query.get("fieldSelector", "")
+        if selector:
+            key, _, want = selector.partition("=")
+            if key != "status.phase":
+                return self.status(400, "BadRequest", f'field label not supported: "{key}"')
+            pods = [p for p in pods if p.get("status", {}).get("phase") == want]
+        start = 0
+        token = request.query.get("continue")
+        if token:
+            if not token.startswith("page-") or not token[5:].isdigit():
+                return self.status(410, "Expired", "The provided continue parameter is too old to display a consistent list result.")
+            start = int(token[5:])
+        limit = int(request.query.get("limit", "0") or 0) or len(pods)
+        page = pods[start:start + limit]
+        meta: dict[str, Any] = {"resourceVersion": "123456"}
+        if start + limit < len(pods):
+            meta["continue"] = f"page-{start + limit}"
+            meta["remainingItemCount"] = len(pods) - start - limit
+        return web.json_response({"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": page})
+
+    async def __aenter__(self) -> KubeApiStandIn:
+        app = web.Application()
+        app.router.add_get("/api/v1/pods", self._pods)
+        self._runner, self.port = await serve_app(app, self.tls)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()

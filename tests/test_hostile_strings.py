@@ -21,7 +21,8 @@ from fabricmon.collectors.base import FetchError, ParseError
 from fabricmon.collectors.nvue import NvueCollector
 from fabricmon.collectors.sanitize import MAX_NAME, MAX_TEXT, clean, sanitize_result
 from fabricmon.core.model import Counters, Link, ParseResult, Poll, Sample, TargetSpec
-from tests.http_standins import BasicAuthRule, Reply, StandIn, fetch_once, self_signed_cert
+from tests.http_standins import BasicAuthRule, Reply, StandIn, fetch_once
+from tests.pki import self_signed_cert
 from tests.test_nvue_rest import PASSWORD as NVUE_PASSWORD
 from tests.test_nvue_rest import USER as NVUE_USER
 from tests.test_nvue_rest import make as make_nvue

@@ -21,7 +21,8 @@ from fabricmon.collectors.nvue import NvueCollector, NvueOptions
 from fabricmon.collectors.nvue.parse import NvueState, classify, parse_payload, to_count
 from fabricmon.core.model import ParseResult, TargetSpec
 from tests.conftest import public_fixture
-from tests.http_standins import BasicAuthRule, Reply, StandIn, fetch_once, self_signed_cert
+from tests.http_standins import BasicAuthRule, Reply, StandIn, fetch_once
+from tests.pki import self_signed_cert
 
 CASE = Path(__file__).resolve().parent.parent / "collectors" / "nvue" / "testcases" / "cli_derived"
 USER, PASSWORD = "cumulus", "Nv-ue!pw 9"

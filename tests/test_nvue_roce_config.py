@@ -16,7 +16,8 @@ import pytest
 
 from fabricmon.collectors.nvue import NvueCollector, NvueOptions
 from fabricmon.core.model import ParseResult, TargetSpec
-from tests.http_standins import BasicAuthRule, Reply, StandIn, fetch_once, self_signed_cert
+from tests.http_standins import BasicAuthRule, Reply, StandIn, fetch_once
+from tests.pki import self_signed_cert
 
 STATUS = json.loads((Path(__file__).parent / "data" / "nvue" / "roce-status-swp16.json").read_text())
 PFC_PROFILE = json.loads((Path(__file__).parent / "data" / "nvue" / "pfc-default-global.json").read_text())

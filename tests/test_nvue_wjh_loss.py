@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fabricmon.collectors.nvue.parse import NvueState, parse_payload
 from fabricmon.core.model import TargetSpec
+from fabricmon.core.vocabulary import PriorityMap
 from tests.test_rules_sim import two_leaf_fabric
 
 PORT = ("leaf2", "Ethernet1")
@@ -18,8 +19,8 @@ def wjh_subs(*records: dict) -> dict[tuple, int]:
     return {s.sub: s.value for s in res.counters if s.counter == "wjh_drops"}
 
 
-def loss_after(sub: tuple, drops: int, config: dict | None = None) -> dict:
-    fab = two_leaf_fabric(config=config)
+def loss_after(sub: tuple, drops: int, fabric: PriorityMap | None = None) -> dict:
+    fab = two_leaf_fabric(fabric=fabric)
     fab.rate(*PORT, "wjh_drops", 0.0, sub)
     fab.poll(n=2)
     fab.bump(*PORT, "wjh_drops", drops, sub)
@@ -49,6 +50,6 @@ def test_unknown_class_drop_still_counts_without_a_priority():
 
 
 def test_priority_to_queue_maps_the_lossless_class():
-    cfg = {"packet_loss": {"lossless_priorities": [3], "priority_to_queue": {3: 5}}}
-    assert set(loss_after(("buffer", "503", "5"), 4, cfg)) == {(*PORT, 3, None)}
-    assert loss_after(("buffer", "503", "3"), 4, cfg) == {}  # class 3 is not priority 3's queue here
+    layout = PriorityMap((3,), {3: 5})  # the config's fabric: {lossless_priorities: [3], priority_to_queue: {3: 5}}
+    assert set(loss_after(("buffer", "503", "5"), 4, layout)) == {(*PORT, 3, None)}
+    assert loss_after(("buffer", "503", "3"), 4, layout) == {}  # class 3 is not priority 3's queue here

@@ -16,7 +16,8 @@ from fabricmon.agent.recording import read_polls
 from fabricmon.agent.replay import replay_recording
 from fabricmon.agent.runtime import Agent
 from tests.conftest import ROOT, free_port, public_fixture
-from tests.http_standins import Reply, StandIn, TokenAuthRule, self_signed_cert
+from tests.http_standins import Reply, StandIn, TokenAuthRule
+from tests.pki import self_signed_cert
 from tests.test_golden_e2e import stable
 from tests.test_ufm_telemetry_rest import CSV_PATH, SMALL, rows_to_csv
 

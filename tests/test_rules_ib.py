@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from fabricmon.agent.detector.rules import build as build_rules
 from tests.test_rules_sim import G400, Fab
 
 FULL_WAIT = G400 * 8 / 64  # ticks per second of a port that waits all the time (64-bit ticks)
@@ -100,7 +99,7 @@ def test_blocked_ports_are_found_whatever_the_tick():
     # A tick assumed 8x too short makes f_wait 1/8: the tick-free test still finds the loop,
     # corroborated by each cable peer receiving nothing.
     fab = ib_ring(3)
-    fab.det.rules = build_rules({"credit_deadlock": {"xmit_wait_tick_bits": 8}})
+    fab.det.configure(fab.det.rules, {"ib": {"xmit_wait_tick_bits": 8}})  # the ib analysis's parameter
     fab.poll(n=2)
     for i in range(3):
         stall(fab, f"sw{i}", "1")
@@ -157,8 +156,7 @@ def test_xmit_wait_tick_follows_the_device_generation(devid, expected):
     fab.rate("sw0", "1", "xmit_wait", full_wait_lane_ticks)
     fab.rate("sw0", "1", "tx_bytes", EDR * 0.5, scale=4)
     fab.poll(n=2)
-    rule = next(r for r in fab.det.rules if r.name == "credit_deadlock")
-    ratios = {m.name: dict(m.values) for m in rule.metrics()}["fabricmon_port_xmit_wait_ratio"]
+    ratios = {m.name: dict(m.values) for m in fab.det.metrics()}["fabricmon_port_xmit_wait_ratio"]
     assert ratios[("sw0", "1")] == pytest.approx(expected, rel=1e-6)
 
 
@@ -175,8 +173,7 @@ def test_an_impossible_f_wait_flags_the_tick_instead_of_clipping():
     peer = fab.topo.peer("sw0", "1")
     fab.rate(*peer, "rx_bytes", 0.0, scale=4)
     fab.poll(n=2)
-    rule = next(r for r in fab.det.rules if r.name == "credit_deadlock")
-    suspect = {m.name: dict(m.values) for m in rule.metrics()}["fabricmon_port_xmit_wait_tick_suspect"]
+    suspect = {m.name: dict(m.values) for m in fab.det.metrics()}["fabricmon_port_xmit_wait_tick_suspect"]
     assert suspect == {("sw0", "1"): 1.0}
     [f] = fab.active().values()  # the tick-free test still sees the blocked port
     assert f.kind == "congestion" and "xmit_wait_fraction" not in f.evidence
@@ -199,15 +196,14 @@ def test_discards_on_loop_members_are_linked_to_the_loop():
     assert loop[("sw0", "1", None, "member")].evidence["loop_discards"] == 120.0
     assert "part of the credit loop sw0:1, sw1:1, sw2:1" in loss[("sw1", "1", None, None)].summary
     # The metrics carry the same id per port, so a loss finding joins its loop by device and port.
-    rule = next(r for r in fab.det.rules if r.name == "credit_deadlock")
-    incident = {m.name: dict(m.values) for m in rule.metrics()}["fabricmon_port_incident"]
+    incident = {m.name: dict(m.values) for m in fab.det.metrics()}["fabricmon_port_incident"]
     assert incident == {(f"sw{i}", "1", "credit_loop:sw0:1"): 1.0 for i in range(3)}
     for i in range(3):  # the loop breaks: credits return, data moves, no more discards
         fab.rate(f"sw{i}", "1", "xmit_wait", 0.0)
         fab.rate(f"sw{i}", "1", "tx_bytes", 5e9, scale=4)
         fab.rate(f"sw{i}", "1", "tx_discards", 0.0)
     fab.poll(n=1)
-    incident = {m.name: dict(m.values) for m in rule.metrics()}["fabricmon_port_incident"]
+    incident = {m.name: dict(m.values) for m in fab.det.metrics()}["fabricmon_port_incident"]
     assert set(incident.values()) == {0.0}  # exported as 0 once, so dashboards see it end
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from fabricmon.agent.detector.rules import RULES, build
@@ -17,7 +19,31 @@ def test_registry_has_every_rule_and_rejects_unknown_parameters():
     with pytest.raises(ValueError, match="ecn_warn"):
         build({"congestion": {"ecn_warn": 0.5}})
     rule = build({"congestion": {"ecn_warning_ratio": 0.02, "raise_polls": 5}})[3]
-    assert rule.params["ecn_warning_ratio"] == 0.02 and rule.raise_polls == 5
+    assert rule.params.ecn_warning_ratio == 0.02 and rule.raise_polls == 5
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ({"link_flap": {"critical_flaps": "many"}}, "rules.link_flap.critical_flaps: Input should be a valid integer"),
+    ({"link_flap": {"enabled": "maybe"}}, "rules.link_flap.enabled: Input should be a valid boolean"),
+    ({"congestion": {"ecn_warning_ratio": 1.5}}, "rules.congestion.ecn_warning_ratio: Input should be less than or equal to 1"),
+    ({"congestion": {"ecn_warning_ratio": 0.2}}, "ecn_warning_ratio (0.2) is above ecn_critical_ratio (0.1)"),
+    ({"link_flap": {"window_s": "10 parsecs"}}, "rules.link_flap.window_s: invalid duration"),
+    ({"packet_loss": {"transport_counters": ["out_of_sequence", "oos"]}}, "not counters of the vocabulary: oos"),
+    ({"pfc_storm": {"storm_pause_fraction": 0.9}}, "rules.pfc_storm.storm_pause_fraction: not a parameter of the pfc_storm rule"),
+    ({"packet_loss": {"lossless_priorities": [3]}}, "the fabric layout is set once, under fabric:"),
+    ({"no_such_rule": {}}, "rules.no_such_rule: unknown rule"),
+])
+def test_rule_parameters_are_typed_and_checked(config, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build(config)
+
+
+def test_rule_parameters_take_durations_and_honour_enabled_words():
+    rule = next(r for r in build({"link_flap": {"window_s": "5m"}}) if r.name == "link_flap")
+    assert rule.params.window_s == 300.0
+    # YAML's quoted "no" (or "off", "false", 0) switches the rule off; it never leaves it on silently.
+    for off in ("no", "off", "false", 0, False):
+        assert "link_flap" not in [r.name for r in build({"link_flap": {"enabled": off}})], off
 
 
 def test_benign_heavy_load_with_ecn_marks_and_brief_pauses_raises_nothing():

@@ -5,9 +5,11 @@ and lossless loss at every stage, read through the vocabulary and the fabric lay
 
 from __future__ import annotations
 
-from fabricmon.agent.config import load_text
-from fabricmon.agent.detector.rules import build
+import pytest
+
+from fabricmon.agent.config import ConfigError, load_text
 from fabricmon.agent.replay import replay_recording
+from fabricmon.core.vocabulary import PriorityMap
 from tests.conftest import ROOT
 from tests.test_rules_ib import FULL_WAIT, ib_ring
 from tests.test_rules_pfc import pausing, ring, stuck
@@ -208,7 +210,7 @@ def test_a_deadlock_ending_seen_by_one_switch_first_leaves_no_phantom_storm():
 
 # ----------------------------------------------------------------- lossless loss, every stage
 def test_ingress_pg_drops_map_through_priority_to_pg():
-    fab = two_leaf_fabric(rules=build({"packet_loss": {"priority_to_pg": {3: 1}}}))
+    fab = two_leaf_fabric(fabric=PriorityMap((3,), {}, {3: 1}))
     fab.rate("leaf1", "Ethernet49", "pg_no_buffer_drops", 0.0, (1,))
     fab.rate("leaf1", "Ethernet49", "pg_no_buffer_drops", 0.0, (3,))
     fab.poll(n=2)
@@ -244,18 +246,9 @@ def test_the_fabric_section_maps_queues_for_every_rule_in_a_replay():
     assert ("leaf02", "Ethernet2") not in identity  # assuming identity misses it: the layout is needed
 
 
-def test_rule_level_layout_keys_join_the_one_fabric_section():
-    # The layout before ``fabric:`` existed: keys under one rule. The config takes them into
-    # ``fabric:`` for every rule, a rule keeps what it was given, and other keys come from ``fabric:``.
-    from fabricmon.agent.detector import FABRIC_CACHE_KEY, DetectContext
-    from fabricmon.agent.store import CounterStore
-    from fabricmon.core.topology import Topology
-
-    cfg = load_text("fabric:\n  priority_to_queue: {3: 5}\nrules:\n  packet_loss: {lossless_priorities: [3, 4]}\n",
-                    "old.yml").config
-    layout = cfg.fabric.priority_map()
-    assert layout.lossless == (3, 4) and layout.queue(3) == 5
-    ctx = DetectContext(CounterStore(), Topology(), 0.0, set(), set(), cache={FABRIC_CACHE_KEY: layout})
-    for rule in build(cfg.rules):
-        got = rule.fabric(ctx)
-        assert got.lossless == (3, 4) and got.queue(3) == 5, rule.name
+def test_a_layout_key_under_a_rule_is_an_error_at_that_key():
+    # The layout before ``fabric:`` existed (keys under one rule) is gone: one fabric: section.
+    with pytest.raises(ConfigError) as err:
+        load_text("fabric:\n  priority_to_queue: {3: 5}\nrules:\n  packet_loss: {lossless_priorities: [3, 4]}\n", "old.yml")
+    [problem] = err.value.problems
+    assert problem.startswith("old.yml:4:17: rules.packet_loss.lossless_priorities: ") and "under fabric:" in problem

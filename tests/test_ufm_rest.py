@@ -20,7 +20,8 @@ from fabricmon.collectors.ufm.parse import lane_gbps, link_up, node_description,
 from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import TargetSpec
 from tests.conftest import free_port
-from tests.http_standins import BasicAuthRule, Reply, StandIn, TokenAuthRule, fetch_once, self_signed_cert
+from tests.http_standins import BasicAuthRule, Reply, StandIn, TokenAuthRule, fetch_once
+from tests.pki import self_signed_cert
 
 CASES = Path(__file__).resolve().parent.parent / "collectors" / "ufm" / "testcases"
 USER, PASSWORD, TOKEN = "admin", "s3cret-Pw!", "czQYeCfKIeXqlwSqtorunOPysaSp2r"

@@ -19,7 +19,8 @@ from fabricmon.collectors.ufm_telemetry.fetch import shard_paths
 from fabricmon.collectors.ufm_telemetry.parse import detect_format, to_seconds
 from fabricmon.core.model import TargetSpec
 from tests.conftest import public_fixture
-from tests.http_standins import BasicAuthRule, Reply, StandIn, self_signed_cert
+from tests.http_standins import BasicAuthRule, Reply, StandIn
+from tests.pki import self_signed_cert
 
 SMALL = "ib/Mellanox__ufm_sdk_3.0/plugins__fluentd_telemetry_plugin__tests__message_samples__small_telemetry.json"
 CSV_PATH = "/csv/cset/converted_enterprise"

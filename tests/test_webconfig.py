@@ -5,10 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import shutil
 import ssl
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
@@ -20,98 +17,16 @@ from fabricmon.agent.exporter.server import Exporter, make_app, start_server
 from fabricmon.agent.exporter.webconfig import WebConfigError
 from fabricmon.agent.pipeline import Pipeline
 from tests.conftest import free_port
+from tests.pki import Pki, make_pki
 
 PASSWORD = "s3cret-pw"
 HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()  # cost 4: fast tests, same code path
 
 
-# ---------------------------------------------------------------------- a small PKI
-@dataclass
-class Pki:
-    dir: Path
-
-    def __getitem__(self, name: str) -> Path:
-        return self.dir / name
-
-
-def _pki_cryptography(d: Path) -> None:
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.UTC)
-
-    def write(name: str, key, cert) -> None:
-        (d / f"{name}.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                          serialization.NoEncryption()))
-        (d / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-
-    def make(cn: str, issuer=None, sans=None, ca=False):
-        key = ec.generate_private_key(ec.SECP256R1())
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-        b = (x509.CertificateBuilder().subject_name(subject).public_key(key.public_key())
-             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-             .not_valid_after(now + datetime.timedelta(days=2))
-             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-        if sans:
-            b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        if issuer is None:
-            cert = b.issuer_name(subject).sign(key, hashes.SHA256())
-        else:
-            ikey, icert = issuer
-            cert = b.issuer_name(icert.subject).sign(ikey, hashes.SHA256())
-        return key, cert
-
-    server_sans = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-    ca = make("test server CA", ca=True)
-    write("ca", *ca)
-    write("server", *make("fabricmon", ca, server_sans))
-    write("server2", *make("fabricmon-rotated", ca, server_sans))
-    cca = make("test client CA", ca=True)
-    write("client-ca", *cca)
-    write("client", *make("prometheus", cca, [x509.DNSName("prometheus.example")]))
-    write("client-other-san", *make("intruder", cca, [x509.DNSName("intruder.example")]))
-    other = make("other CA", ca=True)
-    write("other-ca", *other)
-    write("client-foreign", *make("foreign", other, [x509.DNSName("prometheus.example")]))
-
-
-def _pki_openssl(d: Path) -> None:
-    def run(*args: str) -> None:
-        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
-
-    def key_req(name: str, cn: str) -> None:
-        run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", f"{name}.key",
-            "-out", f"{name}.csr", "-subj", f"/CN={cn}")
-
-    for ca in ("ca", "client-ca", "other-ca"):
-        run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", f"{ca}.key",
-            "-out", f"{ca}.crt", "-subj", f"/CN={ca}", "-days", "2")
-    for name, ca, san in (("server", "ca", "IP:127.0.0.1,DNS:localhost"), ("server2", "ca", "IP:127.0.0.1,DNS:localhost"),
-                          ("client", "client-ca", "DNS:prometheus.example"), ("client-other-san", "client-ca", "DNS:intruder.example"),
-                          ("client-foreign", "other-ca", "DNS:prometheus.example")):
-        key_req(name, name)
-        (d / f"{name}.ext").write_text(f"subjectAltName={san}\n")
-        run("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key", "-CAcreateserial",
-            "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext")
-
-
+# ---------------------------------------------------------------------- a small PKI (tests/pki.py)
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory) -> Pki:
-    d = tmp_path_factory.mktemp("pki")
-    try:
-        import cryptography  # noqa: F401
-    except ImportError:
-        if not shutil.which("openssl"):
-            pytest.skip("neither the cryptography package nor the openssl CLI is available")
-        _pki_openssl(d)
-    else:
-        _pki_cryptography(d)
-    return Pki(d)
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 # ---------------------------------------------------------------------- helpers

@@ -78,13 +78,23 @@ def _sliced(text: str) -> Any:
     i = _skip(text, 0)
     if i >= len(text) or text[i] not in "[{":
         return json.loads(text)
+    value, i = _container(text, i, top=True)
+    if _skip(text, i) != len(text):
+        raise json.JSONDecodeError("Extra data", text, _skip(text, i))
+    return value
+
+
+def _container(text: str, i: int, top: bool) -> tuple[Any, int]:
+    """The array or object at ``text[i]`` and the index after it, element by element. In the
+    top-level object, an array value is walked the same way (``{"jobs": [...]}`` of Slurm: one
+    huge value); anything deeper is one ``raw_decode`` (a port, a job, an interface: small)."""
     is_list = text[i] == "["
     out_l: list[Any] = []
     out_d: dict[str, Any] = {}
     close = "]" if is_list else "}"
     i = _skip(text, i + 1)
     if i < len(text) and text[i] == close:
-        return out_l if is_list else out_d
+        return (out_l if is_list else out_d), i + 1
     while True:
         if is_list:
             value, i = _DECODER.raw_decode(text, i)
@@ -96,18 +106,16 @@ def _sliced(text: str) -> Any:
             i = _skip(text, i)
             if i >= len(text) or text[i] != ":":
                 raise json.JSONDecodeError("Expecting ':' delimiter", text, i)
-            value, i = _DECODER.raw_decode(text, _skip(text, i + 1))
+            i = _skip(text, i + 1)
+            value, i = _container(text, i, top=False) if top and text[i:i + 1] == "[" else _DECODER.raw_decode(text, i)
             out_d[key] = value
         i = _skip(text, i)
         if i < len(text) and text[i] == ",":
             i = _skip(text, i + 1)
             continue
         if i < len(text) and text[i] == close:
-            break
+            return (out_l if is_list else out_d), i + 1
         raise json.JSONDecodeError(f"Expecting ',' or '{close}'", text, i)
-    if _skip(text, i + 1) != len(text):
-        raise json.JSONDecodeError("Extra data", text, _skip(text, i + 1))
-    return out_l if is_list else out_d
 
 
 def dumps_chunks(obj: Any, *, ensure_ascii: bool = False, depth: int = 0) -> Iterator[str]:

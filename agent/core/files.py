@@ -34,6 +34,10 @@ class FileRefused(ValueError):
     The message names the file (and never its content)."""
 
 
+class FileTooLarge(FileRefused):
+    """A regular file over the limit (a source reports it as ``size``, not as unreadable)."""
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISFIFO(mode):
         return "a FIFO (named pipe)"
@@ -62,7 +66,7 @@ def _open_checked(path: str | os.PathLike[str], limit: int, what: str) -> tuple[
         if not stat.S_ISREG(st.st_mode):
             raise FileRefused(f"{name}: cannot read {what}: it is {_kind(st.st_mode)}, not a regular file")
         if st.st_size > limit:
-            raise FileRefused(f"{name}: {what} is larger than {_human(limit)}; refused")
+            raise FileTooLarge(f"{name}: {what} is larger than {_human(limit)}; refused")
     except BaseException:
         os.close(fd)
         raise
@@ -82,7 +86,7 @@ def read_regular(path: str | os.PathLike[str], limit: int, what: str = "file") -
             chunks.append(chunk)
             total += len(chunk)
             if total > limit:
-                raise FileRefused(f"{os.fspath(path)}: {what} is larger than {_human(limit)}; refused")
+                raise FileTooLarge(f"{os.fspath(path)}: {what} is larger than {_human(limit)}; refused")
     except OSError as exc:
         raise FileRefused(f"{os.fspath(path)}: cannot read {what}: {exc.strerror or exc}") from None
     finally:

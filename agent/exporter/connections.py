@@ -58,6 +58,7 @@ from aiohttp import http_exceptions, web, web_response
 from aiohttp.web_runner import BaseRunner, BaseSite
 
 from fabricmon.agent.exporter.exposition import Family, labels
+from fabricmon.core.vocabulary import NAMESPACE
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ def connection_cap(limit: int | None = None, nofile: int | None = None) -> int:
 
 @dataclass
 class ConnectionStats:
-    """Counters of every :class:`GatedSite` in the process (exported as metrics)."""
+    """Counters of every :class:`GatedSite` in the process: the listener's status object."""
 
     open: int = 0
     accepted: int = 0
@@ -99,6 +100,30 @@ class ConnectionStats:
     handshake_failed: int = 0
     accept_errors: int = 0
     bad_requests: dict[str, int] = field(default_factory=dict)  # cause -> count
+
+    def families(self) -> list[Family]:
+        """The listener's counters as exposition families (the live agent adds them to /metrics)."""
+        n = NAMESPACE
+        open_ = Family(f"{n}_http_connections_open", "gauge", "HTTP connections open now (all listeners).")
+        open_.add("", self.open)
+        accepted = Family(f"{n}_http_connections_accepted_total", "counter", "HTTP connections accepted and served.")
+        accepted.add("", self.accepted)
+        refused = Family(f"{n}_http_connections_refused_total", "counter",
+                         "HTTP connections closed at once: over the open-connection cap, or over the per-address cap.")
+        for reason, count in sorted(self.refused.items()):
+            refused.add(labels((("reason", reason),)), count)
+        handshake = Family(f"{n}_http_tls_handshake_failures_total", "counter",
+                           "TLS connections dropped before the handshake finished (timeout or error).")
+        handshake.add("", self.handshake_failed)
+        errors = Family(f"{n}_http_accept_errors_total", "counter", "accept() failures, e.g. EMFILE when out of descriptors.")
+        errors.add("", self.accept_errors)
+        evicted = Family(f"{n}_http_connections_evicted_total", "counter",
+                         "Connections closed to make room at a full cap because they had not sent a whole request.")
+        evicted.add("", self.evicted)
+        bad = Family(f"{n}_http_bad_requests_total", "counter", "Malformed requests answered 400, by cause (the parser's error).")
+        for cause, count in sorted(self.bad_requests.items()):
+            bad.add(labels((("cause", cause),)), count)
+        return [open_, accepted, refused, evicted, handshake, errors, bad]
 
 
 STATS = ConnectionStats()
@@ -394,26 +419,3 @@ class GatedSite(BaseSite):
                 else:
                     self._per_address.pop(host, None)
 
-
-def families() -> list[Family]:
-    """The listener's counters as exposition families (the live agent adds them to /metrics)."""
-    open_ = Family("fabricmon_http_connections_open", "gauge", "HTTP connections open now (all listeners).")
-    open_.add("", STATS.open)
-    accepted = Family("fabricmon_http_connections_accepted_total", "counter", "HTTP connections accepted and served.")
-    accepted.add("", STATS.accepted)
-    refused = Family("fabricmon_http_connections_refused_total", "counter",
-                     "HTTP connections closed at once: over the open-connection cap, or over the per-address cap.")
-    for reason, n in sorted(STATS.refused.items()):
-        refused.add(labels((("reason", reason),)), n)
-    handshake = Family("fabricmon_http_tls_handshake_failures_total", "counter",
-                       "TLS connections dropped before the handshake finished (timeout or error).")
-    handshake.add("", STATS.handshake_failed)
-    errors = Family("fabricmon_http_accept_errors_total", "counter", "accept() failures, e.g. EMFILE when out of descriptors.")
-    errors.add("", STATS.accept_errors)
-    evicted = Family("fabricmon_http_connections_evicted_total", "counter",
-                     "Connections closed to make room at a full cap because they had not sent a whole request.")
-    evicted.add("", STATS.evicted)
-    bad = Family("fabricmon_http_bad_requests_total", "counter", "Malformed requests answered 400, by cause (the parser's error).")
-    for cause, n in sorted(STATS.bad_requests.items()):
-        bad.add(labels((("cause", cause),)), n)
-    return [open_, accepted, refused, evicted, handshake, errors, bad]

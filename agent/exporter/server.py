@@ -206,14 +206,7 @@ class Exporter:
 def targets_json(p: Pipeline) -> list[dict[str, Any]]:
     """``/api/targets``: every target's status, sorted by name."""
     now = p.now()
-    out = []
-    for name in sorted(p.targets):
-        s = p.targets[name]
-        out.append({"target": s.name, "source": s.source, "up": s.up, "polls": s.polls,
-                    "last_success": s.last_success_t,
-                    "age_s": None if s.last_success_t is None else round(now - s.last_success_t, 3),
-                    "last_error": s.last_error, "errors": s.errors, "warnings": s.warnings})
-    return out
+    return [p.targets[name].to_json(now) for name in sorted(p.targets)]
 
 
 def waiting_for(p: Pipeline) -> list[str] | None:

@@ -23,6 +23,8 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from fabricmon.agent.jobs.page import job_page
+from fabricmon.agent.jobs.view import job_view
 from fabricmon.agent.web import views
 from fabricmon.agent.web.ids import finding_id
 from fabricmon.core.model import Finding
@@ -118,6 +120,33 @@ class WebCache:
         if s is None:
             raise KeyError(name)
         return views.target_page(self.pipeline, s, list(self.durations.get(name, ())), self.demo)
+
+    async def job(self, name: str) -> bytes | None:
+        """``/jobs/<id>``: None when no job source knows the job. Built like every page (on the
+        worker when there is one), kept until the next pass."""
+        try:
+            return await self._cached("j:" + name, lambda: self._job_page(name))
+        except KeyError:
+            return None
+
+    def _job_page(self, name: str) -> str:
+        v = job_view(self.pipeline, name)
+        if v is None:
+            raise KeyError(name)
+        return job_page(v, self.demo)
+
+    async def job_json(self, name: str, window: float | None = None) -> bytes | None:
+        """``/api/jobs/<id>``: the job view as JSON (what ``fabricmon job --json`` prints)."""
+        try:
+            return await self._cached(f"J:{window}:{name}", lambda: self._job_json(name, window))
+        except KeyError:
+            return None
+
+    def _job_json(self, name: str, window: float | None) -> str:
+        v = job_view(self.pipeline, name, window)
+        if v is None:
+            raise KeyError(name)
+        return json.dumps(v, indent=1) + "\n"
 
     async def _cached(self, key: str, build: Callable[[], str]) -> bytes:
         """The page from the cache, else rendered (on the worker when there is one) and kept."""

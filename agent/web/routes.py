@@ -8,6 +8,7 @@ follow. ``?ended=1`` appends recently ended findings after the active ones.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from importlib import resources
 
 from aiohttp import web
@@ -40,23 +41,31 @@ def register(app: web.Application, cache: WebCache) -> None:
         except Busy:
             return _busy()
 
-    async def finding(request: web.Request) -> web.Response:
+    async def page(build: Awaitable[bytes | None], missing: str, content_type: str = "text/html") -> web.Response:
+        """A page rendered by the cache (on the worker): 503 when too many wait, 404 when ``build`` finds nothing."""
         try:
-            body = await cache.finding(request.match_info["fid"])
+            body = await build
         except Busy:
             return _busy()
         if body is None:
-            raise web.HTTPNotFound(text="no such finding (it may have ended and aged out of the recent list)\n")
-        return web.Response(body=body, content_type="text/html", charset="utf-8")
+            raise web.HTTPNotFound(text=missing)
+        return web.Response(body=body, content_type=content_type, charset="utf-8" if content_type == "text/html" else None)
+
+    no_job = "no such job: no job source reports it running (or recently ended)\n"
+
+    async def finding(request: web.Request) -> web.Response:
+        return await page(cache.finding(request.match_info["fid"]),
+                          "no such finding (it may have ended and aged out of the recent list)\n")
 
     async def target(request: web.Request) -> web.Response:
-        try:
-            body = await cache.target(request.match_info["name"])
-        except Busy:
-            return _busy()
-        if body is None:
-            raise web.HTTPNotFound(text="no such target\n")
-        return web.Response(body=body, content_type="text/html", charset="utf-8")
+        return await page(cache.target(request.match_info["name"]), "no such target\n")
+
+    async def job(request: web.Request) -> web.Response:
+        return await page(cache.job(request.match_info["jid"]), no_job)
+
+    async def job_api(request: web.Request) -> web.Response:
+        window = _int(request, "window", 0, 60, 30 * 86400) or None  # seconds; default: jobs.window
+        return await page(cache.job_json(request.match_info["jid"], window), no_job, "application/json")
 
     async def findings_api(request: web.Request) -> web.Response:
         page = _int(request, "page", 1, 1, 10**9)
@@ -75,5 +84,7 @@ def register(app: web.Application, cache: WebCache) -> None:
     app.router.add_get("/fabric", fabric)
     app.router.add_get("/findings/{fid}", finding)
     app.router.add_get("/targets/{name}", target)
+    app.router.add_get("/jobs/{jid:.+}", job)  # a Kubernetes job id holds a slash
+    app.router.add_get("/api/jobs/{jid:.+}", job_api)
     app.router.add_get("/api/findings", findings_api)
     app.router.add_get("/static/refresh.js", refresh_js)

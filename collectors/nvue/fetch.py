@@ -47,7 +47,8 @@ def interfaces_from(resp: HttpResponse, pattern: re.Pattern[str], limit: int) ->
     """Interface names of a ``GET interface`` answer (a JSON object keyed by name) matching
     ``pattern``, at most ``limit`` of them (else FetchError "size", before anything is sorted)."""
     if resp.status != 200 or not isinstance(resp.body, dict):
-        raise FetchError(f"GET {resp.path}: expected a JSON object of interfaces, got HTTP {resp.status} {type(resp.body).__name__}", ErrorReason.PROTOCOL)
+        raise FetchError(f"GET {resp.path}: expected a JSON object of interfaces, got HTTP {resp.status} {type(resp.body).__name__}",
+                         ErrorReason.PROTOCOL)
     listed = len(resp.body)
     names = [n for n in resp.body if isinstance(n, str) and pattern.search(n)] if listed <= _LISTED_PER_POLLED * limit else None
     if names is None or len(names) > limit:

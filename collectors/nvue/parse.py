@@ -58,6 +58,7 @@ KIND_LABEL = {
 PARSE_ORDER = ("link_stats_path", "qos_counters_path", "roce_counters_path", "pfc_watchdog_path", "roce_status_path",
                "lldp_path")
 
+MAX_DIGITS = 40  # a 128-bit counter has 39 digits; a longer string is no counter (and int() of 4,300+ digits raises)
 _UNIT_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$", re.ASCII)
 
 
@@ -65,8 +66,8 @@ _UNIT_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$", re.ASCII)
 
 
 def to_count(value: Any) -> int | None:
-    """A counter value as an int: JSON int, integral float, or a digits-only string
-    (optionally followed by ``Bytes``/``B``, the CLI's unit for byte values). ``None`` when the
+    """A counter value as an int: JSON int, integral float, or a digits-only string (SONiC's
+    redis values; optionally followed by ``Bytes``/``B``, the NVUE CLI's unit for byte values). ``None`` when the
     value is absent, ``n/a``, negative or humanised (``56.52 MB``: not exact)."""
     if isinstance(value, bool) or value is None:
         return None
@@ -76,7 +77,7 @@ def to_count(value: Any) -> int | None:
         return int(value) if math.isfinite(value) and value >= 0 and value.is_integer() else None
     if isinstance(value, str):
         m = _UNIT_RE.match(value)
-        if not m or "." in m.group(1) or m.group(1).startswith("-"):
+        if not m or "." in m.group(1) or m.group(1).startswith("-") or len(m.group(1)) > MAX_DIGITS:
             return None
         unit = m.group(2).lower()
         if unit not in ("", "b", "bytes", "byte", "pkts", "packets"):
@@ -116,7 +117,8 @@ def table_rows(section: Any, index_keys: tuple[str, ...]) -> dict[int, dict[str,
     else:
         return rows
     for key, row in items:
-        idx = to_count(key.strip()) if isinstance(key, str) and key.strip().isascii() and key.strip().isdigit() else (key if type(key) is int else None)
+        digits = isinstance(key, str) and key.strip().isascii() and key.strip().isdigit()
+        idx = to_count(key.strip()) if digits else (key if type(key) is int else None)
         if idx is None or not 0 <= idx <= 255 or not isinstance(row, dict):
             continue
         rows[idx] = row

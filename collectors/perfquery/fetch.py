@@ -38,8 +38,6 @@ from fabricmon.core.threads import in_daemon_thread
 
 log = logging.getLogger(__name__)
 
-LOCAL_ADDRESSES = ("", "local", "localhost", "127.0.0.1", "::1")
-
 
 @dataclass(frozen=True, slots=True)
 class QueryTarget:

@@ -496,18 +496,7 @@ def parse_payload(payload: Any, state: PerfqueryState) -> tuple[ParseResult, Per
     outputs, on topology refreshes) gives the ``samples_control_tick`` gauges, repeated on
     every poll until the next one.
     """
-    if not isinstance(payload, dict):
-        raise ParseError("perfquery payload must be a JSON object")
-    texts = payload.get("perfquery", [])
-    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-        raise ParseError("perfquery payload: 'perfquery' must be a list of strings")
-    disc = payload.get("ibnetdiscover")
-    if disc is not None and not isinstance(disc, str):
-        raise ParseError("perfquery payload: 'ibnetdiscover' must be a string")
-    smplctl = payload.get("samples_control")
-    if smplctl is not None and (not isinstance(smplctl, list) or not all(isinstance(t, str) for t in smplctl)):
-        raise ParseError("perfquery payload: 'samples_control' must be a list of strings")
-
+    texts, disc, smplctl = _payload_parts(payload)
     result = ParseResult()
     if disc is not None:
         new = parse_ibnetdiscover(disc)
@@ -521,12 +510,33 @@ def parse_payload(payload: Any, state: PerfqueryState) -> tuple[ParseResult, Per
     if smplctl:
         state = _with_ticks(state, smplctl, result.warnings)
     result.gauges.extend(state.ticks)
-    topo = state.topology
     devices, ports, gauges = state.facts
     result.devices.extend(devices)
     result.ports.extend(ports)
     result.gauges.extend(gauges)
+    _counters(result, texts, state.topology)
+    return result, state
 
+
+def _payload_parts(payload: Any) -> tuple[list[str], str | None, list[str] | None]:
+    """(perfquery outputs, ibnetdiscover output or None, perfquery -c outputs or None), checked."""
+    if not isinstance(payload, dict):
+        raise ParseError("perfquery payload must be a JSON object")
+    texts = payload.get("perfquery", [])
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise ParseError("perfquery payload: 'perfquery' must be a list of strings")
+    disc = payload.get("ibnetdiscover")
+    if disc is not None and not isinstance(disc, str):
+        raise ParseError("perfquery payload: 'ibnetdiscover' must be a string")
+    smplctl = payload.get("samples_control")
+    if smplctl is not None and (not isinstance(smplctl, list) or not all(isinstance(t, str) for t in smplctl)):
+        raise ParseError("perfquery payload: 'samples_control' must be a list of strings")
+    return texts, disc, smplctl
+
+
+def _counters(result: ParseResult, texts: list[str], topo: Topology | None) -> None:
+    """The counters of every (LID, port) block, named by the topology (``lid-<LID>`` when it
+    does not know the LID); extended and basic blocks of one port are one port's counters."""
     ext_blocks: dict[tuple[int, int], CounterBlock] = {}
     basic_blocks: dict[tuple[int, int], CounterBlock] = {}
     for text in texts:
@@ -534,7 +544,6 @@ def parse_payload(payload: Any, state: PerfqueryState) -> tuple[ParseResult, Per
             (ext_blocks if block.extended else basic_blocks)[(block.lid, block.port)] = block
             if block.invalid:
                 result.warnings.append(f"LID {block.lid} port {block.port}: values of {', '.join(block.invalid)} are not numbers")
-
     unknown: set[int] = set()
     for key in sorted_in_slices(ext_blocks.keys() | basic_blocks.keys()):  # 100,000 keys: not one C call (a GIL hold)
         lid, portnum = key
@@ -552,7 +561,6 @@ def parse_payload(payload: Any, state: PerfqueryState) -> tuple[ParseResult, Per
             result.warnings.append(f"no ibnetdiscover topology yet: counters of LID(s) {lids} are named lid-<LID>")
         else:
             result.warnings.append(f"LID(s) {lids} are not in the ibnetdiscover topology: named lid-<LID>")
-    return result, state
 
 
 def _with_topology(state: PerfqueryState, new: Topology) -> PerfqueryState:

@@ -282,7 +282,8 @@ def _systems(rows: list[dict[str, Any]], idx: _Index) -> list[DeviceInfo]:
 
 
 def _counters(body: Any, idx: _Index, result: ParseResult) -> None:
-    """Counters from the configured counters call, into ``result.counters``. Shape unverified (UFM does not publish it): see README (a list of per-port objects)."""
+    """Counters from the configured counters call, into ``result.counters``. Shape unverified
+    (UFM does not publish it): see README (a list of per-port objects)."""
     try:
         rows = rows_of(body, "counters")
     except ParseError as exc:

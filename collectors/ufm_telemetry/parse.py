@@ -219,79 +219,91 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
     opts = UfmTelemetryParseOptions.from_spec(spec)
     if not isinstance(payload, dict) or not isinstance(payload.get("responses"), list):
         raise ParseError("ufm-telemetry payload must be an object with a 'responses' list")
-    forced = opts.format
-    node_names = {norm_guid(k): v for k, v in (opts.node_names or {}).items()}
-    result = ParseResult()
-    seen: set[tuple[str, str, str]] = set()  # first reading of a series wins
-    add = result.counters.add
-    ports: dict[tuple[str, str], PortInfo] = {}
-    by_guid: set[str] = set()
-    bad = BadValues()
-    no_port = 0
-    values = 0
+    out = _Rows({norm_guid(k): v for k, v in (opts.node_names or {}).items()})
     for resp in payload["responses"]:
-        if not isinstance(resp, dict):
-            raise ParseError("ufm-telemetry payload: each response must be an object")
-        path = str(resp.get("path") or "")
-        status = to_int(resp.get("status"))
-        if status is None or not 200 <= status < 300:
-            result.warnings.append(f"{path}: HTTP {resp.get('status')}, ignored")
-            continue
-        body = resp.get("body")
-        if body is None:
-            result.warnings.append(f"{path}: empty body")
-            continue
-        fmt = detect_format(path, body, forced)
-        if isinstance(body, str):  # bounded before it is read: a 10^6-port body took 4.6 GB
-            values += body.count(",") if fmt == "csv" else body.count("\n")
-            if values > MAX_VALUES:
-                raise ParseError(f"{path}: the poll holds about {values:,} values, more than the limit of {MAX_VALUES:,} "
-                                 "(about 200,000 ports): shard the endpoint (num_shards)")
-        if fmt == "csv":
-            if not isinstance(body, str):
-                raise ParseError(f"{path}: CSV expected, got JSON")
-            rows: Iterator[Row] = csv_rows(body, path, result.warnings)
-        elif fmt == "prometheus":
-            if not isinstance(body, str):
-                raise ParseError(f"{path}: Prometheus text expected, got JSON")
-            rows = prom_rows(body, path, result.warnings)
-        else:
-            rows = json_rows(body, path)
-        for row in rows:
-            where = _locate(row, node_names)
-            if where is None:
-                # device-level metrics (dev_temperature) have no port: only miss rows with counters
-                no_port += any(lookup(name) is not None for name, _ in row.values)
+        for row in _response_rows(resp, opts.format, out):
+            out.add(row)
+    return out.finish()
+
+
+def _response_rows(resp: Any, forced: BodyFormat, out: _Rows) -> Iterator[Row]:
+    """The rows of one recorded response (none for a failed call or an empty body, with a warning).
+    A text body is counted against MAX_VALUES of the poll before it is read: a 10^6-port body took 4.6 GB."""
+    warnings = out.result.warnings
+    if not isinstance(resp, dict):
+        raise ParseError("ufm-telemetry payload: each response must be an object")
+    path = str(resp.get("path") or "")
+    status = to_int(resp.get("status"))
+    if status is None or not 200 <= status < 300:
+        warnings.append(f"{path}: HTTP {resp.get('status')}, ignored")
+        return iter(())
+    body = resp.get("body")
+    if body is None:
+        warnings.append(f"{path}: empty body")
+        return iter(())
+    fmt = detect_format(path, body, forced)
+    if isinstance(body, str):
+        out.values += body.count(",") if fmt == "csv" else body.count("\n")
+        if out.values > MAX_VALUES:
+            raise ParseError(f"{path}: the poll holds about {out.values:,} values, more than the limit of {MAX_VALUES:,} "
+                             "(about 200,000 ports): shard the endpoint (num_shards)")
+    if fmt == "json":
+        return json_rows(body, path)
+    if not isinstance(body, str):
+        raise ParseError(f"{path}: {'CSV' if fmt == 'csv' else 'Prometheus text'} expected, got JSON")
+    return csv_rows(body, path, warnings) if fmt == "csv" else prom_rows(body, path, warnings)
+
+
+@dataclass(slots=True)
+class _Rows:
+    """The parse result built row by row: the first reading of a series wins."""
+
+    node_names: dict[str, str]
+    result: ParseResult = field(default_factory=ParseResult)
+    seen: set[tuple[str, str, str]] = field(default_factory=set)
+    ports: dict[tuple[str, str], PortInfo] = field(default_factory=dict)
+    by_guid: set[str] = field(default_factory=set)
+    no_port: int = 0
+    values: int = 0  # text values of the poll so far (bounded by MAX_VALUES)
+    bad: BadValues = field(default_factory=BadValues)
+
+    def add(self, row: Row) -> None:
+        where = _locate(row, self.node_names)
+        if where is None:
+            # device-level metrics (dev_temperature) have no port: only miss rows with counters
+            self.no_port += any(lookup(name) is not None for name, _ in row.values)
+            return
+        device, port, named_by_guid = where
+        if named_by_guid:
+            self.by_guid.add(device)
+        if (device, port) not in self.ports:
+            self.ports[(device, port)] = PortInfo(device=device, port=port, guid=norm_guid(_first(row.ident, PORT_GUID_KEYS)),
+                                                  label=_first(row.ident, LABEL_KEYS))
+        clocks = self.result.clocks
+        if row.ts is not None and row.ts > clocks.get(device, 0.0):
+            clocks[device] = row.ts
+        for name, value in row.values:
+            hit = lookup(name)
+            if hit is None:
                 continue
-            device, port, named_by_guid = where
-            if named_by_guid:
-                by_guid.add(device)
-            if (device, port) not in ports:
-                ports[(device, port)] = PortInfo(
-                    device=device, port=port, guid=norm_guid(_first(row.ident, PORT_GUID_KEYS)),
-                    label=_first(row.ident, LABEL_KEYS),
-                )
-            if row.ts is not None and row.ts > result.clocks.get(device, 0.0):
-                result.clocks[device] = row.ts
-            for name, value in row.values:
-                hit = lookup(name)
-                if hit is None:
-                    continue
-                n = to_int(value)
-                if n is None:
-                    bad.note(name, f"{device} port {port}", value)
-                    continue
-                counter, scale = hit
-                if (device, port, counter) not in seen:
-                    seen.add((device, port, counter))
-                    add(device, port, counter, n, scale=scale)
-    result.ports = list(ports.values())
-    result.warnings.extend(bad.warnings())
-    if no_port:
-        result.warnings.append(f"{no_port} row(s) with counters but without node/port GUID and port number skipped")
-    if by_guid:
-        result.warnings.append(f"{len(by_guid)} node(s) without a node description or node_names entry: labelled by GUID")
-    return result
+            n = to_int(value)
+            if n is None:
+                self.bad.note(name, f"{device} port {port}", value)
+                continue
+            counter, scale = hit
+            if (device, port, counter) not in self.seen:
+                self.seen.add((device, port, counter))
+                self.result.counters.add(device, port, counter, n, scale=scale)
+
+    def finish(self) -> ParseResult:
+        result = self.result
+        result.ports = list(self.ports.values())
+        result.warnings.extend(self.bad.warnings())
+        if self.no_port:
+            result.warnings.append(f"{self.no_port} row(s) with counters but without node/port GUID and port number skipped")
+        if self.by_guid:
+            result.warnings.append(f"{len(self.by_guid)} node(s) without a node description or node_names entry: labelled by GUID")
+        return result
 
 
 def _locate(row: Row, node_names: dict[str, str]) -> tuple[str, str, bool] | None:

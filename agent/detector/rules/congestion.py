@@ -18,19 +18,21 @@ of one or two polls is ordinary traffic).
   receive side (the egress being paused) is used; the transmit side (a NIC or ingress
   pausing its peer, a slow receiver) only when the peer's receive side is not monitored,
   so one link gives one finding. An interval that looks like a storm (>=
-  ``storm_pause_fraction`` with no transmit progress) is left to ``pfc_storm``, and so is
+  ``storm_pause_fraction`` with no transmit progress: the ``pfc`` analysis's storm level) is
+  left to ``pfc_storm``, and so is
   any port (or the cable peer of a port) that a storm tree or a PFC deadlock accounts for
   on that priority, including every partly paused port the storm's pause reaches in the
-  paused-by graph and the unpolled hosts a switch port keeps pausing: one pause, one finding. After a storm the window starts where the storm
+  paused-by graph and the unpolled hosts a switch port keeps pausing: one pause, one finding.
+  After a storm the window starts where the storm
   last covered the port, so the storm's own pause never becomes a later congestion finding.
   Brief pauses (< 5 %) stay silent.
 * **InfiniBand** over ``wait_window_s`` (60 s): f_wait >= ``wait_warning_fraction`` 10 %
   -> warning, >= ``wait_critical_fraction`` 50 % -> critical (inferred); when the tick is
   unknown, r_wait >= ``wait_warning_ratio`` 1 % -> warning (the highest of Omni-Path's
   congestion thresholds, 1 % to 0.01 %: cornelisnetworks/opa-fm ``pa_categories.c``). The last interval must be at the
-  warning level too. A stalled port (f_wait >= 0.95 with no data) is left to
-  ``credit_deadlock``, and so is any port that rule put in a credit loop or stall incident
-  this pass (it runs first: one fault, one incident).
+  warning level too. A stalled port (f_wait >= the ``ib`` analysis's ``stall_wait_fraction``,
+  0.95, with no data) is left to ``credit_deadlock``, and so is any port the ``ib`` analysis
+  put in a credit loop or stall incident this pass: one fault, one incident.
 
 Finding priority: the PFC priority (for ECN, the priority the ``fabric:`` layout maps to
 the queue; identity by default), None for InfiniBand. Exports
@@ -42,47 +44,56 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from fabricmon.agent.detector import DEFAULT_FABRIC, DetectContext, Observation, Rule, RuleMetric
-from fabricmon.agent.detector.rules._common import RatioGauge, SubIndex, frac, link_ok, tx_progress, window_frac
-from fabricmon.agent.detector.rules._ib import (
-    IB_DEFAULTS,
-    INCIDENT_CACHE_KEY,
-    last_wait_fractions,
-    port_tick,
-    wait_last,
-    wait_window,
-)
-from fabricmon.agent.detector.rules._pfc import claimed_ports
+from pydantic import model_validator
+
+from fabricmon.agent.detector.analyses.fabric import FabricAnalysis
+from fabricmon.agent.detector.analyses.ib import IbAnalysis
+from fabricmon.agent.detector.analyses.ib_wait import wait_last, wait_window
+from fabricmon.agent.detector.analyses.pfc import PfcAnalysis
+from fabricmon.agent.detector.base import DetectContext, ExportedGauge, Fraction, Observation, Rule, RuleParams, Seconds
+from fabricmon.agent.detector.common import RatioGauge, SubIndex, frac, link_ok, tx_progress, window_frac
 from fabricmon.agent.store import PortEntry, PortKey
+from fabricmon.core.vocabulary import PriorityMap
+
+
+class CongestionParams(RuleParams):
+    """Levels and windows (inferred, see the module doc); a warning level must not exceed its critical level."""
+
+    ecn_warning_ratio: Fraction = 0.01
+    ecn_critical_ratio: Fraction = 0.10
+    ecn_window_s: Seconds = 60.0
+    ecn_min_packets: int = 1000  # packets sent in the window before a ratio counts
+    pause_warning_fraction: Fraction = 0.05
+    pause_critical_fraction: Fraction = 0.20
+    pause_window_s: Seconds = 300.0
+    wait_warning_fraction: Fraction = 0.10
+    wait_critical_fraction: Fraction = 0.50
+    wait_warning_ratio: Fraction = 0.01
+    wait_window_s: Seconds = 60.0
+
+    @model_validator(mode="after")
+    def _levels(self) -> CongestionParams:
+        for kind in ("ecn", "pause", "wait"):
+            warn, crit = (f"{kind}_warning_ratio", f"{kind}_critical_ratio") if kind == "ecn" else \
+                (f"{kind}_warning_fraction", f"{kind}_critical_fraction")
+            if getattr(self, warn) > getattr(self, crit):
+                raise ValueError(f"{warn} ({getattr(self, warn)}) is above {crit} ({getattr(self, crit)})")
+        return self
 
 
 class CongestionRule(Rule):
     name = "congestion"
     kinds = ("congestion",)
+    # fabric: queue <-> priority; pfc: which pauses a storm tree or deadlock accounts for, the
+    # storm level; ib: the waits, and which ports a credit loop or stall explains.
+    needs = ("fabric", "pfc", "ib")
+    Params = CongestionParams
     raise_polls = 3
     clear_polls = 2
-    pfc_use = "reader"  # which pauses a storm tree or deadlock already accounts for
-    defaults: dict[str, Any] = {
-        "ecn_warning_ratio": 0.01,
-        "ecn_critical_ratio": 0.10,
-        "ecn_window_s": 60.0,
-        "ecn_min_packets": 1000,
-        "pause_warning_fraction": 0.05,
-        "pause_critical_fraction": 0.20,
-        "pause_window_s": 300.0,
-        "storm_pause_fraction": 0.95,
-        "progress_line_fraction": 0.01,
-        "wait_warning_fraction": 0.10,
-        "wait_critical_fraction": 0.50,
-        "wait_warning_ratio": 0.01,
-        "wait_window_s": 60.0,
-        "stall_wait_fraction": 0.95,
-        **IB_DEFAULTS,
-    }
 
-    def __init__(self, params: dict[str, Any] | None = None) -> None:
+    def __init__(self, params: CongestionParams | dict[str, Any] | None = None) -> None:
         super().__init__(params)
-        self.pmap = DEFAULT_FABRIC  # the fabric layout of this pass (queue <-> priority)
+        self.pmap = PriorityMap()  # the fabric layout of this pass (queue <-> priority)
         self.ecn_index = SubIndex(["ecn_marked_packets"])
         self.pause_index = SubIndex(["pfc_rx_pause_seconds", "pfc_tx_pause_seconds"])
         # (port, priority) -> when a storm tree or deadlock last accounted for its pause: the
@@ -95,8 +106,8 @@ class CongestionRule(Rule):
 
     def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
         ports = ctx.store.ports
-        p = self.params
-        self.pmap = self.fabric(ctx)
+        self.pmap = ctx.analysis(FabricAnalysis).layout
+        pfc, ib = ctx.analysis(PfcAnalysis), ctx.analysis(IbAnalysis)
         # Candidates: ports whose ECN marks or pause time moved, ports with an ECN ratio to
         # bring back to 0, and InfiniBand ports whose last-interval f_wait reaches the
         # warning level (or is unknown: the ratio decides then).
@@ -104,10 +115,10 @@ class CongestionRule(Rule):
         if self.ecn_ratio.values:
             ecn |= ctx.watched({(d, port) for d, port, _ in self.ecn_ratio.values})
         pause = ctx.moved("pfc_rx_pause_seconds", "pfc_tx_pause_seconds")
-        warn = p["wait_warning_fraction"]
-        ib = {pk: f for pk, f in last_wait_fractions(ctx, p).items() if f is None or f >= warn}
-        claimed: set | None = None  # (port, priority) in a storm tree or deadlock, computed on demand
-        for pk in ecn | pause | ib.keys():
+        warn = self.params.wait_warning_fraction
+        waits = {pk: f for pk, f in ib.fractions.items() if f is None or f >= warn}
+        claimed: set | None = None  # (port, priority) in a storm tree or deadlock, taken on demand
+        for pk in ecn | pause | waits.keys():
             entry = ports.get(pk)
             if entry is None:
                 continue
@@ -120,11 +131,11 @@ class CongestionRule(Rule):
                 prios = self.pause_index.subs(pk, entry)
                 if prios:
                     if claimed is None:
-                        claimed = claimed_ports(self.pfc, ctx)
+                        claimed = pfc.result.claimed()
                         self._note_storms(ctx.t, claimed)
-                    found.extend(self._pause(ctx, pk, entry, prios, claimed))
-            if pk in ib and pk not in ctx.cache.get(INCIDENT_CACHE_KEY, {}):  # a loop or stall reports it
-                found.extend(self._ib(pk, entry, ib[pk], port_tick(ctx, pk, entry, p)))
+                    found.extend(self._pause(ctx, pk, entry, prios, claimed, pfc))
+            if pk in waits and ib.incident(pk) is None:  # a loop or stall reports it
+                found.extend(self._ib(pk, entry, waits[pk], ib))
             if found and link_ok(entry):
                 yield from found
         self.ecn_index.forget_missing(ports)
@@ -142,7 +153,7 @@ class CongestionRule(Rule):
         seen = self.storm_seen
         seen.update(dict.fromkeys(claimed, t))
         if len(seen) > len(claimed):
-            limit = t - self.params["pause_window_s"]
+            limit = t - self.params.pause_window_s
             for key in [k for k, v in seen.items() if v < limit]:
                 del seen[key]
 
@@ -160,11 +171,11 @@ class CongestionRule(Rule):
                 self.ecn_ratio.set((pk[0], pk[1], str(q)), min(marked.delta / sent.delta, 1.0))
             if not marked.delta:
                 continue
-            mw, sw = marked.window(p["ecn_window_s"]), sent.window(p["ecn_window_s"])
-            if mw is None or sw is None or sw[0] < p["ecn_min_packets"]:
+            mw, sw = marked.window(p.ecn_window_s), sent.window(p.ecn_window_s)
+            if mw is None or sw is None or sw[0] < p.ecn_min_packets:
                 continue
             ratio = min(mw[0] / sw[0], 1.0)
-            level = self._level(ratio, p["ecn_warning_ratio"], p["ecn_critical_ratio"])
+            level = self._level(ratio, p.ecn_warning_ratio, p.ecn_critical_ratio)
             if level:
                 prio = self._queue_prio(q)
                 yield Observation(
@@ -176,9 +187,10 @@ class CongestionRule(Rule):
                 )
 
     def _pause(self, ctx: DetectContext, pk: PortKey, entry: PortEntry, prios: tuple,
-               claimed: set[tuple[PortKey, int | None]]) -> Iterable[Observation]:
+               claimed: set[tuple[PortKey, int | None]], pfc: PfcAnalysis) -> Iterable[Observation]:
         p = self.params
-        warn, crit = p["pause_warning_fraction"], p["pause_critical_fraction"]
+        storm = pfc.p  # the storm level is the pfc analysis's
+        warn, crit = p.pause_warning_fraction, p.pause_critical_fraction
         peer = ctx.topology.peer(*pk)
         peer_entry = ctx.store.ports.get(peer) if peer else None
         for prio in prios:
@@ -191,13 +203,13 @@ class CongestionRule(Rule):
                     continue
                 if side == "tx" and peer_entry is not None and peer_entry.counter("pfc_rx_pause_seconds", (prio,)) is not None:
                     continue  # the peer's receive side reports this link
-                if last >= p["storm_pause_fraction"]:
+                if last >= storm.storm_pause_fraction:
                     if side == "tx":
                         continue
                     q = self.pmap.queue(prio)
-                    if tx_progress(entry, (q,), p["progress_line_fraction"]) is False:
+                    if tx_progress(entry, (q,), storm.progress_line_fraction) is False:
                         continue  # storm territory
-                window = p["pause_window_s"]
+                window = p.pause_window_s
                 storm_t = max(self.storm_seen.get((pk, prio), 0.0), self.storm_seen.get((peer, prio), 0.0) if peer else 0.0)
                 if storm_t:
                     window = min(window, ctx.t - storm_t)  # only the pause since the storm ended
@@ -220,22 +232,23 @@ class CongestionRule(Rule):
                     )
                     break
 
-    def _ib(self, pk: PortKey, entry: PortEntry, f_last: float | None, tick: float | None) -> Iterable[Observation]:
+    def _ib(self, pk: PortKey, entry: PortEntry, f_last: float | None, ib: IbAnalysis) -> Iterable[Observation]:
         p = self.params
+        tick = ib.tick(pk, entry)
         r_last = None if f_last is not None else wait_last(entry, tick)[1]
         if f_last is not None:
-            if f_last < p["wait_warning_fraction"]:
+            if f_last < p.wait_warning_fraction:
                 return  # not congested now (a finished episode must not linger through the window)
-            if f_last >= p["stall_wait_fraction"] and tx_progress(entry, None, p["progress_line_fraction"]) is False:
+            if f_last >= ib.p.stall_wait_fraction and tx_progress(entry, None, ib.p.progress_line_fraction) is False:
                 return  # stalled: credit_deadlock reports it
-        elif r_last is None or r_last < p["wait_warning_ratio"]:
+        elif r_last is None or r_last < p.wait_warning_ratio:
             return
-        f, r, elapsed = wait_window(entry, tick, p["wait_window_s"])
+        f, r, elapsed = wait_window(entry, tick, p.wait_window_s)
         if f is not None:
-            level = self._level(f, p["wait_warning_fraction"], p["wait_critical_fraction"])
+            level = self._level(f, p.wait_warning_fraction, p.wait_critical_fraction)
             value, label = f, "of the time waiting for credits"
         elif r is not None:
-            level = "warning" if r >= p["wait_warning_ratio"] else None
+            level = "warning" if r >= p.wait_warning_ratio else None
             value, label = r, "wait ratio (XmitWait / (XmitWait + XmitData))"
         else:
             return
@@ -248,5 +261,5 @@ class CongestionRule(Rule):
                           "window_s": round(elapsed, 3)},
             )
 
-    def metrics(self) -> Iterable[RuleMetric]:
+    def metrics(self) -> Iterable[ExportedGauge]:
         return (self.ecn_ratio.metric(),)

@@ -11,7 +11,8 @@ finding per port (the higher severity wins).
   tumbling window of 3 / (``ber_threshold`` x bit rate) seconds (7.5 s at 400G for 1e-12):
   > ``ber_threshold`` (1e-12, ibdiagnet ``--ber_test``) -> critical. It is decided early
   when the errors already exceed what the full window allows (> 3 errors). The UFM PDR
-  plugin's check (Mellanox/ufm_sdk_3.0 ``plugins/pdr_deterministic_plugin``) runs the same way over ``pdr_window_s`` (720 s) with ``pdr_ber`` 1e-14, i.e.
+  plugin's check (Mellanox/ufm_sdk_3.0 ``plugins/pdr_deterministic_plugin``) runs the same way
+  over ``pdr_window_s`` (720 s) with ``pdr_ber`` 1e-14, i.e.
   > LinkBW x 720 s x 1e-14 errors (2.88 at 400G) -> warning. A verdict holds until the
   next window of that length completes. ``raise_polls`` 1: the window is the persistence.
   Ports without a known speed are skipped.
@@ -25,8 +26,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from fabricmon.agent.detector import DetectContext, Observation, Rule
-from fabricmon.agent.detector.rules._common import LINK_UP, speed_bytes
+from pydantic import Field
+
+from fabricmon.agent.detector.base import DetectContext, Observation, Rule, RuleParams, Seconds
+from fabricmon.agent.detector.common import LINK_UP, speed_bytes
 from fabricmon.agent.store import PortEntry, PortKey
 
 SYMBOL = ("symbol_errors", ())
@@ -43,21 +46,23 @@ class _Window:
         self.verdict: tuple[float, float, float] | None = None  # (ber, errors, seconds) when exceeded
 
 
+class LinkDegradedParams(RuleParams):
+    ber_threshold: float = Field(1e-12, gt=0.0, lt=1.0)  # bit error ratio (ibdiagnet --ber_test)
+    ber_min_window_s: Seconds = 0.0  # a floor under the rule-of-three window
+    pdr_ber: float = Field(1e-14, gt=0.0, lt=1.0)  # the UFM PDR plugin's ratio
+    pdr_window_s: Seconds = Field(720.0, gt=0)  # ... and its window
+    expected_width_lanes: int | None = Field(None, ge=1, le=32)  # from the cabling plan; None: off
+    expected_speed_bytes: float | None = Field(None, gt=0)  # bytes per second, all lanes; None: off
+
+
 class LinkDegradedRule(Rule):
     name = "link_degraded"
     kinds = ("link_degraded",)
+    Params = LinkDegradedParams
     raise_polls = 1
     clear_polls = 2
-    defaults: dict[str, Any] = {
-        "ber_threshold": 1e-12,
-        "ber_min_window_s": 0.0,
-        "pdr_ber": 1e-14,
-        "pdr_window_s": 720.0,
-        "expected_width_lanes": None,
-        "expected_speed_bytes": None,
-    }
 
-    def __init__(self, params: dict[str, Any] | None = None) -> None:
+    def __init__(self, params: LinkDegradedParams | dict[str, Any] | None = None) -> None:
         super().__init__(params)
         self.windows: dict[PortKey, tuple[_Window, _Window]] = {}
         self.downgraded: set[PortKey] = set()
@@ -70,7 +75,7 @@ class LinkDegradedRule(Rule):
             entry = ports.get(pk)
             if entry is not None and entry.counter(*SYMBOL) is not None:
                 yield from self._ber(pk, entry)
-        if self.params["expected_width_lanes"] or self.params["expected_speed_bytes"]:
+        if self.params.expected_width_lanes or self.params.expected_speed_bytes:
             changed = ctx.changes.gauge_ports(("link_up", "link_speed_bytes", "link_width_lanes"))  # type: ignore[union-attr]
             for pk in changed | ctx.watched(self.downgraded):
                 entry = ports.get(pk)
@@ -99,8 +104,8 @@ class LinkDegradedRule(Rule):
         p = self.params
         bits_per_s = speed * 8
         specs = (
-            (p["ber_threshold"], max(3.0 / (p["ber_threshold"] * bits_per_s), p["ber_min_window_s"]), "critical"),
-            (p["pdr_ber"], p["pdr_window_s"], "warning"),
+            (p.ber_threshold, max(3.0 / (p.ber_threshold * bits_per_s), p.ber_min_window_s), "critical"),
+            (p.pdr_ber, p.pdr_window_s, "warning"),
         )
         worst: tuple[str, float, float, float, float] | None = None
         for w, (thr, length, level) in zip(wins, specs, strict=True):
@@ -134,11 +139,11 @@ class LinkDegradedRule(Rule):
         p = self.params
         ev: dict[str, Any] = {}
         width = entry.gauge("link_width_lanes")
-        if p["expected_width_lanes"] and width is not None and 0 < width < p["expected_width_lanes"]:
-            ev.update(width_lanes=width, expected_width_lanes=p["expected_width_lanes"])
+        if p.expected_width_lanes and width is not None and 0 < width < p.expected_width_lanes:
+            ev.update(width_lanes=width, expected_width_lanes=p.expected_width_lanes)
         speed = speed_bytes(entry)
-        if p["expected_speed_bytes"] and speed is not None and speed < p["expected_speed_bytes"]:
-            ev.update(speed_bytes=speed, expected_speed_bytes=p["expected_speed_bytes"])
+        if p.expected_speed_bytes and speed is not None and speed < p.expected_speed_bytes:
+            ev.update(speed_bytes=speed, expected_speed_bytes=p.expected_speed_bytes)
         if ev:
             yield Observation(
                 kind="link_degraded", severity="warning", device=pk[0], port=pk[1], raise_polls=2,

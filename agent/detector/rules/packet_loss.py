@@ -27,7 +27,7 @@ from valid intervals only, and not on a port whose link is down or flapped this 
   port-discard event, NVIDIA UFM Enterprise user manual "Events") within
   ``ib_window_s`` (300 s, bounded by the store's history) -> critical;
   ``excessive_buffer_overrun_errors`` >= ``buffer_overrun_critical`` (100, UFM) -> critical.
-  On a port that ``credit_deadlock`` put in a credit loop or stall, the discards carry that
+  On a port that the ``ib`` analysis put in a credit loop or stall, the discards carry that
   incident's id and the finding holds while the port discarded within the window (a leaking
   loop discards in bursts): one loss finding per member, linked to the loop.
 * **Transport loss** on NICs: ``transport_counters`` (out_of_sequence,
@@ -45,13 +45,56 @@ from valid intervals only, and not on a port whose link is down or flapped this 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Annotated, Any
 
-from fabricmon.agent.detector import DetectContext, Observation, Rule
-from fabricmon.agent.detector.rules._common import SeriesCache, link_ok, moved
-from fabricmon.agent.detector.rules._ib import INCIDENT_CACHE_KEY
+from pydantic import BeforeValidator, Field, field_validator, model_validator
+
+from fabricmon.agent.detector.analyses.fabric import FabricAnalysis
+from fabricmon.agent.detector.analyses.ib import IbAnalysis
+from fabricmon.agent.detector.base import DetectContext, Fraction, Observation, Rule, RuleParams, Seconds
+from fabricmon.agent.detector.common import SeriesCache, link_ok, moved
 from fabricmon.agent.store import PortEntry, PortKey
-from fabricmon.core.vocabulary import AGGREGATE, CounterDef, PriorityMap, lossless_drop_counters, lossless_priorities_hit
+from fabricmon.core.vocabulary import (
+    AGGREGATE,
+    COUNTERS,
+    CounterDef,
+    PriorityMap,
+    lossless_drop_counters,
+    lossless_priorities_hit,
+)
+
+Text = Annotated[str, BeforeValidator(str)]  # a WJH reason id written as a number is the same id
+
+
+class PacketLossParams(RuleParams):
+    """Counts, windows and rates; the sources are in the module doc."""
+
+    wjh_reasons: tuple[Text, ...] = ("503", "504", "505")  # WJH buffer drop reasons that are lossless loss
+    tx_discards_critical: float = Field(200, ge=0)  # PortXmitDiscards in ib_window_s (UFM port-discard event)
+    buffer_overrun_critical: float = Field(100, ge=0)  # ExcessiveBufferOverrunErrors in ib_window_s (UFM)
+    ib_window_s: Seconds = 300.0
+    transport_counters: tuple[str, ...] = ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err")
+    transport_polls: int = Field(5, ge=1, le=1000)
+    transport_min_polls: int = Field(3, ge=1, le=1000)
+    transport_window_s: Seconds = 60.0
+    transport_critical_per_min: float = Field(10.0, ge=0)
+    transport_critical_ratio: Fraction = 1e-4
+    transport_burst: float = Field(100, ge=1)
+
+    @field_validator("transport_counters")
+    @classmethod
+    def _known(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [c for c in v if c not in COUNTERS]
+        if unknown:
+            raise ValueError(f"not counters of the vocabulary: {', '.join(unknown)}")
+        return v
+
+    @model_validator(mode="after")
+    def _polls(self) -> PacketLossParams:
+        if self.transport_min_polls > self.transport_polls:
+            raise ValueError(f"transport_min_polls ({self.transport_min_polls}) is above transport_polls ({self.transport_polls})")
+        return self
+
 
 # What to do first about lossless loss, by the stage that dropped: each names the buffer
 # that ran out, which is what the operator resizes or the PFC setting that should have
@@ -78,29 +121,18 @@ STAGE_WORDS = {"ingress_pg": "ingress priority-group buffer", "ingress_queue": "
 class PacketLossRule(Rule):
     name = "packet_loss"
     kinds = ("packet_loss",)
+    needs = ("fabric", "ib")  # fabric: which priorities are lossless; ib: the incident a port's discards belong to
+    Params = PacketLossParams
     raise_polls = 1
     clear_polls = 2
-    defaults: dict[str, Any] = {
-        "wjh_reasons": ["503", "504", "505"],
-        "tx_discards_critical": 200,
-        "buffer_overrun_critical": 100,
-        "ib_window_s": 300.0,
-        "transport_counters": ["out_of_sequence", "packet_seq_err", "local_ack_timeout_err"],
-        "transport_polls": 5,
-        "transport_min_polls": 3,
-        "transport_window_s": 60.0,
-        "transport_critical_per_min": 10.0,
-        "transport_critical_ratio": 1e-4,
-        "transport_burst": 100,
-    }
 
-    def __init__(self, params: dict[str, Any] | None = None) -> None:
+    def __init__(self, params: PacketLossParams | dict[str, Any] | None = None) -> None:
         super().__init__(params)
         p = self.params
-        self.wjh_reasons = {str(r) for r in p["wjh_reasons"]}
+        self.wjh_reasons = set(p.wjh_reasons)
         self.drops = {c.name: c for c in lossless_drop_counters()}
-        self.transport = [(c, ()) for c in p["transport_counters"]]
-        plain = {"tx_discards", "excessive_buffer_overrun_errors", *p["transport_counters"]}
+        self.transport = [(c, ()) for c in p.transport_counters]
+        plain = {"tx_discards", "excessive_buffer_overrun_errors", *p.transport_counters}
         self.names = (*sorted(self.drops), *sorted(plain))
         self.watch: set[PortKey] = set()  # ports with a relevant increase still within the kept history
         self.pmap: PriorityMap | None = None  # the layout ``relevant`` was built for
@@ -133,7 +165,8 @@ class PacketLossRule(Rule):
 
     def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
         ports = ctx.store.ports
-        pmap = self.fabric(ctx)
+        pmap = ctx.analysis(FabricAnalysis).layout
+        ib = ctx.analysis(IbAnalysis)
         if pmap != self.pmap:  # a reload changed the layout: what is lossless changed with it
             self.pmap = pmap
             self.relevant = self._series_cache()
@@ -146,7 +179,7 @@ class PacketLossRule(Rule):
                 watch.discard(pk)
                 continue
             watch.add(pk)
-            found = [*self._lossless(ctx, pk, entry), *self._ib(ctx, pk, entry), *self._transport(pk, entry)]
+            found = [*self._lossless(ctx, pk, entry), *self._ib(ib, pk, entry), *self._transport(pk, entry)]
             if found and link_ok(entry):
                 yield from found
         if len(watch) > len(ports):
@@ -219,7 +252,7 @@ class PacketLossRule(Rule):
                     f"make this loss impossible. First {first}",
         )
 
-    def _ib(self, ctx: DetectContext, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:
+    def _ib(self, ib: IbAnalysis, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:
         if entry.counter("xmit_wait") is None:
             return
         p = self.params
@@ -229,12 +262,12 @@ class PacketLossRule(Rule):
         # (the head-of-queue lifetime drops what the port could not send): linked to it, and
         # held for as long as the incident lasts and discarded within the window, since a
         # leaking loop discards in bursts with quiet polls between (one finding, not one per burst).
-        incident = ctx.cache.get(INCIDENT_CACHE_KEY, {}).get(pk)
-        for name, crit in (("tx_discards", p["tx_discards_critical"]), ("excessive_buffer_overrun_errors", p["buffer_overrun_critical"])):
+        incident = ib.incident(pk)
+        for name, crit in (("tx_discards", p.tx_discards_critical), ("excessive_buffer_overrun_errors", p.buffer_overrun_critical)):
             se = entry.counter(name, ())
             if se is None or se.delta is None:
                 continue
-            w = se.window(p["ib_window_s"])
+            w = se.window(p.ib_window_s)
             if not se.delta and not (incident is not None and w and w[0] > 0):
                 continue
             count = w[0] if w else se.delta
@@ -245,14 +278,14 @@ class PacketLossRule(Rule):
             elif name == "tx_discards" and severity is None:
                 severity = "warning"
         if severity:
-            ev["window_s"] = p["ib_window_s"]
+            ev["window_s"] = p.ib_window_s
             first = ("First find what keeps this port from sending: a slow or dead receiver downstream, or a "
                      "congested path (XmitWait on the same port says how long it waited)")
             if incident is not None:
                 ev["incident"] = incident[0]
                 first = f"It is part of {incident[1]}: fix that first, the discards stop with it"
             numbers = "; ".join(f"{IB_WORDS[k]} {int(ev[k])} in the last interval, {int(ev[k + '_window'])} over "
-                                f"{p['ib_window_s']:.0f} s" for k in IB_WORDS if k in ev)
+                                f"{p.ib_window_s:.0f} s" for k in IB_WORDS if k in ev)
             yield Observation(
                 kind="packet_loss", severity=severity, device=pk[0], port=pk[1], evidence=ev,
                 summary=f"{pk[0]} port {pk[1]} lost packets on a lossless InfiniBand link ({numbers}). {first}",
@@ -265,30 +298,30 @@ class PacketLossRule(Rule):
         per_min: dict[str, float] = {}
         last: dict[str, float] = {}
         rx = entry.counter("rx_packets", ())
-        rxw = rx.window(p["transport_window_s"]) if rx is not None else None
+        rxw = rx.window(p.transport_window_s) if rx is not None else None
         for key in self.transport:
             se = entry.counter(*key)
             if se is None or se.delta is None or not se.moved_in_history():
                 continue
-            n = se.increases(p["transport_polls"])
-            if n < p["transport_min_polls"] and se.delta < p["transport_burst"]:
+            n = se.increases(p.transport_polls)
+            if n < p.transport_min_polls and se.delta < p.transport_burst:
                 continue
             hits[key[0]] = n
             if se.delta:
                 last[key[0]] = se.delta
             severity = severity or "warning"
-            w = se.window(p["transport_window_s"])
+            w = se.window(p.transport_window_s)
             if w is None or w[1] <= 0:
                 continue
             per_min[key[0]] = round(w[0] / w[1] * 60, 3)
             ratio = w[0] / rxw[0] if rxw and rxw[0] > 0 else 0.0
-            if per_min[key[0]] >= p["transport_critical_per_min"] or ratio >= p["transport_critical_ratio"]:
+            if per_min[key[0]] >= p.transport_critical_per_min or ratio >= p.transport_critical_ratio:
                 severity = "critical"
         if severity:
             yield Observation(
                 kind="packet_loss", severity=severity, device=pk[0], port=pk[1],
                 summary=f"{pk[0]} {pk[1]}: transport loss ({', '.join(sorted(hits))}) in {max(hits.values())} of the last "
-                        f"{p['transport_polls']} polls: RoCE retransmits what the fabric lost. First look for drops on "
+                        f"{p.transport_polls} polls: RoCE retransmits what the fabric lost. First look for drops on "
                         f"the path to this host (switch queue or PG drops, a flapping link) and check PFC on its priority",
                 evidence={"polls_with_errors": hits, "per_minute": per_min, "last_interval": last},
             )

@@ -1,6 +1,7 @@
 """pfc_deadlock: a cycle of ports that pause each other with nothing moving.
 
-Built on the per-priority paused-by graph (:mod:`fabricmon.agent.detector.pausegraph`). A
+Reads the ``pfc`` analysis's deadlocks (:mod:`fabricmon.agent.detector.analyses.pfc`: the
+per-priority paused-by graph of :mod:`fabricmon.agent.detector.pausegraph`). A
 cyclic buffer dependency is necessary but not sufficient for a deadlock (Hu et al.,
 "Deadlocks in Datacenter Networks: Why Do They Form, and How to Avoid Them", HotNets 2016),
 so a cycle counts only when every member is stuck:
@@ -26,15 +27,17 @@ Every port whose paused-by path leads into the cycle, at any grade (the senders 
 that watchdogs keep breaking are paused part of each interval), and hosts the agent does not
 poll that their switch port keeps pausing, are the deadlock's pause (evidence
 ``paused_behind``): ``congestion`` does not report them separately.
+
+The thresholds named here are the ``pfc`` analysis's parameters (``detector: {pfc: ...}``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
-from fabricmon.agent.detector import DetectContext, Observation, Rule
-from fabricmon.agent.detector.rules._pfc import PFC_DEFAULTS, PfcState
+from fabricmon.agent.detector.analyses.pfc import PfcAnalysis
+from fabricmon.agent.detector.analyses.pfc_state import PfcState
+from fabricmon.agent.detector.base import DetectContext, Observation, Rule
 
 
 def _member_words(m: PfcState) -> str:
@@ -52,15 +55,13 @@ def _member_words(m: PfcState) -> str:
 class PfcDeadlockRule(Rule):
     name = "pfc_deadlock"
     kinds = ("pfc_deadlock",)
+    needs = ("pfc",)
     raise_polls = 2
     clear_polls = 2
-    defaults: dict[str, Any] = dict(PFC_DEFAULTS)
-    pfc_use = "owner"
 
     def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
-        analysis = self.pfc.analyze(ctx)
         fresh = ctx.updated_devices
-        for d in analysis.deadlocks:
+        for d in ctx.analysis(PfcAnalysis).result.deadlocks:
             names = [f"{m.pk[0]}:{m.pk[1]}" for m in d.members]
             need = 1 if d.watchdog else self.raise_polls
             if d.watchdog:

@@ -1,6 +1,7 @@
 """pfc_storm: a priority stuck by pause, reported as one tree (origin + victims).
 
-Signals (the shared classification is documented in ``_pfc``):
+Reads the ``pfc`` analysis (:mod:`fabricmon.agent.detector.analyses.pfc`: the per-port
+classification, the paused-by graph, trees and coverage). Signals:
 
 * **Device-confirmed** (raised in 1 poll): a switch PFC watchdog storm event on the port
   and priority (delta of ``pfc_watchdog_storms`` > 0 or ``pfc_watchdog_stormed`` = 1), or a
@@ -9,7 +10,8 @@ Signals (the shared classification is documented in ``_pfc``):
   it is the port that kept sending pause.
 * **From pause time** (``raise_polls``, default 2; 1 when the interval is at least
   ``fast_raise_dt_s`` = 10 s): rx pause fraction >= ``storm_pause_fraction``
-  (0.95; SONiC's Mellanox watchdog test uses 0.99, sonic-swss ``pfc_detect_mellanox.lua``) AND no transmit progress on the priority's queue (no
+  (0.95; SONiC's Mellanox watchdog test uses 0.99, sonic-swss ``pfc_detect_mellanox.lua``) AND
+  no transmit progress on the priority's queue (no
   ``queue_tx_packets``, or ``tx_bytes`` below ``progress_line_fraction`` = 1 % of line rate)
   AND (occupancy > 0 or drops).
 * **From pause frames only** (``s2b_raise_polls`` = 3: frame counts are a weaker signal
@@ -29,10 +31,10 @@ lost (the share of the interval it was held, so the most it could still send). W
 each stormed port is reported alone with role None. Ports in a PFC deadlock cycle, or
 blocked only behind one, are left to ``pfc_deadlock``.
 
-Exports ``fabricmon_port_pause_ratio{device,port,priority}``: the rx pause fraction of the
-last interval (0..1), and ``fabricmon_port_pfc_state{device,port,priority}``: 1 paused by
-its peer, 2 stuck (storm level), for ports with PFC activity (what ``fabricmon correlate``
-joins across shards; it works for vendors that count pause frames only, too).
+Parameters: ``s2b_raise_polls`` and ``fast_raise_dt_s`` here; the classification's
+(``storm_pause_fraction``, ``progress_line_fraction``, ...) are the ``pfc`` analysis's, under
+``detector: {pfc: ...}``. The PFC gauges (``fabricmon_port_pause_ratio``,
+``fabricmon_port_pfc_state``) are the analysis's too.
 """
 
 from __future__ import annotations
@@ -40,10 +42,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from fabricmon.agent.detector import DetectContext, Observation, Rule
-from fabricmon.agent.detector.rules._pfc import PFC_DEFAULTS, PfcState, Tree
+from pydantic import Field
+
+from fabricmon.agent.detector.analyses.pfc import PfcAnalysis, Tree
+from fabricmon.agent.detector.analyses.pfc_state import PfcState
+from fabricmon.agent.detector.base import DetectContext, Observation, Rule, RuleParams, Seconds
 
 MAX_LISTED = 20
+
+
+class PfcStormParams(RuleParams):
+    # Frame counts are a weaker signal than pause time: one poll more (sonic-swss pfc_detect_broadcom.lua's shape).
+    s2b_raise_polls: int = Field(3, ge=1, le=1000)
+    # Raise in 1 poll when the interval is this long: 10 s of continuous pause with nothing
+    # sent is 50x SONiC's default 200 ms detection time; a second poll adds no certainty.
+    fast_raise_dt_s: Seconds = 10.0
 
 
 def _name(pk: tuple[str, str] | None) -> str | None:
@@ -77,29 +90,63 @@ def _first_step(tree: Tree, faces_pauser: bool) -> str:
     return f"check {tree.origin[0]} {tree.origin[1]}: it keeps sending pause (a stalled NIC or host); isolate it if it does not recover"
 
 
+def _origin_evidence(tree: Tree) -> dict[str, Any]:
+    """The origin's evidence: its victims and what they lost, the ports it partly pauses, its
+    cable peer, the NIC's own event, and the numbers of both ends of the origin's cable."""
+    victims = tree.victims
+    ev: dict[str, Any] = {"victims": len(victims), "victim_ports": [_name(v.pk) for v in victims[:MAX_LISTED]],
+                          "victims_lost": {_name(v.pk): _lost(v) for v in victims[:MAX_LISTED]}}
+    if tree.covered:  # reached but partly paused, or not polled: the storm's pause all the same
+        ev["also_paused"] = {_name(c.pk): _lost(c) for c in tree.covered[:MAX_LISTED]}
+    if tree.origin_peer is not None:
+        ev["origin_peer"] = _name(tree.origin_peer)
+    if tree.nic is not None:
+        ev["nic_pause_storm"] = tree.nic
+    if tree.peer_state is not None:
+        ev.update(tree.peer_state.evidence())
+    if tree.origin_state is not None:
+        ev.update(tree.origin_state.evidence())
+    return ev
+
+
+def _origin_summary(tree: Tree) -> str:
+    """The storm in one sentence: priority, origin and why, how far it spread, what to do first."""
+    victims = tree.victims
+    prio_txt = f"priority {tree.prio}" if tree.prio is not None else "a lossless priority"
+    why = f"NIC pause-storm {tree.nic} event" if tree.nic else "pause source"
+    faces = tree.origin_peer is not None and not tree.nic and tree.origin_peer not in {v.pk for v in victims}
+    if faces:
+        why = f"facing {_name(tree.origin_peer)}, which keeps it paused"
+    spread = f", {len(victims)} victim port(s)" if victims else ""
+    if tree.covered:
+        spread += f" and {len(tree.covered)} more port(s) partly paused or not polled"
+    return (f"PFC storm on {prio_txt} originates at {tree.origin[0]} {tree.origin[1]} ({why}){spread}. "
+            f"First {_first_step(tree, faces)}")
+
+
 class PfcStormRule(Rule):
     name = "pfc_storm"
     kinds = ("pfc_storm",)
+    needs = ("pfc",)
+    Params = PfcStormParams
     raise_polls = 2
     clear_polls = 2
-    defaults: dict[str, Any] = {**PFC_DEFAULTS, "s2b_raise_polls": 3}
-    pfc_use = "owner"
 
     def _need(self, st: PfcState) -> int:
         if st.wd:
             return 1
         if st.stuck == "pause_frames" or (st.held and st.rx_frac is None):
-            return int(self.params["s2b_raise_polls"])
-        if st.dt is not None and st.dt >= self.params["fast_raise_dt_s"]:
+            return int(self.params.s2b_raise_polls)
+        if st.dt is not None and st.dt >= self.params.fast_raise_dt_s:
             return 1
         return self.raise_polls
 
     def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
-        analysis = self.pfc.analyze(ctx)
+        result = ctx.analysis(PfcAnalysis).result
         fresh = ctx.updated_devices
-        for tree in analysis.trees:
+        for tree in result.trees:
             yield from self._tree(tree, fresh)
-        for st in analysis.unattributed:
+        for st in result.unattributed:
             if st.pk[0] in fresh:
                 yield Observation(
                     kind="pfc_storm", severity="critical", device=st.pk[0], port=st.pk[1], priority=st.prio,
@@ -107,53 +154,31 @@ class PfcStormRule(Rule):
                     evidence=st.evidence(), raise_polls=self._need(st),
                 )
 
-    def _tree(self, tree: Tree, fresh: set[str]) -> Iterable[Observation]:
-        victims = tree.victims
-        ost = tree.origin_state
+    def _origin_need(self, tree: Tree) -> tuple[int, str]:
+        """(polls to raise the origin, its severity). A NIC's own storm event raises at once; a
+        tree resting on data from two poll cycles waits for the next poll (:attr:`Tree.mixed`)."""
+        ost, pst = tree.origin_state, tree.peer_state  # the paused end of the origin's cable: the origin's evidence too
         own = ost is not None and ost.stormed and not ost.inferred
-        needs = [self._need(v) for v in victims]
+        needs = [self._need(v) for v in tree.victims]
         if own:
             needs.append(self._need(ost))  # type: ignore[arg-type]
-        pst = tree.peer_state  # the paused end of the origin's cable: the origin's evidence too
         if pst is not None and pst.stormed:
             own = True
             needs.append(self._need(pst))
-        floor = 2 if tree.mixed else 1  # resting on two poll cycles: confirm on the next poll
         if tree.nic is not None:
-            need = 1
-            severity = "critical" if tree.nic == "error" or victims or own else "warning"
-        else:
-            need = max(min(needs) if needs else self.raise_polls, floor)
-            severity = "critical"
-        prio_txt = f"priority {tree.prio}" if tree.prio is not None else "a lossless priority"
-        origin = _name(tree.origin)
+            return 1, "critical" if tree.nic == "error" or tree.victims or own else "warning"
+        return max(min(needs) if needs else self.raise_polls, 2 if tree.mixed else 1), "critical"
+
+    def _tree(self, tree: Tree, fresh: set[str]) -> Iterable[Observation]:
+        floor = 2 if tree.mixed else 1  # resting on two poll cycles: confirm on the next poll
         if tree.origin[0] in fresh:
-            ev: dict[str, Any] = {"victims": len(victims), "victim_ports": [_name(v.pk) for v in victims[:MAX_LISTED]],
-                                  "victims_lost": {_name(v.pk): _lost(v) for v in victims[:MAX_LISTED]}}
-            if tree.covered:  # reached but partly paused, or not polled: the storm's pause all the same
-                ev["also_paused"] = {_name(c.pk): _lost(c) for c in tree.covered[:MAX_LISTED]}
-            if tree.origin_peer is not None:
-                ev["origin_peer"] = _name(tree.origin_peer)
-            if tree.nic is not None:
-                ev["nic_pause_storm"] = tree.nic
-            if pst is not None:
-                ev.update(pst.evidence())
-            if ost is not None:
-                ev.update(ost.evidence())
-            why = f"NIC pause-storm {tree.nic} event" if tree.nic else "pause source"
-            faces = tree.origin_peer is not None and not tree.nic and tree.origin_peer not in {v.pk for v in victims}
-            if faces:
-                why = f"facing {_name(tree.origin_peer)}, which keeps it paused"
-            spread = f", {len(victims)} victim port(s)" if victims else ""
-            if tree.covered:
-                spread += f" and {len(tree.covered)} more port(s) partly paused or not polled"
+            need, severity = self._origin_need(tree)
             yield Observation(
                 kind="pfc_storm", severity=severity, device=tree.origin[0], port=tree.origin[1], priority=tree.prio,
-                role="origin", evidence=ev, raise_polls=need,
-                summary=f"PFC storm on {prio_txt} originates at {tree.origin[0]} {tree.origin[1]} ({why}){spread}. "
-                        f"First {_first_step(tree, faces)}",
+                role="origin", evidence=_origin_evidence(tree), raise_polls=need, summary=_origin_summary(tree),
             )
-        for v in victims:
+        origin = _name(tree.origin)
+        for v in tree.victims:
             if v.pk[0] not in fresh:
                 continue
             ev = {**v.evidence(), "origin": origin, "lost": _lost(v)}

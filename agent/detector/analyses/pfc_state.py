@@ -1,0 +1,247 @@
+"""The PFC state of one port and priority in the last valid interval, and the pfc analysis's parameters.
+
+The AND of conditions and the device-clocked interval follow SONiC's PFC watchdog storm test
+(sonic-swss ``orchagent/pfc_detect_mellanox.lua``: occupancy > 0 and the queue's packet counter
+unchanged and pause duration > 0.99 of the poll time):
+
+* **paused**: the port's transmitter was held by its peer: rx pause fraction
+  >= ``graph_pause_fraction``, or (no duration counter) pause frames at or above the
+  keep-paused floor, or a watchdog storm event on it;
+* **sends**: it holds its peer: tx pause fraction >= ``graph_pause_fraction`` (or frames
+  above the floor);
+* **stuck** (storm level, evidence ``signal: pause_time``): rx pause fraction >=
+  ``storm_pause_fraction`` AND no transmit progress on that priority AND (queue occupancy
+  > 0 or drops), on a link that stayed up. Without a duration counter (``signal:
+  pause_frames``, the shape of SONiC's Broadcom test, sonic-swss
+  ``pfc_detect_broadcom.lua``): pause frames received at >= the floor rate, no XOFF->XON
+  transition, no progress, backlog.
+
+The floor: one pause frame with the maximum quanta (65535 x 512 bit times, IEEE 802.1Qbb
+clause 36) keeps a port paused for 65535*512/bitrate seconds, so staying paused needs at least
+bitrate/(512*65535) frames/s; ``s2b_floor_factor`` (0.5) leaves room for vendors that use
+smaller quanta or refresh late. At 100G the floor is about 1490 frames/s.
+
+Queue index = priority by default (the usual RoCE mapping: DSCP 26 -> priority 3 -> traffic
+class 3); the config's ``fabric: priority_to_queue`` overrides it (the ``fabric`` analysis's
+layout, one for every rule).
+
+Growth: pause direction from both ends' counters (issue 27) belongs in :func:`compute_state`'s
+caller, which sees the cable peer's state; a whole-array pass (issue 29 item 3) would compute
+the fractions, floors and the classification below as numpy expressions over the moved
+(port, priority) rows, with :class:`PfcState` built only for the rows that are not quiet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field
+
+from fabricmon.agent.detector.base import Fraction, Params, Seconds
+from fabricmon.agent.detector.common import frac, link_ok, speed_bytes, tx_progress
+from fabricmon.agent.store import PortEntry, PortKey, Series
+
+# Paused this share of the interval = storm level. SONiC's Mellanox test uses 0.99 of the poll
+# time (sonic-swss pfc_detect_mellanox.lua); 0.95 leaves room for poll jitter. Also the
+# checklist's storm level (a port that keeps its peer paused this long is a storm, not late ECN).
+STORM_PAUSE_FRACTION = 0.95
+
+
+class PfcParams(Params):
+    """``detector: {pfc: ...}``: how ports and priorities are classified and related."""
+
+    storm_pause_fraction: Fraction = STORM_PAUSE_FRACTION
+    # A port paused at least half the interval is a graph node / a pause sender (a majority:
+    # below it the port mostly transmits; an inferred value, no public standard).
+    graph_pause_fraction: Fraction = 0.5
+    # "No progress" = below 1 % of line rate without a queue counter (see common.tx_progress).
+    progress_line_fraction: Fraction = 0.01
+    # Frames-only test: share of the keep-paused frame rate (see the module doc).
+    s2b_floor_factor: float = Field(0.5, gt=0.0, le=1.0)
+    backlog_unknown_ok: bool = True  # no occupancy gauge and no drop counter: do not veto
+    # Watchdog events this close count as one episode (>= dt). Watchdogs act within 0.1-5 s
+    # (SONiC pfcwd detection 100-5000 ms, sonic-utilities pfcwd/main.py), so 10 s covers one.
+    watchdog_window_s: Seconds = 10.0
+    # A PFC deadlock that watchdogs keep breaking re-forms (the loop's routes are still
+    # there): per poll its members are stuck, or paused with a backlog between watchdog
+    # actions. A port paused now that was stuck or watchdog-fired within this window stays a
+    # cycle member. SONiC's watchdog detects in 200 ms and restores after 200 ms by default
+    # (sonic-utilities pfcwd/main.py), so one cycle is well under a poll; 60 s (6 polls at
+    # 10 s) bridges polls that happen to land in a recovered phase.
+    deadlock_window_s: Seconds = 60.0
+    # A storm victim's grade moves from poll to poll with the traffic that crosses it (the
+    # other leaves' uplinks are paused 40-70 %: around the majority a victim needs), so a
+    # port that was a victim within this window and is still reached by the storm stays one:
+    # one finding per victim for the storm's life, not one per poll above the line.
+    victim_hold_s: Seconds = 60.0
+
+
+PAUSE_NAMES = ("pfc_rx_pause_frames", "pfc_tx_pause_frames", "pfc_rx_pause_seconds", "pfc_tx_pause_seconds")
+PFC_NAMES = (*PAUSE_NAMES, "pfc_watchdog_storms")
+NIC_ERR = ("tx_pause_storm_error_events", ())
+NIC_WARN = ("tx_pause_storm_warning_events", ())
+MAX_QUANTA_BITS = 512 * 65535
+
+
+@dataclass(slots=True)
+class PfcState:
+    pk: PortKey
+    prio: int
+    has_data: bool = True
+    seen: float = 0.0  # poll time of the port's last data
+    rx_frac: float | None = None
+    tx_frac: float | None = None
+    rx_fps: float | None = None
+    tx_fps: float | None = None
+    trans: float | None = None
+    progress: bool | None = None
+    backlog: bool | None = None
+    wd: bool = False  # watchdog storm event this interval (or stormed state)
+    wd_recent: bool = False
+    link_ok: bool = True
+    dt: float | None = None
+    paused: bool = False
+    sends: bool = False
+    stuck: str | None = None  # "pause_time" | "pause_frames": which test found it stuck
+    held: bool = False  # continuously paused with backlog, progress on the priority unknown
+    inferred: bool = False
+    self_paused: bool | None = None  # an inferred port's own receive counters: paused? (None: it has none)
+
+    @property
+    def stormed(self) -> bool:
+        return self.wd or self.stuck is not None
+
+    @property
+    def active(self) -> bool:
+        """Any pause activity: paused, sending pause, a recent watchdog event or partial pause
+        (a storm may reach a partly paused port: ``Tree.covered``)."""
+        return bool(self.paused or self.sends or self.wd_recent or self.rx_frac or self.tx_frac or self.rx_fps or self.tx_fps)
+
+    def evidence(self) -> dict[str, Any]:
+        ev: dict[str, Any] = {}
+        for k in ("rx_frac", "tx_frac", "rx_fps", "tx_fps"):
+            v = getattr(self, k)
+            if v is not None:
+                ev[k.replace("frac", "pause_fraction").replace("fps", "pause_frames_per_s")] = round(v, 4)
+        if self.progress is not None:
+            ev["tx_progress"] = self.progress
+        if self.backlog is not None:
+            ev["backlog"] = self.backlog
+        if self.wd:
+            ev["watchdog"] = True
+        if self.stuck:
+            ev["signal"] = self.stuck
+        if self.dt:
+            ev["interval_s"] = round(self.dt, 3)
+        return ev
+
+
+def pause_active(entry: PortEntry, sub: tuple[int]) -> bool:
+    """Pause counters moved on the priority, or its watchdog fired within the history or holds it stormed."""
+    for name in PAUSE_NAMES:
+        se = entry.counter(name, sub)
+        if se is not None and se.delta:
+            return True
+    wd = entry.counter("pfc_watchdog_storms", sub)
+    if wd is not None and (wd.delta or wd.moved_in_history()):
+        return True
+    g = entry.gauge("pfc_watchdog_stormed", sub)
+    return g is not None and g >= 1
+
+
+@dataclass(slots=True)
+class _Readings:
+    """The PFC series of one port and priority."""
+
+    rx_s: Series | None
+    tx_s: Series | None
+    rx_f: Series | None
+    tx_f: Series | None
+    wd: Series | None
+
+    @classmethod
+    def of(cls, entry: PortEntry, sub: tuple[int]) -> _Readings:
+        return cls(entry.counter("pfc_rx_pause_seconds", sub), entry.counter("pfc_tx_pause_seconds", sub),
+                   entry.counter("pfc_rx_pause_frames", sub), entry.counter("pfc_tx_pause_frames", sub),
+                   entry.counter("pfc_watchdog_storms", sub))
+
+
+def compute_state(pk: PortKey, entry: PortEntry, prio: int, p: PfcParams, qmap: dict[int, int]) -> PfcState:
+    """Classify one port and priority over its last valid interval (see the module doc)."""
+    sub = (prio,)
+    qs = (qmap.get(prio, prio),)
+    r = _Readings.of(entry, sub)
+    st = PfcState(pk, prio, seen=entry.seen)
+    st.rx_frac = frac(r.rx_s)
+    st.tx_frac = frac(r.tx_s)
+    st.rx_fps = r.rx_f.rate if r.rx_f is not None else None
+    st.tx_fps = r.tx_f.rate if r.tx_f is not None else None
+    tr = entry.counter("pfc_rx_pause_transitions", sub)
+    st.trans = tr.delta if tr is not None else None
+    first = r.rx_s or r.rx_f or r.tx_s or r.tx_f or r.wd
+    st.dt = first.dt if first else None
+    _watchdog(st, entry, sub, r.wd, p.watchdog_window_s)
+    st.progress = prio_progress(entry, qs, st.rx_frac, p.progress_line_fraction)
+    st.backlog = _backlog(entry, qs, sub)
+    st.link_ok = link_ok(entry)
+    _classify(st, entry, r, p)
+    return st
+
+
+def _watchdog(st: PfcState, entry: PortEntry, sub: tuple[int], wd_se: Series | None, window_s: float) -> None:
+    """A watchdog storm event this interval (or the stormed state), and one within the window."""
+    g = entry.gauge("pfc_watchdog_stormed", sub)
+    st.wd = bool(wd_se is not None and wd_se.delta) or (g is not None and g >= 1)
+    recent = st.wd
+    if not recent and wd_se is not None:
+        w = wd_se.window(max(window_s, wd_se.dt or 0.0))
+        recent = w is not None and w[0] > 0
+    st.wd_recent = recent
+
+
+def _backlog(entry: PortEntry, qs: tuple[int], sub: tuple[int]) -> bool | None:
+    """True: the queue holds data or dropped; False: an empty queue; None: cannot tell (zero
+    drops alone do not prove the queue empty)."""
+    occ = entry.gauge("queue_occupancy_bytes", qs)
+    drops = [entry.counter("queue_drops", qs), entry.counter("queue_no_buffer_drops", qs), entry.counter("pfc_watchdog_drops", sub)]
+    if (occ is not None and occ > 0) or any(d is not None and d.delta for d in drops):
+        return True
+    return False if occ is not None else None
+
+
+def _classify(st: PfcState, entry: PortEntry, r: _Readings, p: PfcParams) -> None:
+    """paused / sends / stuck / held from the fractions, the frame floor, progress and backlog."""
+    speed = speed_bytes(entry)
+    floor = speed * 8 / MAX_QUANTA_BITS * p.s2b_floor_factor if speed else None
+    theta = p.graph_pause_fraction
+    rx_floor = r.rx_s is None and floor is not None and st.rx_fps is not None and st.rx_fps >= floor
+    st.paused = (st.rx_frac is not None and st.rx_frac >= theta) or rx_floor or st.wd_recent
+    st.sends = (st.tx_frac is not None and st.tx_frac >= theta) or (
+        r.tx_s is None and floor is not None and st.tx_fps is not None and st.tx_fps >= floor
+    )
+    backlog_ok = st.backlog is True or (st.backlog is None and p.backlog_unknown_ok)
+    continuous = (st.rx_frac is not None and st.rx_frac >= p.storm_pause_fraction) or (rx_floor and not st.trans)
+    if st.link_ok and backlog_ok and continuous:
+        if st.progress is False:
+            st.stuck = "pause_time" if st.rx_frac is not None else "pause_frames"
+        elif st.progress is None:
+            st.held = True
+
+
+def prio_progress(entry: PortEntry, queue: tuple[Any, ...], rx_frac: float | None, min_line_fraction: float) -> bool | None:
+    """Transmit progress of one priority in the last interval; None when it cannot be told.
+
+    The queue's own counters decide when the port has them. Otherwise two bounds hold: a
+    priority paused for a fraction f of the interval sent at most (1 - f) of line rate, so
+    f > 1 - ``min_line_fraction`` proves no progress; and a port whose total TX is below the
+    floor made none on any priority. A port TX above the floor says nothing about this
+    priority (other, unpaused priorities share the port), so it is unknown, not progress.
+    """
+    for name in ("queue_tx_bytes", "queue_tx_packets"):
+        se = entry.counter(name, queue)
+        if se is not None and se.delta is not None:
+            return tx_progress(entry, queue, min_line_fraction)
+    if rx_frac is not None and 1.0 - rx_frac < min_line_fraction:
+        return False
+    return False if tx_progress(entry, None, min_line_fraction) is False else None
