@@ -125,7 +125,7 @@ def _commands_reaped():
     """This process owns every process its collectors' commands start: it is their subreaper
     (strict: any re-parented child is a leftover), and none of them survives it
     (fabricmon.collectors.reaper)."""
-    from fabricmon.collectors.reaper import REAPER
+    from fabricmon.collectors import REAPER
 
     REAPER.enable(strict=True)
     try:
@@ -443,8 +443,7 @@ def _ca_context(ca_file: str | None) -> Any:
     """The TLS context for ``--ca-file`` (a regular PEM file, opened without blocking), else the system's."""
     import ssl
 
-    from fabricmon.collectors.http_util import MAX_PEM_BYTES
-    from fabricmon.core.files import checked_path
+    from fabricmon.core.files import MAX_PEM_BYTES, checked_path
 
     if not ca_file:
         return ssl.create_default_context()

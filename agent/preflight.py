@@ -30,9 +30,8 @@ from typing import Any
 
 from fabricmon import collectors
 from fabricmon.agent.config import Checked, _at
-from fabricmon.collectors.http_util import MAX_PEM_BYTES
 from fabricmon.core import secrets
-from fabricmon.core.files import FileRefused, checked_path
+from fabricmon.core.files import MAX_PEM_BYTES, FileRefused, checked_path
 
 CREDENTIALS_ROOT = PurePosixPath("/run/credentials")
 

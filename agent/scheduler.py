@@ -28,8 +28,7 @@ from typing import Any
 
 from fabricmon.agent.config import GlobalConfig
 from fabricmon.agent.exporter.exposition import Family
-from fabricmon.collectors import Collector, FetchError
-from fabricmon.collectors.base import POLL_DEADLINE
+from fabricmon.collectors import POLL_DEADLINE, Collector, FetchError
 from fabricmon.core.model import Poll
 from fabricmon.core.vocabulary import NAMESPACE
 

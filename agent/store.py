@@ -476,6 +476,62 @@ class StoreImage:
     big: dict[int, Any]  # row -> a raw value that is not an integer in [0, 2^64) ("value" reads 0)
 
 
+class _CheckedImage(NamedTuple):
+    """A :class:`StoreImage` checked by :meth:`CounterStore._checked_image`, ready to be written."""
+
+    keys: list[SeriesKey]
+    schemas: list[np.ndarray]
+    sids: np.ndarray  # per port: its schema index
+    sizes: np.ndarray  # per port: its number of series
+    cols: dict[str, np.ndarray]
+    hist_t: np.ndarray  # history rings in order, oldest point first
+    hist_v: np.ndarray
+    big: dict[int, Any]  # row -> value beyond float precision
+    clocks: dict[str, tuple[float, float]]  # fresh device clocks
+
+
+def _checked_columns(raw: dict[str, Any], n: int) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """The image's columns checked, and its history rings in order (the first h - npts points of a
+    row are not points)."""
+    cols = _image_columns(raw, n)
+    for name in ("scale", "total", "poll_t", "dev_t"):
+        if not np.isfinite(cols[name]).all():
+            raise ValueError(f"column {name} holds a value that is not a finite number")
+    if ((cols["bits"] < 1) | (cols["bits"] > 64)).any():
+        raise ValueError("column bits holds a width outside 1..64")
+    h_img = cols["hist_t"].shape[1]
+    if (cols["npts"] > h_img).any() or (cols["head"] >= h_img).any():
+        raise ValueError("columns head/npts point outside the history")
+    order = (cols["head"].astype(np.intp)[:, None] + np.arange(h_img)) % h_img
+    hist_t, hist_v = np.take_along_axis(cols["hist_t"], order, 1), np.take_along_axis(cols["hist_v"], order, 1)
+    del order
+    pad = np.arange(h_img)[None, :] >= (h_img - cols["npts"].astype(np.int64))[:, None]  # the valid points
+    if not (np.isfinite(hist_t) | ~pad).all() or not (np.isfinite(hist_v) | ~pad).all():
+        raise ValueError("the history holds a value that is not a finite number")
+    return cols, hist_t, hist_v
+
+
+def _checked_big(raw: dict[Any, Any], n: int) -> dict[int, Any]:
+    big: dict[int, Any] = {}
+    for row, v in raw.items():
+        if type(row) is not int or not 0 <= row < n or not isinstance(v, int | float) or isinstance(v, bool) or not 0 <= v < 2**64:
+            raise ValueError(f"big value of row {row!r:.20}: not a number 0..2^64 of a series row")
+        big[row] = v
+    return big
+
+
+def _checked_clocks(raw: dict[Any, Any], limit: float) -> dict[str, tuple[float, float]]:
+    """The device clocks of the image polled at ``limit`` or later."""
+    clocks: dict[str, tuple[float, float]] = {}
+    for device, v in raw.items():
+        if not isinstance(v, list) or len(v) != 2:
+            raise ValueError(f"device_clocks[{device!r:.40}]: not [device clock, poll time]")
+        pair = (_number(v[0], "device clock"), _number(v[1], "device clock poll time"))
+        if pair[1] >= limit:
+            clocks[valid_text(device, "device_clocks key")] = pair
+    return clocks
+
+
 def _image_columns(cols: dict[str, Any], n: int) -> dict[str, np.ndarray]:
     """The image's columns, checked: every column present, of its dtype, ``n`` rows."""
     out = {}
@@ -1039,6 +1095,28 @@ class CounterStore:
         delta until its next reading. Everything is checked before the store is touched
         (ValueError naming the first problem); the columns are written in bulk."""
         limit = now - self.stale_after
+        chk = self._checked_image(img, limit)
+        n = int(chk.sizes.sum())
+        # Which rows are fresh, which ports keep any; a port with only some fresh series gets the subset.
+        fresh = chk.cols["poll_t"] >= limit
+        key_of_row = np.concatenate([chk.schemas[s] for s in chk.sids.tolist()]) if n else np.zeros(0, np.int64)
+        starts = np.cumsum(chk.sizes) - chk.sizes
+        kept_per_port = np.add.reduceat(fresh.astype(np.int64), starts) if n else np.zeros(0, np.int64)
+        kept_per_port[chk.sizes == 0] = 0
+        src = np.flatnonzero(fresh)
+        restored = len(src)
+        if restored:
+            base0 = self._restore_rows(chk, src, key_of_row, n)
+            self._restore_ports(img, chk, fresh, key_of_row, starts, kept_per_port, base0)
+            self._gen += 1
+            self.series_layout += 1
+        self.layout += 1
+        self._device_clock.update(chk.clocks)
+        return restored
+
+    def _checked_image(self, img: StoreImage, limit: float) -> _CheckedImage:
+        """The image's keys, schemas, port table, columns (history rings in order), big values and
+        fresh device clocks, each checked (ValueError naming the first problem)."""
         keys = [self._restored_key(k, f"keys[{i}]") for i, k in enumerate(img.keys)]
         schemas = []
         for i, sch in enumerate(img.schemas):
@@ -1056,102 +1134,71 @@ class CounterStore:
             _number(rec[3], f"ports[{i}] seen")
             sids[i], sizes[i] = rec[4], len(schemas[rec[4]])
         n = int(sizes.sum())
-        cols = _image_columns(img.columns, n)
-        for name in ("scale", "total", "poll_t", "dev_t"):
-            if not np.isfinite(cols[name]).all():
-                raise ValueError(f"column {name} holds a value that is not a finite number")
-        if ((cols["bits"] < 1) | (cols["bits"] > 64)).any():
-            raise ValueError("column bits holds a width outside 1..64")
-        h_img = cols["hist_t"].shape[1]
-        if (cols["npts"] > h_img).any() or (cols["head"] >= h_img).any():
-            raise ValueError("columns head/npts point outside the history")
-        # The rings in order, oldest point first (the first h_img - npts columns are not points).
-        order = (cols["head"].astype(np.intp)[:, None] + np.arange(h_img)) % h_img
-        hist_t, hist_v = np.take_along_axis(cols["hist_t"], order, 1), np.take_along_axis(cols["hist_v"], order, 1)
-        del order
-        pad = np.arange(h_img)[None, :] >= (h_img - cols["npts"].astype(np.int64))[:, None]  # the valid points
-        if not (np.isfinite(hist_t) | ~pad).all() or not (np.isfinite(hist_v) | ~pad).all():
-            raise ValueError("the history holds a value that is not a finite number")
-        big: dict[int, Any] = {}
-        for row, v in img.big.items():
-            if type(row) is not int or not 0 <= row < n or not isinstance(v, int | float) or isinstance(v, bool) or not 0 <= v < 2**64:
-                raise ValueError(f"big value of row {row!r:.20}: not a number 0..2^64 of a series row")
-            big[row] = v
-        clocks: dict[str, tuple[float, float]] = {}
-        for device, v in img.device_clocks.items():
-            if not isinstance(v, list) or len(v) != 2:
-                raise ValueError(f"device_clocks[{device!r:.40}]: not [device clock, poll time]")
-            pair = (_number(v[0], "device clock"), _number(v[1], "device clock poll time"))
-            if pair[1] >= limit:
-                clocks[valid_text(device, "device_clocks key")] = pair
-        # Which rows are fresh, which ports keep any; a port with only some fresh series gets the subset.
-        fresh = cols["poll_t"] >= limit
-        key_of_row = np.concatenate([schemas[s] for s in sids.tolist()]) if n else np.zeros(0, np.int64)
-        starts = np.cumsum(sizes) - sizes
-        kept_per_port = np.add.reduceat(fresh.astype(np.int64), starts) if n else np.zeros(0, np.int64)
-        kept_per_port[sizes == 0] = 0
-        src = np.flatnonzero(fresh)
-        total = len(src)
-        restored = 0
-        if total:
-            self._reserve(total)
-            base0 = self._alloc(total)
-            t = self._t
-            dst = base0 + np.arange(total, dtype=np.int64)
-            for name in ("value", "bits", "sat", "scale", "total", "poll_t", "dev_t", "has_dev"):
-                getattr(t, name)[dst] = cols[name][src]
-            dense_key = np.array([k[0] in DENSE for k in keys], dtype=bool)
-            t.dense[dst] = dense_key[key_of_row[src]]
-            t.status[dst] = _S_FIRST
-            t.delta_ok[dst] = t.dt_ok[dst] = False
-            h = self.history
-            npts = np.maximum(np.minimum(cols["npts"][src].astype(np.int64), h), 1)
-            first_only = cols["npts"][src] == 0  # a record without points: its last reading is the one point
-            idx = np.clip(h_img - npts[:, None] + np.arange(h)[None, :], 0, h_img - 1)
-            t.hist_t[dst] = np.take_along_axis(hist_t[src], idx, 1)
-            t.hist_v[dst] = np.take_along_axis(hist_v[src], idx, 1)
-            if first_only.any():
-                rows0 = dst[first_only]
-                t.hist_t[rows0, 0] = t.poll_t[rows0]
-                t.hist_v[rows0, 0] = t.total[rows0]
-            t.npts[dst] = npts
-            t.head[dst] = npts % h
-            new_row = np.full(n, -1, np.int64)
-            new_row[src] = dst
-            for row, v in big.items():
-                if new_row[row] >= 0:
-                    t.big[int(new_row[row])] = v
-            offset = 0
-            full: dict[int, _Schema] = {}  # schema index -> the store's schema, for ports that keep every series
-            for i, rec in enumerate(img.ports):
-                k = int(kept_per_port[i])
-                if not k:
-                    continue
-                device, port, target, seen = rec[0], rec[1], rec[2], float(rec[3])
-                lo, hi = int(starts[i]), int(starts[i] + sizes[i])
-                if k == hi - lo:
-                    sch = full.get(rec[4])
-                    if sch is None:
-                        sch = full[rec[4]] = _schema(tuple(keys[j] for j in key_of_row[lo:hi].tolist()))
-                else:
-                    sch = _schema(tuple(keys[j] for j in key_of_row[lo:hi][fresh[lo:hi]].tolist()))
-                pk = (device, port)
-                old = self.ports.pop(pk, None)
-                if old is not None:
-                    self._drop(old)
-                entry = self.ports[pk] = PortEntry(t, target=target, seen=seen)
-                entry.schema = sch
-                entry.base = base0 + offset
-                offset += k
-                self.device_seen[device] = max(self.device_seen.get(device, 0.0), seen)
-                if target:
-                    self.device_target.setdefault(device, target)
-            restored = total
-            self._gen += 1
-            self.series_layout += 1
-        self.layout += 1
-        self._device_clock.update(clocks)
-        return restored
+        cols, hist_t, hist_v = _checked_columns(img.columns, n)
+        return _CheckedImage(keys, schemas, sids, sizes, cols, hist_t, hist_v, _checked_big(img.big, n),
+                             _checked_clocks(img.device_clocks, limit))
+
+    def _restore_rows(self, chk: _CheckedImage, src: np.ndarray, key_of_row: np.ndarray, n: int) -> int:
+        """The fresh rows ``src`` of the image written in bulk into new rows of the table; their first row."""
+        cols, total = chk.cols, len(src)
+        self._reserve(total)
+        base0 = self._alloc(total)
+        t = self._t
+        dst = base0 + np.arange(total, dtype=np.int64)
+        for name in ("value", "bits", "sat", "scale", "total", "poll_t", "dev_t", "has_dev"):
+            getattr(t, name)[dst] = cols[name][src]
+        dense_key = np.array([k[0] in DENSE for k in chk.keys], dtype=bool)
+        t.dense[dst] = dense_key[key_of_row[src]]
+        t.status[dst] = _S_FIRST
+        t.delta_ok[dst] = t.dt_ok[dst] = False
+        h, h_img = self.history, chk.hist_t.shape[1]
+        npts = np.maximum(np.minimum(cols["npts"][src].astype(np.int64), h), 1)
+        first_only = cols["npts"][src] == 0  # a record without points: its last reading is the one point
+        idx = np.clip(h_img - npts[:, None] + np.arange(h)[None, :], 0, h_img - 1)
+        t.hist_t[dst] = np.take_along_axis(chk.hist_t[src], idx, 1)
+        t.hist_v[dst] = np.take_along_axis(chk.hist_v[src], idx, 1)
+        if first_only.any():
+            rows0 = dst[first_only]
+            t.hist_t[rows0, 0] = t.poll_t[rows0]
+            t.hist_v[rows0, 0] = t.total[rows0]
+        t.npts[dst] = npts
+        t.head[dst] = npts % h
+        new_row = np.full(n, -1, np.int64)
+        new_row[src] = dst
+        for row, v in chk.big.items():
+            if new_row[row] >= 0:
+                t.big[int(new_row[row])] = v
+        return base0
+
+    def _restore_ports(self, img: StoreImage, chk: _CheckedImage, fresh: np.ndarray, key_of_row: np.ndarray,
+                       starts: np.ndarray, kept_per_port: np.ndarray, base0: int) -> None:
+        """A port entry for every port of the image that keeps a fresh series, its rows from ``base0`` on."""
+        t, keys = self._t, chk.keys
+        offset = 0
+        full: dict[int, _Schema] = {}  # schema index -> the store's schema, for ports that keep every series
+        for i, rec in enumerate(img.ports):
+            k = int(kept_per_port[i])
+            if not k:
+                continue
+            device, port, target, seen = rec[0], rec[1], rec[2], float(rec[3])
+            lo, hi = int(starts[i]), int(starts[i] + chk.sizes[i])
+            if k == hi - lo:
+                sch = full.get(rec[4])
+                if sch is None:
+                    sch = full[rec[4]] = _schema(tuple(keys[j] for j in key_of_row[lo:hi].tolist()))
+            else:
+                sch = _schema(tuple(keys[j] for j in key_of_row[lo:hi][fresh[lo:hi]].tolist()))
+            pk = (device, port)
+            old = self.ports.pop(pk, None)
+            if old is not None:
+                self._drop(old)
+            entry = self.ports[pk] = PortEntry(t, target=target, seen=seen)
+            entry.schema = sch
+            entry.base = base0 + offset
+            offset += k
+            self.device_seen[device] = max(self.device_seen.get(device, 0.0), seen)
+            if target:
+                self.device_target.setdefault(device, target)
 
     def _restored_key(self, rec: Any, where: str) -> SeriesKey:
         if not isinstance(rec, list) or len(rec) != 2 or not isinstance(rec[1], list):

@@ -444,11 +444,11 @@ def finding_pages(tmp: Path) -> tuple[bool, str]:
 import asyncio, sys
 from fabricmon.agent.exporter.server import Exporter, make_app, start_server
 from fabricmon.agent.looplag import LoopLag
-from fabricmon.agent.pipeline import Pipeline
+from fabricmon.agent.assemble import build_pipeline
 from fabricmon.agent.worker import PipelineWorker
 from fabricmon.core.model import Finding
 async def main():
-    w = PipelineWorker(); p = Pipeline([], [])
+    w = PipelineWorker(); p = build_pipeline(None, [])
     p.detector.restore([Finding("congestion", "warning", f"sw{i // 64:04d}", f"Ethernet{i % 64}", 3, None, 1000.0 + i,
                         summary=f"queue 3 congested on port {i}", evidence={"i": i}, rule="congestion") for i in range(20000)])
     e = Exporter(p, worker=w); e.loop_lag = LoopLag().start(); await w.call(e.render_now)

@@ -20,10 +20,10 @@ import time
 from typing import Any
 
 from bench.fabric import Fabric
-from fabricmon.agent.detector import rules as rules_mod
+from bench.size import CONFIG
+from fabricmon.agent.assemble import build_pipeline
 from fabricmon.agent.exporter.server import Exporter, make_app, start_server
 from fabricmon.agent.looplag import BUCKETS, LoopLag
-from fabricmon.agent.pipeline import Pipeline
 from fabricmon.agent.worker import PipelineWorker
 from fabricmon.core.model import Poll, TargetSpec
 
@@ -82,7 +82,7 @@ def _pct(xs: list[float], q: float) -> float:
 async def _run(fab: Fabric, polls: int) -> dict[str, Any]:
     from tests.conftest import free_port
 
-    p = Pipeline([TargetSpec("ib", "perfquery")], rules_mod.build(), stale_after=3600.0)
+    p = build_pipeline(CONFIG, [TargetSpec("ib", "perfquery")])
     worker = PipelineWorker()
     exporter = Exporter(p, worker=worker)
     lag = _Blamed(worker)

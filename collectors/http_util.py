@@ -39,11 +39,10 @@ from pydantic import model_validator
 
 from fabricmon.collectors.base import Collector, ErrorReason, FetchError, LocalFile, SourceOptions, resolve_secret
 from fabricmon.core import boundedjson, secrets
-from fabricmon.core.files import FileRefused, checked_path, read_regular
+from fabricmon.core.files import MAX_PEM_BYTES, FileRefused, checked_path, read_regular
 from fabricmon.core.threads import in_daemon_thread
 
 DEFAULT_MAX_BODY = 256 * 1024 * 1024  # a full-fabric UFM ports list can be tens of MB
-MAX_PEM_BYTES = 4 << 20  # a CA bundle (the system's is about 200 KB), a certificate chain or a key
 _INFLATE_STEP = 1 << 20  # decompressed bytes per step (a few ms of zlib), then the loop gets a turn
 
 

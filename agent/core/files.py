@@ -28,6 +28,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+MAX_PEM_BYTES = 4 << 20  # a CA bundle (the system's is about 200 KB), a certificate chain or a key
+
 
 class FileRefused(ValueError):
     """A file that cannot be read as asked: missing, not a regular file, too large, unreadable.
