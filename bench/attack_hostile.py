@@ -60,6 +60,8 @@ def load() -> str:
 
 
 def _base(extra: str = "", interval: str = "1s", timeout: str = "10s", state: Path | None = None, recording: str = "") -> str:
+    if state is not None:  # fabricmon run does not create a state_dir as root (StateDirectory= does under systemd)
+        state.mkdir(mode=0o700, parents=True, exist_ok=True)
     return (f"global: {{poll_interval: {interval}, poll_timeout: {timeout}, jitter: 0, backoff_max: 2s"
             + (f", state_dir: {state}" if state else "") + "}\n"
             + "web: {listen_address: LISTEN}\n" + (f"recording: {{path: {recording}}}\n" if recording else "")
