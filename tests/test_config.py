@@ -284,6 +284,26 @@ def test_old_duration_spellings_load_with_a_warning_at_their_line():
     ]
 
 
+async def test_a_reload_logs_the_old_spellings_as_the_start_does(tmp_path, caplog):
+    """A SIGHUP reload warns about deprecated spellings in the log, at their line, like a start:
+    an operator who edits the file while the agent runs sees the same words."""
+    import logging
+
+    from fabricmon.agent.assemble import build_pipeline
+    from fabricmon.agent.runtime import Agent
+
+    path = tmp_path / "f.yml"
+    path.write_text("targets: []\n")
+    agent = Agent(load(path), listen="")
+    agent.pipeline = build_pipeline(agent.loaded.config, [])  # what run() builds, without serving
+    agent.exporter = type("E", (), {"request_render": lambda self: None, "reload_ok": True, "reload_t": 0.0})()
+    path.write_text("global:\n  poll_interval: 30\ntargets: []\n")
+    with caplog.at_level(logging.WARNING):
+        assert await agent._reload() is True
+    assert f"{path}:2:3: global.poll_interval: warning: a plain number of seconds (30) is deprecated: " \
+           "write poll_interval: 30s" in caplog.messages
+
+
 def test_an_old_spelling_beside_the_new_one_is_an_unknown_key():
     assert problems("targets:\n  - {name: a, source: perfquery, interval: 1m, interval_s: 60}\n") == [
         "f.yml:2:48: targets[0].interval_s: unknown key (did you mean 'interval'?)"]
