@@ -77,8 +77,6 @@ KNOWN_FAILURES_ISSUE_27: dict[str, str] = {
                                                   "DCQCN-normal congestion",
     "scenarios_capabilities/wd_stale_state": "no watchdog finding (stale storm state through an XON storm)",
     # Checks of a recording beyond its truth: "<corpus>/<recording>#<check>".
-    "scenarios_capabilities/nvue_peer_reboot#one_down_per_down_transition":
-        "NVUE carrier-transitions scaled by 0.5: the poll that sees the link go down reads 0.5 down",
 }
 
 
