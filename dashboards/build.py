@@ -380,11 +380,18 @@ def findings() -> Any:
               [Q(f'count by (priority, role) (fabricmon_finding_active{{kind="pfc_storm", {DP}}})', "p{{priority}} {{role}}", instant=True)],
               "none", "nic_pause_storm_arista", w=8),
         ]),
-        ("Deadlocks", [
+        ("Deadlocks and stalled ports", [
             P("table", "Deadlock cycle members (PFC and credit loops)",
-              [Q(f'fabricmon_finding_active{{kind=~"pfc_deadlock|credit_deadlock", {DP}}} {PEER_JOIN}', table=True)], "none", "ib_credit_loop",
-              "Every member pauses (or waits for credits from) the next one; the peer columns show the cycle.", w=24,
+              [Q(f'fabricmon_finding_active{{kind=~"pfc_deadlock|credit_deadlock", role="member", {DP}}} {PEER_JOIN}', table=True)],
+              "none", "ib_credit_loop",
+              "Every member pauses (or waits for credits from) the next one; the peer columns show the cycle.", w=14,
               hide=["Value", "instance"]),
+            P("table", "Stalled InfiniBand ports (with the receiver they wait for)",
+              [Q(f'fabricmon_finding_active{{kind="credit_deadlock", role="stalled", {DP}}} {PEER_JOIN}', table=True)],
+              "none", "ib_stalled_port",
+              "A port stalled alone: it holds data and its cable peer (the peer columns: a dead or slow receiver, a stuck HCA) "
+              "returns no credits. Same alert as a credit loop (FabricmonCreditDeadlock); the ports waiting behind it are "
+              "congestion findings that name it.", w=10, hide=["Value", "instance", "kind", "role"]),
         ]),
         # No scenario of tests/scenarios carries configuration state (the audit recordings live in
         # tests/scenarios_audit), so these panels have no scenario: the live test checks their queries.

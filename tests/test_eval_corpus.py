@@ -41,14 +41,6 @@ NEGATIVE_FLOORS = {"max_false": dict.fromkeys(KINDS, 0)}
 # Issue 27: what today's detector fails, by "<corpus>/<recording>" (and "<corpus>" for the
 # corpus as a whole), with what it does wrong. The engineer who changes the rules empties it.
 KNOWN_FAILURES_ISSUE_27: dict[str, str] = {
-    # Stalled ports are credit_deadlock/stalled (INTERFACES 4); the detector says congestion.
-    "scenarios": "ib_stalled_port below",
-    "scenarios/ib_stalled_port": "stalled port reported as congestion, not credit_deadlock/stalled",
-    "scenarios_physics": "the two stalled-port recordings below",
-    "scenarios_physics/ib_old_firmware_counter_clear": "stalled port reported as congestion, not credit_deadlock/stalled",
-    "scenarios_physics/ib_stalled_hca_mixed_generations": "stalled port reported as congestion, not credit_deadlock/stalled",
-    "demo": "demo/demo below",
-    "demo/demo": "stalled port reported as congestion, not credit_deadlock/stalled",
     # Hard negatives: findings on healthy fabrics.
     "scenarios_negatives": "the negatives below",
     "scenarios_negatives/neg_arista_converged": "congestion warnings for DCQCN marking 1-3 % (the fabric's normal)",

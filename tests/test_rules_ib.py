@@ -45,17 +45,19 @@ def test_credit_loop_members_and_no_congestion_duplicates():
     assert fab.kinds() == {"credit_deadlock"}
 
 
-def test_stalled_port_outside_a_cycle_is_critical_congestion():
+def test_stalled_port_outside_a_cycle_is_a_stalled_credit_deadlock():
+    """A port stalled alone is credit_deadlock role stalled (INTERFACES 4), never congestion."""
     fab = ib_ring(4)
     fab.poll(n=2)
     stall(fab, "sw1", "3")  # toward a dead HCA
     stall(fab, "sw0", "1")  # blocked behind it: sw0:1 -> sw1 -> sw1:3, a chain, not a cycle
     fab.poll(n=2)
     got = fab.active()
-    assert set(got) == {("sw1", "3", None, None), ("sw0", "1", None, None)}
-    f = got[("sw1", "3", None, None)]
-    assert f.kind == "congestion" and f.severity == "critical" and f.evidence["stalled"] is True
-    assert f.peer_device == "hca1"
+    assert set(got) == {("sw1", "3", None, "stalled"), ("sw0", "1", None, "stalled")}
+    f = got[("sw1", "3", None, "stalled")]
+    assert f.kind == "credit_deadlock" and f.severity == "critical" and f.evidence["stalled"] is True
+    assert f.peer_device == "hca1" and f.evidence["incident"] == "stall:sw1:3"
+    assert "stalled toward hca1 1" in f.summary
 
 
 def test_busy_ring_with_waits_but_data_moving_is_no_credit_loop():
@@ -176,7 +178,7 @@ def test_an_impossible_f_wait_flags_the_tick_instead_of_clipping():
     suspect = {m.name: dict(m.values) for m in fab.det.metrics()}["fabricmon_port_xmit_wait_tick_suspect"]
     assert suspect == {("sw0", "1"): 1.0}
     [f] = fab.active().values()  # the tick-free test still sees the blocked port
-    assert f.kind == "congestion" and "xmit_wait_fraction" not in f.evidence
+    assert (f.kind, f.role) == ("credit_deadlock", "stalled") and "xmit_wait_fraction" not in f.evidence
     assert f.evidence["blocked_because"] == ["its cable peer sw1 2 received 0.00% of line rate"]
 
 

@@ -31,8 +31,8 @@ of one or two polls is ordinary traffic).
   unknown, r_wait >= ``wait_warning_ratio`` 1 % -> warning (the highest of Omni-Path's
   congestion thresholds, 1 % to 0.01 %: cornelisnetworks/opa-fm ``pa_categories.c``). The last interval must be at the
   warning level too. A stalled port (f_wait >= the ``ib`` analysis's ``stall_wait_fraction``,
-  0.95, with no data) is left to ``credit_deadlock``, and so is any port the ``ib`` analysis
-  put in a credit loop or stall incident this pass: one fault, one incident.
+  0.95, with no data) is left to ``credit_deadlock`` (role ``stalled``), and so is any port the
+  ``ib`` analysis put in a credit loop or stall incident this pass: one fault, one incident.
 
 Finding priority: the PFC priority (for ECN, the priority the ``fabric:`` layout maps to
 the queue; identity by default), None for InfiniBand. Exports

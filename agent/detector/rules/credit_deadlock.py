@@ -10,8 +10,12 @@ thresholds and their sources are documented there, and the thresholds are set un
   ``credit_deadlock``, critical, role ``member``, one finding per member port, evidence
   ``cycle`` (the member ports), ``blocked_because`` and ``members``: per member its wait, what
   it sent (share of line rate) and its head-of-queue discards. ``raise_polls`` 2.
-* A **stalled** port outside any cycle: ``congestion``, critical, evidence ``stalled: true``
-  (a dead or slow receiver, a stuck HCA), ``raise_polls`` 2.
+* A **stalled** port outside any cycle (it holds data and sends nothing: a dead or slow
+  receiver, a stuck HCA): ``credit_deadlock``, critical, role ``stalled`` (fabricmon's addition
+  to the finding vocabulary, docs/recording-format.md), evidence ``stalled: true`` and
+  ``blocked_because``, ``raise_polls`` 2. It is the same fault class as a loop (credits that
+  never come back, HOQ-lifetime drops), so it raises the same alert (FabricmonCreditDeadlock),
+  never a congestion alert: congestion is a port that still transmits.
 
 Both carry the ``incident`` id the analysis exports as ``fabricmon_port_incident``;
 ``packet_loss`` puts the same id on the discards of those ports and ``congestion`` leaves
@@ -49,7 +53,7 @@ def _stall_observation(stall: Stall, topo: Topology) -> Observation:
     toward = f" toward {peer[0]} {peer[1]}" if peer else ""
     first = f"check {peer[0]} {peer[1]} (a dead or slow receiver)" if peer else "check the receiver on this link"
     return Observation(
-        kind="congestion", severity="critical", device=pk[0], port=pk[1],
+        kind="credit_deadlock", severity="critical", device=pk[0], port=pk[1], role="stalled",
         summary=f"{pk[0]} port {pk[1]} is stalled{toward}: it holds data and sends nothing "
                 f"({'; '.join(stall.evidence['blocked_because'])}). First {first}",
         evidence={**stall.evidence, "incident": stall.incident},
@@ -58,7 +62,7 @@ def _stall_observation(stall: Stall, topo: Topology) -> Observation:
 
 class CreditDeadlockRule(Rule):
     name = "credit_deadlock"
-    kinds = ("credit_deadlock", "congestion")
+    kinds = ("credit_deadlock",)
     needs = ("ib",)
     raise_polls = 2
     clear_polls = 2
