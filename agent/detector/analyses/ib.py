@@ -130,7 +130,8 @@ class IbAnalysis(Analysis):
         self.loops: list[CreditLoop] = []
         self.stalls: list[Stall] = []
         self.incidents: dict[PortKey, tuple[str, str]] = {}  # port -> (incident id, what it is in words)
-        self.stalled: dict[PortKey, dict[str, Any]] = {}  # kept for ports a pass does not update
+        self.stalled: dict[PortKey, dict[str, Any]] = {}  # kept until the port's XmitWait is read again
+        self.judged_t: dict[PortKey, float] = {}  # stalled port -> poll time of the XmitWait reading judged
         self.blocked_t: dict[PortKey, float] = {}  # port -> last time it was stalled or discarded while holding data
         self._store: CounterStore | None = None
         self.tick_suspect = RatioGauge(
@@ -240,7 +241,9 @@ class IbAnalysis(Analysis):
         not updated in this pass and recomputed for the others; a port whose XmitWait did not move
         is not stalled, and most that moved send plenty."""
         ports, updated, fracs = ctx.store.ports, ctx.updated, self.fractions
-        stalled = {pk: ev for pk, ev in self.stalled.items() if pk not in updated and pk in ports}
+        # A verdict holds until the port's XmitWait is read again: a poll of another source that
+        # brings only its state or link rate (UFM REST beside UFM Telemetry) judges nothing.
+        stalled = {pk: ev for pk, ev in self.stalled.items() if pk in ports and not self._read_again(pk, ports[pk], updated)}
         blocked_now: dict[PortKey, dict[str, Any]] = {}  # leaking-loop level, not stalled
         # Ports whose XmitWait sits at its 32-bit cap do not move, so discards bring them in.
         at_cap = {pk: None for pk in ctx.moved("tx_discards") if pk not in fracs and _at_cap(ports.get(pk))}
@@ -263,9 +266,25 @@ class IbAnalysis(Analysis):
             elif (ev := self._stall(ctx, pk, entry, f, held, leaky=True)) is not None:
                 blocked_now[pk] = ev
         self.stalled = stalled
+        self._note_judged({*stalled, *blocked_now}, ports)
         leaky = self._leaky(ctx, {**stalled, **blocked_now}, holding)
         leaky.update(blocked_now)
         return stalled, leaky
+
+    def _read_again(self, pk: PortKey, entry: PortEntry, updated: set[PortKey]) -> bool:
+        """True when the port's XmitWait has a reading newer than the one its verdict judged."""
+        if pk not in updated:
+            return False
+        xw = entry.counter(*XMIT_WAIT)
+        return xw is None or xw.poll_t != self.judged_t.get(pk)
+
+    def _note_judged(self, pks: Iterable[PortKey], ports: dict[PortKey, PortEntry]) -> None:
+        judged = {}
+        for pk in pks:
+            xw = ports[pk].counter(*XMIT_WAIT) if pk in ports else None
+            if xw is not None:
+                judged[pk] = xw.poll_t
+        self.judged_t = judged
 
     def _held(self, entry: PortEntry) -> Held | None:
         """(XmitWait, saturated, rose to its cap, tx_discards) when the port held data in the
