@@ -92,7 +92,8 @@ _KEYS: dict[SeriesKey, SeriesKey] = {}
 DENSE = frozenset({"rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "queue_tx_packets", "queue_tx_bytes"})
 # State gauges whose changes the rules act on (a link going down, a speed drop, a watchdog
 # entering storm state). Occupancy and temperature change on every poll and are read directly.
-TRACKED_GAUGES = frozenset({"link_up", "link_speed_bytes", "link_width_lanes", "pfc_watchdog_stormed"})
+TRACKED_GAUGES = frozenset({"link_up", "link_speed_bytes", "link_width_lanes", "link_width_rated_lanes", "link_speed_rated_bytes",
+                            "pfc_watchdog_stormed"})
 
 # Widths a reading may declare: 1..64 are the counters that exist (4, 8, 16, 32, 64 bits);
 # wider is accepted (it never wraps and no uint64 reaches its cap). Anything else is refused

@@ -342,6 +342,13 @@ def infiniband() -> Any:
                 Q(f"sort_desc(increase(fabricmon_port_link_downed_total{{{DP}}}[$__range]) > 0)", table=True),
             ], "none", "link_flap_ib", hide=["instance"]),
             P("timeseries", "Active link width", [Q(f"fabricmon_port_width_lanes{{{DP}}}", port)], "none", "benign_heavy_load"),
+            # Rated rates come from UFM REST (supported/enabled speed and width); no scenario of
+            # tests/scenarios reads UFM, so the live test checks the query only.
+            P("table", "Links below their rated rate (share of it)", [
+                Q(f"fabricmon_port_speed_bytes{{{DP}}} / on (instance, device, port) fabricmon_port_speed_rated_bytes{{{DP}}} < 1",
+                  table=True),
+            ], "percentunit", "", "Active link rate over the rate both ends support and have enabled (UFM). The link_degraded "
+              "finding also judges links without a rated rate, against their usual.", hide=["instance"]),
         ]),
         ("Topology", [
             P("table", "Ports and cables (fabricmon_port_info)", [Q(f"fabricmon_port_info{{{DP}}}", table=True)], "none", "ib_credit_loop",

@@ -49,11 +49,8 @@ KNOWN_FAILURES_ISSUE_27: dict[str, str] = {
     # Capabilities.
     "scenarios_capabilities": "the capability scenarios below",
     "scenarios_capabilities/congestion_incast_against_normal": "DCQCN-normal ports reported as congestion beside the real incast",
-    "scenarios_capabilities/eth_speed_downshift": "no finding for an 800G link running at 400G; DCQCN-normal congestion",
+    "scenarios_capabilities/eth_speed_downshift": "DCQCN-normal congestion (the 400G-instead-of-800G link is found)",
     "scenarios_capabilities/host_nic_storm_host_only": "host-only NIC storm not found; its victims reported as congestion",
-    "scenarios_capabilities/ib_speed_degraded_ufm": "UFM Telemetry counters not joined to UFM REST names (GUID labels); "
-                                                    "no lasting HDR-instead-of-NDR finding",
-    "scenarios_capabilities/ib_width_degraded": "2x instead of 4x is a one-poll retrain warning, not a lasting finding",
     "scenarios_capabilities/loss_corroborated_by_host": "class-less drops reported everywhere; the corroborated one not on priority 3",
     "scenarios_capabilities/loss_port_all_lossless_host": "RoCE-only NIC loss not placed on priority 3; DCQCN-normal congestion",
     "scenarios_capabilities/pfc_deadlock_forms_mid_poll": "deadlock members reported as storms; feeders as congestion",
