@@ -72,9 +72,12 @@ class Identity:
         return changed
 
     def name(self, label: str, port_guids: dict[str, str]) -> str | None:
-        """The bound name of GUID label ``label`` whose ports (number -> port GUID) a result lists."""
+        """The bound name of GUID label ``label`` whose ports (number -> port GUID, "" when the
+        result gave none) a result lists: by each port's GUID and number, then by the label as
+        a port GUID (a ConnectX's first port GUID often is its node GUID), then by the label as a
+        node or system GUID."""
         for num, pg in port_guids.items():
-            hit = self.by_port.get((pg, num))
+            hit = (self.by_port.get((pg, num)) if pg else None) or self.by_port.get((label, num))
             if hit:
                 return hit
         return self.by_guid.get(label) or None
@@ -90,10 +93,12 @@ class Identity:
         if not labels or not len(self):
             return {}
         port_guids: dict[str, dict[str, str]] = {}
+        for d, port in result.counters.ports:
+            if d in labels:
+                port_guids.setdefault(d, {}).setdefault(port, "")
         for p in result.ports:
-            g = norm_guid(p.guid) if p.guid else ""
-            if g and p.device in labels:
-                port_guids.setdefault(p.device, {})[p.port] = g
+            if p.device in labels:
+                port_guids.setdefault(p.device, {})[p.port] = norm_guid(p.guid) if p.guid else ""
         rename = {lb: n for lb in labels if (n := self.name(lb, port_guids.get(lb, {}))) is not None}
         if rename:
             _rename(result, rename)

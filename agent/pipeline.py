@@ -24,6 +24,7 @@ from fabricmon.agent.jobs.stage import JobStage
 from fabricmon.agent.recording import RecordingWriter
 from fabricmon.agent.store import CounterStore, PortKey
 from fabricmon.core import secrets
+from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import Counters, Finding, Gauge, Link, ParseResult, Poll, TargetSpec
 from fabricmon.core.topology import Topology
 from fabricmon.core.vocabulary import COUNTERS, GAUGES, NAMESPACE, PriorityMap
@@ -307,9 +308,7 @@ class Pipeline:
             labels: dict[str, dict[str, str]] = {}
             for (d, p), e in store.ports.items():
                 if is_guid_label(d):
-                    ports = labels.setdefault(d, {})
-                    if e.info is not None and e.info.guid:
-                        ports[p] = e.info.guid
+                    labels.setdefault(d, {})[p] = norm_guid(e.info.guid) if e.info is not None and e.info.guid else ""
             joined = [d for d, ports in labels.items() if self.identity.name(d, ports) is not None]
             if joined:
                 store.forget(joined)

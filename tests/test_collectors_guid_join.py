@@ -52,6 +52,16 @@ def test_guid_labels_resolve_by_port_guid_then_node_guid() -> None:
     assert ident.resolve(bare) == {HCA_NODE: "dgx01 mlx5_0"}
 
 
+def test_a_node_guid_that_is_also_the_first_port_s_guid_joins() -> None:
+    """UFM REST lists a ConnectX port under a GUID equal to its node GUID (the vports example of the
+    REST API guide), while telemetry gives node and port GUIDs: the node GUID label finds it."""
+    ident = Identity()
+    ident.learn(ParseResult(ports=[PortInfo("dgx03 mlx5_0", "1", guid=HCA_NODE)]))  # no systems call
+    r = ParseResult()
+    r.counters.add(HCA_NODE, "1", "tx_bytes", 5, scale=4)  # Prometheus rows without a port GUID label
+    assert ident.resolve(r) == {HCA_NODE: "dgx03 mlx5_0"}
+
+
 def test_a_guid_two_names_share_is_not_used_and_names_that_look_like_guids_are_not_bound() -> None:
     ident = Identity()
     shared = "0x1070fd0300a01900"  # one system image GUID for two HCAs of one host
