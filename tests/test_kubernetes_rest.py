@@ -14,7 +14,8 @@ import pytest
 
 from fabricmon.collectors.base import FetchError
 from fabricmon.collectors.kubernetes import KubernetesCollector, KubernetesOptions
-from tests.http_standins import KubeApiStandIn, self_signed_cert
+from tests.http_standins import KubeApiStandIn
+from tests.pki import self_signed_cert
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.test-service-account-token"
 
