@@ -47,7 +47,10 @@ class Rate:
     speed: float | None
 
     def below(self, ref: Rate) -> bool:
-        """True when narrower or slower than ``ref`` (where both say)."""
+        """True when narrower or slower than ``ref`` (where both say). Slower means below 99 % of
+        the reference: a tolerance for the rounding of computed rates (lane rate x width / 8 in
+        floating point, FDR's 64/66 coding), not a physical margin; a real downshift is a whole
+        generation (half or less). Judgement call, no public source."""
         narrower = self.width is not None and ref.width is not None and self.width < ref.width
         slower = self.speed is not None and ref.speed is not None and self.speed < ref.speed * 0.99
         return narrower or slower
