@@ -187,9 +187,8 @@ class IbAnalysis(Analysis):
         )
         self.normal_gauge = RatioGauge(
             "fabricmon_fabric_xmit_wait_normal_ratio",
-            "The fabric's usual InfiniBand wait: the median over its ports of f_wait (measure f_wait) or of "
-            "XmitWait / (XmitWait + XmitData) (measure r_wait, ports without a known tick), and the median of those "
-            "over the ib analysis's normal_window_s. Congestion is judged above it.",
+            "The fabric's usual InfiniBand wait, which congestion is judged above: the median over its ports of f_wait "
+            "or r_wait (measure), then over the ib analysis's normal_window_s.",
             ("measure",),
         )
 
