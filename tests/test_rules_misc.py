@@ -7,6 +7,7 @@ import re
 import pytest
 
 from fabricmon.agent.detector.rules import RULES, build
+from fabricmon.core.model import DeviceInfo
 from tests.test_rules_sim import G100, G400, Fab, two_leaf_fabric
 
 P = 3
@@ -213,3 +214,94 @@ def test_snmp_link_down_without_counters_is_a_flap():
     fab.gauge("leaf1", "Ethernet3", "link_up", 0)
     fab.poll()
     assert set(fab.active("link_degraded")) == {("leaf1", "Ethernet3", None, None)}
+
+
+# ----------------------------------------------------------------- lasting link states
+NDR_LANE = 100e9 / 8  # bytes/s per NDR lane
+
+
+def leaf_spine(pairs: int = 4) -> Fab:
+    """``pairs`` leaf-spine cables between Quantum-2 switches (devid 0xd2f2), 4x NDR each."""
+    links = [(f"leaf{i}", "1", f"spine{i % 2}", str(i)) for i in range(pairs)]
+    fab = Fab(links)
+    fab.store.set_devices([DeviceInfo(d, "switch", model="0xd2f2") for d in {x for a, _, b, _ in links for x in (a, b)}])
+    for a, pa, b, pb in links:
+        for dev, port in ((a, pa), (b, pb)):
+            fab.ib_port(dev, port, speed=4 * NDR_LANE)
+            fab.gauge(dev, port, "link_width_lanes", 4)
+    return fab
+
+
+def narrow(fab: Fab, dev: str, port: str, lanes: int) -> None:
+    for d, p in ((dev, port), fab.topo.peer(dev, port)):
+        fab.gauge(d, p, "link_width_lanes", lanes)
+        fab.gauge(d, p, "link_speed_bytes", lanes * NDR_LANE)
+
+
+def test_a_narrower_link_is_a_finding_for_as_long_as_it_lasts():
+    """A cable retrained from 4x to 2x NDR is one finding per end from the poll after it shows
+    (one poll can catch a link mid-training) until it runs 4x again, saying since when and how
+    much of its usual bandwidth it has."""
+    fab = leaf_spine()
+    fab.poll(n=3)
+    narrow(fab, "leaf1", "1", 2)
+    fab.poll()
+    t_retrain = fab.t
+    assert fab.active() == {}
+    fab.poll(n=6)
+    got = fab.active("link_degraded")
+    assert set(got) == {("leaf1", "1", None, None), ("spine1", "1", None, None)}
+    f = got[("leaf1", "1", None, None)]
+    assert f.start == t_retrain and f.evidence["since"] == t_retrain and f.evidence["bandwidth_fraction"] == 0.5
+    assert "runs at 2x NDR (200 Gb/s) since" in f.summary and "half its usual 4x NDR (400 Gb/s)" in f.summary
+    narrow(fab, "leaf1", "1", 4)
+    fab.poll(n=3)
+    assert fab.active() == {}
+
+
+def test_a_link_degraded_before_the_agent_started_is_judged_by_its_like():
+    """No history of its own: the other ports on cables between the same two models (a strict
+    majority of at least two) say what it should run at."""
+    fab = leaf_spine()
+    narrow(fab, "leaf2", "1", 2)
+    fab.poll(n=3)
+    f = fab.active("link_degraded")[("leaf2", "1", None, None)]
+    assert "what 6 other ports on cables between 0xd2f2 and 0xd2f2 devices run at" in f.summary
+
+
+def test_two_populations_of_one_model_pair_give_no_reference():
+    """Half the cables split to 2x by design, half at 4x, since before the agent started: no
+    majority says which is right, so neither is a finding."""
+    fab = leaf_spine()
+    narrow(fab, "leaf0", "1", 2)
+    narrow(fab, "leaf2", "1", 2)
+    fab.poll(n=4)
+    assert fab.active() == {}
+
+
+def test_the_rated_width_and_speed_both_ends_report_are_the_reference():
+    """UFM says what both ends support and have enabled: NDR at 4x. A link that trained at HDR
+    runs at half of it, whatever its history and its like."""
+    fab = leaf_spine(pairs=1)
+    for dev, port in (("leaf0", "1"), ("spine0", "0")):
+        fab.gauge(dev, port, "link_width_rated_lanes", 4)
+        fab.gauge(dev, port, "link_speed_rated_bytes", 4 * NDR_LANE)
+        fab.gauge(dev, port, "link_speed_bytes", 4 * NDR_LANE / 2)  # HDR
+    fab.poll(n=3)
+    f = fab.active("link_degraded")[("leaf0", "1", None, None)]
+    assert f.evidence["reference"] == "rated" and "half its rated 4x NDR (400 Gb/s)" in f.summary
+    assert "runs at 4x HDR (200 Gb/s)" in f.summary
+
+
+def test_a_link_that_went_down_is_a_finding_until_it_is_back():
+    fab = leaf_spine(pairs=1)
+    fab.poll(n=2)
+    fab.gauge("leaf0", "1", "link_up", 0)
+    fab.poll()
+    t_down = fab.t
+    fab.poll(n=5)
+    f = fab.active("link_degraded")[("leaf0", "1", None, None)]
+    assert f.start == t_down and "is down since" in f.summary and f.evidence["was"] == "4x NDR (400 Gb/s)"
+    fab.gauge("leaf0", "1", "link_up", 1)
+    fab.poll(n=3)
+    assert fab.active() == {}

@@ -74,7 +74,7 @@ def test_xmit_wait_at_its_32bit_cap_and_discards_still_find_the_stall():
     fab.rate("hca1", "1", "rx_bytes", 0.0, scale=4)
     fab.rate("sw1", "3", "tx_discards", 40.0)
     fab.poll(n=2)
-    stall = fab.active("congestion")[("sw1", "3", None, None)]
+    stall = fab.active("credit_deadlock")[("sw1", "3", None, "stalled")]
     assert stall.severity == "critical" and stall.evidence["xmit_wait_at_cap"] is True
     assert "hca1" in stall.evidence["blocked_because"][0]
     loss = fab.active("packet_loss")[("sw1", "3", None, None)]

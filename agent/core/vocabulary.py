@@ -250,6 +250,14 @@ GAUGES: dict[str, GaugeDef] = {
         _G("link_speed_bytes", "port_speed_bytes", "Link speed in bytes per second (all lanes, effective data rate).",
            read_by=("link_degraded", "credit_deadlock", "congestion")),
         _G("link_width_lanes", "port_width_lanes", "Active link width in lanes (IB 1x/2x/4x/8x/12x).", read_by=("link_degraded",)),
+        # What the port can train to, where a source reports it (UFM's supported/enabled
+        # width and speed): the reference of a lasting degradation (rules/link_degraded.py).
+        _G("link_width_rated_lanes", "port_width_rated_lanes",
+           "The widest link width the port can train to: the widest it supports and has enabled (UFM supported_width, enabled_width).",
+           read_by=("link_degraded",)),
+        _G("link_speed_rated_bytes", "port_speed_rated_bytes",
+           "The link rate the port can train to, in bytes per second: its fastest supported and enabled lane speed at its rated "
+           "width (UFM supported_speed, enabled_speed).", read_by=("link_degraded",)),
         # PortSamplesControl.Tick (perfquery -c): XmitWait's tick is Tick+1 bytes of transmit
         # time (NVIDIA/ib-traffic-monitor#3: 7 on current generations, 31 on legacy ones).
         _G("samples_control_tick", "port_samples_control_tick",

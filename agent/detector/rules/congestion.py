@@ -26,13 +26,17 @@ of one or two polls is ordinary traffic).
   After a storm the window starts where the storm
   last covered the port, so the storm's own pause never becomes a later congestion finding.
   Brief pauses (< 5 %) stay silent.
-* **InfiniBand** over ``wait_window_s`` (60 s): f_wait >= ``wait_warning_fraction`` 10 %
-  -> warning, >= ``wait_critical_fraction`` 50 % -> critical (inferred); when the tick is
-  unknown, r_wait >= ``wait_warning_ratio`` 1 % -> warning (the highest of Omni-Path's
-  congestion thresholds, 1 % to 0.01 %: cornelisnetworks/opa-fm ``pa_categories.c``). The last interval must be at the
-  warning level too. A stalled port (f_wait >= the ``ib`` analysis's ``stall_wait_fraction``,
-  0.95, with no data) is left to ``credit_deadlock``, and so is any port the ``ib`` analysis
-  put in a credit loop or stall incident this pass: one fault, one incident.
+* **InfiniBand** against the fabric's normal (the ``ib`` analysis's median wait over its ports
+  and ``normal_window_s``: a busy all-to-all makes every port wait a little, and that is how a
+  lossless fabric carries load, not a finding). Over ``wait_window_s`` (60 s): f_wait at least
+  ``wait_warning_fraction`` (10 points) above the normal -> warning, and >= ``wait_critical_fraction``
+  50 % -> critical (inferred); when the tick is unknown, r_wait at least ``wait_warning_ratio``
+  1 % above the r_wait normal -> warning (the highest of Omni-Path's congestion thresholds, 1 % to
+  0.01 %: cornelisnetworks/opa-fm ``pa_categories.c``). The last interval must be that far above
+  the normal too, and ``raise_polls`` 3 is the duration. A port the ``ib`` analysis put in a
+  credit loop or stall incident is left to ``credit_deadlock``; a port that waits behind one (a
+  congestion tree: the ports upstream of a stalled receiver, whose waits may even form cycles)
+  is reported here as its victim, with ``waiting_behind`` and the root's ``incident``.
 
 Finding priority: the PFC priority (for ECN, the priority the ``fabric:`` layout maps to
 the queue; identity by default), None for InfiniBand. Exports
@@ -115,8 +119,7 @@ class CongestionRule(Rule):
         if self.ecn_ratio.values:
             ecn |= ctx.watched({(d, port) for d, port, _ in self.ecn_ratio.values})
         pause = ctx.moved("pfc_rx_pause_seconds", "pfc_tx_pause_seconds")
-        warn = self.params.wait_warning_fraction
-        waits = {pk: f for pk, f in ib.fractions.items() if f is None or f >= warn}
+        waits, behind = self._ib_waits(ib)
         claimed: set | None = None  # (port, priority) in a storm tree or deadlock, taken on demand
         for pk in ecn | pause | waits.keys():
             entry = ports.get(pk)
@@ -135,7 +138,7 @@ class CongestionRule(Rule):
                         self._note_storms(ctx.t, claimed)
                     found.extend(self._pause(ctx, pk, entry, prios, claimed, pfc))
             if pk in waits and ib.incident(pk) is None:  # a loop or stall reports it
-                found.extend(self._ib(pk, entry, waits[pk], ib))
+                found.extend(self._ib(pk, entry, waits[pk], ib, behind.get(pk, ())))
             if found and link_ok(entry):
                 yield from found
         self.ecn_index.forget_missing(ports)
@@ -232,34 +235,54 @@ class CongestionRule(Rule):
                     )
                     break
 
-    def _ib(self, pk: PortKey, entry: PortEntry, f_last: float | None, ib: IbAnalysis) -> Iterable[Observation]:
+    def _ib_waits(self, ib: IbAnalysis) -> tuple[dict[PortKey, float | None], dict[PortKey, list[PortKey]]]:
+        """InfiniBand candidates: ports whose last-interval f_wait is at least ``wait_warning_fraction``
+        above the fabric's normal (or unknown: the ratio decides then), and, for those that wait
+        behind a stalled port or a credit loop, the roots (the ``ib`` analysis's tree walk)."""
+        warn = self.params.wait_warning_fraction + ib.normal_wait("f_wait")
+        waits = {pk: f for pk, f in ib.fractions.items() if f is None or f >= warn}
+        return waits, (ib.behind(waits) if waits and (ib.stalls or ib.loops) else {})
+
+    def _ib(self, pk: PortKey, entry: PortEntry, f_last: float | None, ib: IbAnalysis,
+            behind: Iterable[PortKey]) -> Iterable[Observation]:
+        """XmitWait against the fabric's normal (``ib`` analysis, :class:`.ib_wait.FabricNormal`):
+        the port waits at least ``wait_warning_fraction`` (``wait_warning_ratio`` for r_wait)
+        more than the fabric's typical port over ``wait_window_s``, and did so in the last
+        interval too; critical when it also waits ``wait_critical_fraction`` of the time. Ports
+        waiting behind a stalled port or a credit loop name it (``waiting_behind``) and carry its
+        incident: the root is the fault, they are its victims (congestion spreading)."""
         p = self.params
         tick = ib.tick(pk, entry)
-        r_last = None if f_last is not None else wait_last(entry, tick)[1]
-        if f_last is not None:
-            if f_last < p.wait_warning_fraction:
-                return  # not congested now (a finished episode must not linger through the window)
-            if f_last >= ib.p.stall_wait_fraction and tx_progress(entry, None, ib.p.progress_line_fraction) is False:
-                return  # stalled: credit_deadlock reports it
-        elif r_last is None or r_last < p.wait_warning_ratio:
-            return
+        measure, warn = ("f_wait", p.wait_warning_fraction) if f_last is not None else ("r_wait", p.wait_warning_ratio)
+        normal = ib.normal_wait(measure)
+        last = f_last if f_last is not None else wait_last(entry, tick)[1]
+        if last is None or last < normal + warn:
+            return  # not congested now against the fabric's normal (a finished episode must not linger)
         f, r, elapsed = wait_window(entry, tick, p.wait_window_s)
-        if f is not None:
-            level = self._level(f, p.wait_warning_fraction, p.wait_critical_fraction)
-            value, label = f, "of the time waiting for credits"
-        elif r is not None:
-            level = "warning" if r >= p.wait_warning_ratio else None
-            value, label = r, "wait ratio (XmitWait / (XmitWait + XmitData))"
-        else:
+        value = f if f_last is not None else r
+        if value is None or value < normal + warn:
             return
-        if level:
-            yield Observation(
-                kind="congestion", severity=level, device=pk[0], port=pk[1],
-                summary=f"{pk[0]} port {pk[1]}: {value:.1%} {label} over {elapsed:.0f} s, while still sending. First "
-                        f"find the fan-in or the slow receiver downstream (the next hop's XmitWait shows which)",
-                evidence={"xmit_wait_fraction" if f is not None else "xmit_wait_ratio": round(value, 4),
-                          "window_s": round(elapsed, 3)},
-            )
+        level = "critical" if measure == "f_wait" and value >= p.wait_critical_fraction else "warning"
+        label = "of the time waiting for credits" if measure == "f_wait" else "wait ratio (XmitWait / (XmitWait + XmitData))"
+        ev: dict[str, Any] = {"xmit_wait_fraction" if measure == "f_wait" else "xmit_wait_ratio": round(value, 4),
+                              "fabric_normal": round(normal, 4), "window_s": round(elapsed, 3)}
+        roots = list(behind)
+        first = "find the fan-in or the slow receiver downstream (the next hop's XmitWait shows which)"
+        if roots:
+            names = [f"{d}:{q}" for d, q in roots]
+            ev["waiting_behind"] = names
+            inc = ib.incident(roots[0])
+            if inc is not None:
+                ev["incident"] = inc[0]
+                first = f"fix {inc[1]} it waits behind (this port is its victim)"
+        sending = "while still sending" if tx_progress(entry, None, ib.p.progress_line_fraction) is not False \
+            else "and sends almost nothing"
+        yield Observation(
+            kind="congestion", severity=level, device=pk[0], port=pk[1],
+            summary=f"{pk[0]} port {pk[1]}: {value:.1%} {label} over {elapsed:.0f} s, the fabric's usual being "
+                    f"{normal:.1%}, {sending}. First {first}",
+            evidence=ev,
+        )
 
     def metrics(self) -> Iterable[ExportedGauge]:
         return (self.ecn_ratio.metric(),)
