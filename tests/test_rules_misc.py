@@ -109,6 +109,9 @@ def test_lossless_queue_drop_is_critical_loss_in_one_poll_but_lossy_is_not():
 
 
 def test_wjh_buffer_drops_and_nic_phy_discards():
+    # Class-less drops (a WJH record without its traffic class, a NIC's rx_discards_phy) on ports
+    # whose traffic is all priority 3: the per-queue transmit counters (the leaf port's own, and
+    # the leaf's toward the NIC) put them on the lossless class (tests/test_loss_attribution.py).
     fab = two_leaf_fabric()
     fab.rate("leaf2", "Ethernet1", "wjh_drops", 0.0, ("buffer", "503"))
     fab.rate("leaf2", "Ethernet1", "wjh_drops", 0.0, ("l2", "209"))
@@ -121,8 +124,10 @@ def test_wjh_buffer_drops_and_nic_phy_discards():
     fab.bump("h4", "eth0", "rx_discards_phy", 3)
     fab.poll()
     got = fab.active("packet_loss")
-    assert set(got) == {("leaf2", "Ethernet1", None, None), ("h4", "eth0", None, None)}
-    assert got[("leaf2", "Ethernet1", None, None)].evidence["wjh_buffer_drops"] == {"503": 12}
+    assert set(got) == {("leaf2", "Ethernet1", P, None), ("h4", "eth0", P, None)}
+    assert got[("leaf2", "Ethernet1", P, None)].evidence["wjh_buffer_drops"] == {"503": 12}
+    assert got[("h4", "eth0", P, None)].evidence["attributed_by"] == ["traffic"]
+    assert "leaf2 Ethernet2" in got[("h4", "eth0", P, None)].evidence["attribution"]  # the peer's egress is its ingress
 
 
 def test_ib_discards_warning_then_critical_at_ufm_threshold():
