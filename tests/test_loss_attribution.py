@@ -5,7 +5,6 @@ put it on a lossless class; otherwise it is counted by stage for the port's page
 
 from __future__ import annotations
 
-from fabricmon.core.model import DeviceInfo
 from fabricmon.core.vocabulary import PriorityMap
 from tests.test_rules_sim import two_leaf_fabric
 
@@ -15,13 +14,11 @@ HOST = ("h1", "eth0")
 
 
 def converged(**kw):
-    """two_leaf_fabric with best effort on queue 0 of every switch port beside RoCE, and the
-    hosts described as hosts (the host collector describes them)."""
+    """two_leaf_fabric with best effort on queue 0 of every switch port beside RoCE."""
     fab = two_leaf_fabric(**kw)
     for dev, port in [("leaf1", "Ethernet1"), ("leaf1", "Ethernet2"), ("leaf2", "Ethernet1"), ("leaf2", "Ethernet2"),
                       ("leaf1", "Ethernet49"), ("leaf2", "Ethernet49")]:
         fab.rate(dev, port, "queue_tx_packets", 5e4, (0,))
-    fab.store.set_devices([DeviceInfo(h, "host") for h in ("h1", "h2", "h3", "h4")], "hosts")
     return fab
 
 

@@ -159,6 +159,7 @@ def watchdog_cycling(fab: Fab, dev: str, port: str, paused: float, fired: int) -
     fab.rate(dev, port, "pfc_rx_pause_seconds", paused, (P,))
     fab.rate(dev, port, "pfc_rx_pause_frames", 3000.0 * paused, (P,))
     fab.rate(dev, port, "pfc_watchdog_storms", float(fired), (P,))
+    fab.rate(dev, port, "queue_tx_packets", 0.0, (P,))  # nothing the loop carries is delivered
     fab.gauge(dev, port, "queue_occupancy_bytes", 1.5e6, (P,))
     fab.rate(dev, "e2", "pfc_tx_pause_seconds", paused, (P,))
     fab.rate(dev, "e2", "pfc_tx_pause_frames", 3000.0 * paused, (P,))
