@@ -15,32 +15,46 @@ sending pause. Only ports with pause activity enter the graph, and only ports wh
 counters moved (or that are still active) are looked at, so a quiet fabric costs nothing.
 
 **Origin**: a sink of the graph, i.e. a paused port whose pauser is itself not blocked
-downstream. The pauser is reported as the origin when it has telemetry of its own (a
-monitored host NIC); otherwise the paused switch port facing it is (the switch side of an
-unmonitored host, or a port whose peer is unknown while the fabric has a topology).
+downstream, and not paused itself: an origin pauses without being paused (a sink whose pauser is
+a paused port waits on something further on, a deadlock forming or a storm elsewhere, and the
+ports behind it count as blocked). The direction of the edge comes from both ends' counters:
+the pauser's transmit side (pause sent) and the sink's receive side (pause received), with the
+pauser's own transmit to say it still sends (``pfc_storm``'s ``pause_edge``). The pauser is
+reported as the origin when it is polled (a monitored host NIC, or a switch port whose stuck
+backpressure keeps its peer paused: then the egress it holds is a victim); otherwise the
+paused switch port facing it is (the switch side of an unmonitored host, or a port whose peer
+is unknown while the fabric has a topology). A host NIC is also an origin by its own counters
+alone (:func:`.pfc_state.nic_stall`: pause sent all the time, next to nothing drained).
 Candidates are ranked by the pauser's confirmed NIC storm events, then tx pause fraction
 (or the paused side's rx fraction), then frame rate. Stormed ports are grouped under the
-best-ranked sink they reach: one tree per origin.
+best-ranked sink they reach: one tree per origin. A tree is reported when a member is stuck
+or the sink is held all the interval (frames only: no per-queue counter says more).
 
 **Coverage**: a reported tree covers every port with pause on its priority whose paused-by
-path leads into it, at any grade (:meth:`PfcAnalysis._cover`); :meth:`PfcResult.claimed`
-hands all of it to ``congestion`` as the storm's pause.
+path leads into it, at any grade (:meth:`PfcAnalysis._cover`); without a topology, the
+paused ports nobody knows a cable for, when one storm is in view on that priority
+(:meth:`PfcAnalysis._cover_unplaced`). :meth:`PfcResult.claimed` hands all of it to
+``congestion`` as the storm's pause.
 
-**Deadlock**: SCCs of size >= 2 in the sub-graph of stuck (or watchdog-fired) ports, and of
-ports paused now with a backlog that were stuck or watchdog-fired within
-``deadlock_window_s`` (a deadlock the watchdogs keep breaking re-forms). Storm trees exclude
-deadlock members and the ports blocked only behind a deadlock.
+**Deadlock**: judged once over every port paused in the pass, before any is called a storm:
+SCCs of size >= 2 (hairpins count) of paused ports with a backlog, at least one stuck or
+watchdog-fired now or within ``deadlock_window_s``, that cannot drain (:meth:`PfcAnalysis._phase`:
+every member stuck; the others stuck within the window, a deadlock the watchdogs keep breaking
+that re-forms; or the poll cycle it forms in). Storm trees exclude deadlock members and the
+ports blocked only behind a deadlock.
+
+**Watchdogs** (:mod:`.pfc_watchdog`): each switch PFC watchdog is cross-checked against its
+port's own counters (``result.watchdogs``); an event the counters contradict is no storm
+evidence.
 
 Exports ``fabricmon_port_pause_ratio{device,port,priority}`` (the rx pause fraction of the
 last interval, 0..1) and ``fabricmon_port_pfc_state{device,port,priority}`` (1 paused by its
 peer, 2 stuck: storm level), whichever rules are on: ``fabricmon correlate`` joins the state
 across shards, and it works for vendors that count pause frames only too.
 
-Growth: issue 27 takes pause direction from both ends' counters (:meth:`PfcAnalysis._contradicted`
-already compares the two ends of a cable; a per-cable record of both ends' states would sit
-beside :attr:`PfcAnalysis.states`). A whole-array pass (issue 29 item 3) replaces
-:meth:`PfcAnalysis._refresh`'s per-port loop with one classification over the moved rows
-(see :mod:`.pfc_state`); the graph stages below then start from the non-quiet rows only, as now.
+Growth: a whole-array pass (issue 29 item 3) replaces :meth:`PfcAnalysis._refresh`'s per-port
+loop with one classification over the moved rows (see :mod:`.pfc_state`); the graph stages
+below then start from the non-quiet rows only, as now.
 """
 
 from __future__ import annotations

@@ -30,8 +30,7 @@ Queue index = priority by default (the usual RoCE mapping: DSCP 26 -> priority 3
 class 3); the config's ``fabric: priority_to_queue`` overrides it (the ``fabric`` analysis's
 layout, one for every rule).
 
-Growth: pause direction from both ends' counters (issue 27) belongs in :func:`compute_state`'s
-caller, which sees the cable peer's state; a whole-array pass (issue 29 item 3) would compute
+Growth: a whole-array pass (issue 29 item 3) would compute
 the fractions, floors and the classification below as numpy expressions over the moved
 (port, priority) rows, with :class:`PfcState` built only for the rows that are not quiet.
 """
