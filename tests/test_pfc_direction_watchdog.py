@@ -215,3 +215,21 @@ def test_an_enabled_watchdog_silent_through_a_storm_is_a_finding_but_an_unknown_
         assert (("leaf1", "Ethernet1", P, "watchdog") in got) is expect
         assert got[("leaf1", "Ethernet1", P, "origin")].evidence["watchdog"] == \
             ("enabled, did not act" if enabled else "did not act (no storm event, queue not stormed)")
+
+
+def test_a_watchdog_in_forward_mode_through_a_real_storm_is_no_watchdog_finding():
+    # SONiC pfcwd `--action forward`: the stormed queue ignores the pause it receives and keeps
+    # transmitting, so the port's pause time stays low; the frames that keep arriving (enough to
+    # hold a 100G port paused twice over) show the storm is real: neither unfounded nor stale.
+    fab = two_leaf_fabric()
+    watchdog(fab, "leaf1", "Ethernet1", state=0, enabled=1)
+    fab.poll(dt=10.0, n=2)
+    pausing(fab, "h1", "eth0")
+    watchdog(fab, "leaf1", "Ethernet1", storms=0.1, state=1, enabled=1)
+    fab.rate("leaf1", "Ethernet1", "pfc_rx_pause_seconds", 0.0, (P,))
+    fab.rate("leaf1", "Ethernet1", "pfc_rx_pause_frames", 5960.0, (P,))
+    fab.poll(dt=10.0)
+    watchdog(fab, "leaf1", "Ethernet1", state=1, enabled=1)
+    fab.poll(dt=10.0, n=2)
+    assert ("leaf1", "Ethernet1", P, "watchdog") not in fab.active("pfc_storm")
+    assert not [f for f in fab.raised if f.kind == "pfc_storm" and f.role == "watchdog"]

@@ -122,8 +122,11 @@ class PfcState:
     def rx_bound(self) -> float | None:
         """The most of the interval the port can have been paused: its pause time when it
         counts one, else what its pause frames can have held (module doc)."""
-        if self.rx_frac is not None:
-            return self.rx_frac
+        return self.rx_frac if self.rx_frac is not None else self.rx_frames_bound
+
+    @property
+    def rx_frames_bound(self) -> float | None:
+        """What the pause frames alone can have held, even where pause time is counted."""
         if self.rx_fps is None or not self.keep_fps:
             return None
         return min(1.0, self.rx_fps / self.keep_fps)
@@ -252,10 +255,13 @@ def _backlog(entry: PortEntry, qs: tuple[int], sub: tuple[int]) -> bool | None:
 
 def watchdog_trusted(st: PfcState, p: PfcParams) -> bool:
     """Whether the port's watchdog event or stormed state counts as storm evidence: not when the
-    port's own counters show it paused under ``graph_pause_fraction`` of the interval and still
-    transmitting on the priority (the cross-check, pfc_watchdog.py, names such a watchdog)."""
-    bound = st.rx_bound
-    return not (st.progress is True and bound is not None and bound < p.graph_pause_fraction)
+    port's own counters show it paused under ``graph_pause_fraction`` of the interval, by its
+    pause time and by what its pause frames can hold, and still transmitting on the priority
+    (the cross-check, pfc_watchdog.py, names such a watchdog). The frames count too: a watchdog
+    in ``forward`` mode ignores the pause of a real storm, so the pause time stays low while the
+    frames keep arriving."""
+    bounds = [b for b in (st.rx_bound, st.rx_frames_bound) if b is not None]
+    return not (st.progress is True and bounds and max(bounds) < p.graph_pause_fraction)
 
 
 def _classify(st: PfcState, entry: PortEntry, p: PfcParams) -> None:

@@ -19,9 +19,10 @@ with the port's own pause and transmit counters of the same interval
   ``graph_pause_fraction`` of the interval and still transmitted on the priority: a storm the
   counters do not show (SONiC's OR-logic false storms before sonic-swss PR #3036).
 * ``stale``: the stormed state held through an interval in which pause frames kept arriving but
-  the port's pause time shows it was not held: XON frames, which count as PFC frames, keep a
-  restoration test that counts frames from ever firing (sonic-swss#4581), and the queue stays
-  dropped.
+  the port's pause time shows it was not held, and the queue did not transmit: XON frames,
+  which count as PFC frames, keep a restoration test that counts frames from ever firing
+  (sonic-swss#4581), and the queue stays dropped. (A watchdog in ``forward`` mode ignores the
+  pause of a real storm and lets the queue transmit: not stale.)
 * ``frozen``: the watchdog went to the stormed state without counting a storm, and counts
   neither storms nor drops while it holds it (sonic-buildimage#19067: storms detected and
   restored while the watchdog counters do not move).
@@ -92,7 +93,7 @@ def _checks(st: PfcState, p: PfcParams, in_deadlock: bool, frozen: bool) -> list
     if (st.wd_storms or _stormed(st)) and not watchdog_trusted(st, p):
         out.append(("unfounded", f"it declared a storm while {_pause_words(st)} and the priority kept transmitting"))
     if _stormed(st) and st.rx_frac is not None and st.rx_frac < p.graph_pause_fraction and (st.rx_fps or 0.0) > 0 \
-            and not st.wd_storms:
+            and not st.wd_storms and st.progress is not True:
         out.append(("stale", f"it holds the queue stormed while {st.rx_fps:.0f} PFC frames/s arrive that paused the port only "
                              f"{st.rx_frac:.0%} of the interval (XON frames keep a frame-counting restore from firing)"))
     if frozen:
