@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 class Agent:
     def __init__(self, loaded: LoadedConfig, listen: str | None = None, record_path: str | None = None,
                  duration: float | None = None, ssl_context=None, middlewares: list | None = None,
-                 enable_lifecycle: bool = False) -> None:
+                 enable_lifecycle: bool = False, keep_state: bool = True) -> None:
         self.loaded = loaded
         self.enable_lifecycle = enable_lifecycle  # POST /-/reload only with --web.enable-lifecycle, as in Prometheus
         self.listen = listen if listen is not None else loaded.config.web.listen_address
@@ -43,6 +43,7 @@ class Agent:
         g = loaded.config.global_
         self.scheduler = Scheduler(self._on_poll, g.max_concurrency, g.jitter, g.backoff_max)
         self.keeper: state.StateKeeper | None = None  # with a state_dir, from run()
+        self.keep_state = keep_state  # False for `fabricmon record`: the daemon's state file is not its to restore or write
 
     async def run(self) -> None:
         loaded = self.loaded
@@ -51,7 +52,7 @@ class Agent:
         specs = [t.spec for t in planned]
         recorder = RecordingWriter(self.record_path, specs, description="fabricmon record") if self.record_path else None
         self.pipeline = build_pipeline(cfg, specs, recorder=recorder, wall_clock=True, exposition=True)
-        state_dir = state.default_state_dir(cfg.global_.state_dir)
+        state_dir = state.default_state_dir(cfg.global_.state_dir) if self.keep_state else None
         keeper = state.StateKeeper(state.state_path(state_dir), self.pipeline.store, self.pipeline.detector) if state_dir else None
         self.keeper = keeper
         self.exporter = Exporter(self.pipeline, extra_families=self.families)
