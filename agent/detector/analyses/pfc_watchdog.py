@@ -82,6 +82,21 @@ def _pause_words(st: PfcState) -> str:
         "the port reports no pause"
 
 
+def _stale(st: PfcState, p: PfcParams) -> bool:
+    """Held stormed, no storm counted now, pause frames arriving that held the port under
+    ``graph_pause_fraction`` of the interval by its pause time, and the queue not transmitting
+    (a ``forward``-mode watchdog lets it transmit: module doc)."""
+    return _stormed(st) and st.rx_frac is not None and st.rx_frac < p.graph_pause_fraction and (st.rx_fps or 0.0) > 0 \
+        and not st.wd_storms and st.progress is not True
+
+
+def _silent(st: PfcState) -> bool:
+    """Enabled, neither a storm event nor the stormed state, through an interval longer than any
+    documented detection time in which the port was stuck."""
+    return st.wd_enabled is not None and st.wd_enabled >= 1 and st.stuck is not None and not st.wd_storms \
+        and not _stormed(st) and (st.dt or 0.0) > DETECT_MAX_S
+
+
 def _checks(st: PfcState, p: PfcParams, in_deadlock: bool, frozen: bool) -> list[tuple[str, str]]:
     """Every check the watchdog fails this interval (module doc), with its words."""
     out: list[tuple[str, str]] = []
@@ -92,14 +107,12 @@ def _checks(st: PfcState, p: PfcParams, in_deadlock: bool, frozen: bool) -> list
                                f"no sustained storm in the port's own counters"))
     if (st.wd_storms or _stormed(st)) and not watchdog_trusted(st, p):
         out.append(("unfounded", f"it declared a storm while {_pause_words(st)} and the priority kept transmitting"))
-    if _stormed(st) and st.rx_frac is not None and st.rx_frac < p.graph_pause_fraction and (st.rx_fps or 0.0) > 0 \
-            and not st.wd_storms and st.progress is not True:
+    if _stale(st, p):
         out.append(("stale", f"it holds the queue stormed while {st.rx_fps:.0f} PFC frames/s arrive that paused the port only "
                              f"{st.rx_frac:.0%} of the interval (XON frames keep a frame-counting restore from firing)"))
     if frozen:
         out.append(("frozen", "it holds the queue stormed but counted no storm and no drop since it went there"))
-    if st.wd_enabled is not None and st.wd_enabled >= 1 and st.stuck is not None and not st.wd_storms and not _stormed(st) \
-            and (st.dt or 0.0) > DETECT_MAX_S:
+    if _silent(st):
         out.append(("silent", f"it is enabled, yet the port was stuck for {st.dt:.0f} s ({_pause_words(st)}, nothing sent "
                               f"on priority {st.prio}) and it neither counted a storm nor shut the queue"))
     return out
