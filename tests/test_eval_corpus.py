@@ -41,27 +41,6 @@ NEGATIVE_FLOORS = {"max_false": dict.fromkeys(KINDS, 0)}
 # Issue 27: what today's detector fails, by "<corpus>/<recording>" (and "<corpus>" for the
 # corpus as a whole), with what it does wrong. The engineer who changes the rules empties it.
 KNOWN_FAILURES_ISSUE_27: dict[str, str] = {
-    # Hard negatives: findings on healthy fabrics.
-    "scenarios_negatives": "the negatives below",
-    "scenarios_negatives/neg_arista_converged": "congestion warnings for DCQCN marking 1-3 % (the fabric's normal)",
-    "scenarios_negatives/neg_cumulus_converged": "critical packet_loss for best-effort drops in class-less counters",
-    "scenarios_negatives/neg_hosts_converged": "critical packet_loss for rx_discards_phy of best effort; DCQCN-normal congestion",
-    # Capabilities.
-    "scenarios_capabilities": "the capability scenarios below",
-    "scenarios_capabilities/congestion_incast_against_normal": "DCQCN-normal ports reported as congestion beside the real incast",
-    "scenarios_capabilities/eth_speed_downshift": "DCQCN-normal congestion (the 400G-instead-of-800G link is found)",
-    "scenarios_capabilities/host_nic_storm_host_only": "host-only NIC storm not found; its victims reported as congestion",
-    "scenarios_capabilities/loss_corroborated_by_host": "class-less drops reported everywhere; the corroborated one not on priority 3",
-    "scenarios_capabilities/loss_port_all_lossless_host": "RoCE-only NIC loss not placed on priority 3; DCQCN-normal congestion",
-    "scenarios_capabilities/pfc_deadlock_forms_mid_poll": "deadlock members reported as storms; feeders as congestion",
-    "scenarios_capabilities/storm_switch_emitted": "the spine's stuck egress not reported; DCQCN-normal congestion",
-    "scenarios_capabilities/storm_victims_frames_only": "frames-only storm not found; class-less ingress drops reported",
-    "scenarios_capabilities/wd_counters_frozen": "no watchdog finding (counters frozen while the queue is shut)",
-    "scenarios_capabilities/wd_cycling_hidden_rx": "no watchdog finding (storm/restore cycling through a real storm)",
-    "scenarios_capabilities/wd_silent_through_storm": "no watchdog finding (enabled watchdog silent through a storm)",
-    "scenarios_capabilities/wd_spurious_cycling": "watchdog events read as a storm origin; no watchdog finding; "
-                                                  "DCQCN-normal congestion",
-    "scenarios_capabilities/wd_stale_state": "no watchdog finding (stale storm state through an XON storm)",
     # Checks of a recording beyond its truth: "<corpus>/<recording>#<check>".
 }
 

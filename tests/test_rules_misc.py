@@ -27,7 +27,7 @@ def test_registry_has_every_rule_and_rejects_unknown_parameters():
     ({"link_flap": {"critical_flaps": "many"}}, "rules.link_flap.critical_flaps: Input should be a valid integer"),
     ({"link_flap": {"enabled": "maybe"}}, "rules.link_flap.enabled: Input should be a valid boolean"),
     ({"congestion": {"ecn_warning_ratio": 1.5}}, "rules.congestion.ecn_warning_ratio: Input should be less than or equal to 1"),
-    ({"congestion": {"ecn_warning_ratio": 0.2}}, "ecn_warning_ratio (0.2) is above ecn_critical_ratio (0.1)"),
+    ({"congestion": {"ecn_warning_ratio": 0.3}}, "ecn_warning_ratio (0.3) is above ecn_critical_ratio (0.25)"),
     ({"link_flap": {"window_s": "10 parsecs"}}, "rules.link_flap.window_s: invalid duration"),
     ({"packet_loss": {"transport_counters": ["out_of_sequence", "oos"]}}, "not counters of the vocabulary: oos"),
     ({"pfc_storm": {"storm_pause_fraction": 0.9}}, "rules.pfc_storm.storm_pause_fraction: not a parameter of the pfc_storm rule"),
@@ -66,7 +66,7 @@ def test_ecn_congestion_warning_after_three_polls_then_critical():
     fab = two_leaf_fabric()
     fab.poll(n=2)
     fab.rate("leaf2", "Ethernet2", "queue_tx_packets", 1e6, (P,))
-    fab.rate("leaf2", "Ethernet2", "ecn_marked_packets", 5e4, (P,))  # 5 %
+    fab.rate("leaf2", "Ethernet2", "ecn_marked_packets", 8e4, (P,))  # 8 %: above DCQCN's 1-3 % normal
     fab.poll(n=2)
     assert fab.active() == {}
     fab.poll()
@@ -79,6 +79,26 @@ def test_ecn_congestion_warning_after_three_polls_then_critical():
     assert f.severity == "critical"
     metric = next(m for r in fab.det.rules for m in r.metrics() if m.name == "fabricmon_queue_ecn_mark_ratio")
     assert dict(metric.values)[("leaf2", "Ethernet2", "3")] == pytest.approx(0.5)
+
+
+def test_ecn_is_judged_against_the_fabric_s_normal_and_the_queue_s_own():
+    # Every busy queue of this fabric marks 6 %: above the 5 % floor, but its normal. One queue
+    # marking 40 % (an incast) is congestion; the others are not.
+    fab = two_leaf_fabric()
+    busy = [("leaf1", "Ethernet1"), ("leaf1", "Ethernet2"), ("leaf2", "Ethernet1"), ("leaf2", "Ethernet2"),
+            ("spine", "Ethernet1"), ("spine", "Ethernet2")]
+    for dev, port in busy:
+        fab.rate(dev, port, "queue_tx_packets", 1e6, (P,))
+        fab.rate(dev, port, "ecn_marked_packets", 6e4, (P,))
+    fab.poll(dt=10.0, n=8)
+    assert fab.active() == {}
+    fab.rate("leaf2", "Ethernet2", "ecn_marked_packets", 4e5, (P,))
+    fab.poll(dt=10.0, n=7)  # a 60 s window over 40 %, then raise_polls
+    got = fab.active("congestion")
+    assert set(got) == {("leaf2", "Ethernet2", P, None)}
+    ev = got[("leaf2", "Ethernet2", P, None)].evidence
+    assert ev["usual"] == {"port": pytest.approx(0.06), "fabric": pytest.approx(0.06)} and ev["threshold"] == pytest.approx(0.24)
+    assert "against a usual 6.0%" in got[("leaf2", "Ethernet2", P, None)].summary
 
 
 def test_chronic_pause_is_congestion_not_storm():
@@ -110,6 +130,9 @@ def test_lossless_queue_drop_is_critical_loss_in_one_poll_but_lossy_is_not():
 
 
 def test_wjh_buffer_drops_and_nic_phy_discards():
+    # Class-less drops (a WJH record without its traffic class, a NIC's rx_discards_phy) on ports
+    # whose traffic is all priority 3: the per-queue transmit counters (the leaf port's own, and
+    # the leaf's toward the NIC) put them on the lossless class (tests/test_loss_attribution.py).
     fab = two_leaf_fabric()
     fab.rate("leaf2", "Ethernet1", "wjh_drops", 0.0, ("buffer", "503"))
     fab.rate("leaf2", "Ethernet1", "wjh_drops", 0.0, ("l2", "209"))
@@ -122,8 +145,10 @@ def test_wjh_buffer_drops_and_nic_phy_discards():
     fab.bump("h4", "eth0", "rx_discards_phy", 3)
     fab.poll()
     got = fab.active("packet_loss")
-    assert set(got) == {("leaf2", "Ethernet1", None, None), ("h4", "eth0", None, None)}
-    assert got[("leaf2", "Ethernet1", None, None)].evidence["wjh_buffer_drops"] == {"503": 12}
+    assert set(got) == {("leaf2", "Ethernet1", P, None), ("h4", "eth0", P, None)}
+    assert got[("leaf2", "Ethernet1", P, None)].evidence["wjh_buffer_drops"] == {"503": 12}
+    assert got[("h4", "eth0", P, None)].evidence["attributed_by"] == ["traffic"]
+    assert "leaf2 Ethernet2" in got[("h4", "eth0", P, None)].evidence["attribution"]  # the peer's egress is its ingress
 
 
 def test_ib_discards_warning_then_critical_at_ufm_threshold():

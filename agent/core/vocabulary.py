@@ -207,6 +207,22 @@ COUNTERS: dict[str, CounterDef] = {
         _C("ingress_buffer_overflow_drops", "ingress_buffer_overflow_dropped_packets_total",
            "Packets dropped because the port's ingress buffer overflowed (all priorities).", group="drops",
            drop=_drop("ingress_port", "port"), read_by=("packet_loss",)),
+        # Host NIC traffic per priority (mlx5 ethtool -S rx_prio<p>_bytes / _packets, tx_prio<p>_...,
+        # kernel en_stats.c): the share of each class on the port (is its traffic all lossless?)
+        # and how much a paused priority drained.
+        _C("prio_rx_bytes", "priority_receive_bytes_total", "Bytes received per priority (mlx5 rx_prio<p>_bytes).", _PRIO,
+           read_by=("packet_loss", "pfc_storm")),
+        _C("prio_rx_packets", "priority_receive_packets_total", "Packets received per priority (mlx5 rx_prio<p>_packets).", _PRIO,
+           read_by=("packet_loss",)),
+        _C("prio_tx_bytes", "priority_transmit_bytes_total", "Bytes transmitted per priority (mlx5 tx_prio<p>_bytes).", _PRIO,
+           read_by=("packet_loss",)),
+        _C("prio_tx_packets", "priority_transmit_packets_total", "Packets transmitted per priority (mlx5 tx_prio<p>_packets).",
+           _PRIO, read_by=("packet_loss",)),
+        # mlx5 rx_prio<p>_buf_discard: the NIC's receive buffer dropped packets of that priority
+        # (kernel mlx5 counters.rst), so the drop names its class.
+        _C("prio_rx_buffer_drops", "nic_priority_buffer_dropped_packets_total",
+           "Packets the NIC's receive buffer dropped, per priority (mlx5 rx_prio<p>_buf_discard).", _PRIO, "drops",
+           drop=_drop("nic", "priority", "priority"), read_by=("packet_loss",)),
         # Host NIC (mlx5 hw_counters and ethtool -S).
         _C("np_ecn_marked", "nic_ecn_marked_packets_total", "RoCE packets received with CE marks (np_ecn_marked_roce_packets).",
            group="transport", **_INFO),

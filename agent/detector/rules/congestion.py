@@ -5,27 +5,34 @@ buffer sizes), so all are parameters and their defaults are inferred, marked so 
 ``raise_polls`` 3: congestion must persist for three polls before it is a finding (a burst
 of one or two polls is ordinary traffic).
 
-* **ECN** per egress queue: marked / transmitted packets over ``ecn_window_s`` (60 s),
-  >= ``ecn_warning_ratio`` 1 % -> warning, >= ``ecn_critical_ratio`` 10 % -> critical (inferred:
-  DCQCN, Zhu et al. SIGCOMM 2015, marks from a queue threshold on, so a steady share of
-  marked packets means the queue sits above it), with at least ``ecn_min_packets`` (1000) sent in the window and marks in the
-  last interval. Moderate marking under benign heavy load (< 1 %) stays silent.
+* **ECN** per egress queue, against the fabric's normal (:mod:`fabricmon.agent.detector.baseline`):
+  DCQCN marks from a queue threshold on and keeps the queue near it (Zhu et al., SIGCOMM 2015),
+  so a healthy converged fabric marks 1-3 % of its RoCE packets every poll (issue 27, measured):
+  that is congestion control working, not a finding. A queue is congested when its marking over
+  ``ecn_window_s`` (60 s, at least ``ecn_min_packets`` sent) and in the last interval is at least
+  ``max(ecn_warning_ratio, ecn_baseline_factor x normal)`` (5 %, 4x) -> warning, and
+  ``max(ecn_critical_ratio, ecn_critical_factor x normal)`` (25 %, 10x) -> critical, where normal
+  is the higher of the queue's own usual marking (learned over ``baseline_s``, 15 min, from
+  intervals that were not congested) and the fabric's (the median of the other queues' last
+  intervals); then ``raise_polls`` (3) polls of it. The floor sits above the DCQCN band; the
+  factors leave a port's ordinary jitter (1-3 %, up to 3x) silent. Judgement calls: no public
+  figure says how far above normal marking becomes congestion.
 * **Chronic pause** per priority: pause-time fraction over ``pause_window_s`` (300 s,
-  bounded by the store's history) >= ``pause_warning_fraction`` 0.05 -> warning,
-  >= ``pause_critical_fraction`` 0.20 -> critical (inferred; pause as the sign of a slow
-  receiver: Guo et al., "RDMA over Commodity Ethernet at Scale", SIGCOMM 2016), and the last interval still
-  at least at the warning level (so a finished storm does not linger as congestion). The
-  receive side (the egress being paused) is used; the transmit side (a NIC or ingress
-  pausing its peer, a slow receiver) only when the peer's receive side is not monitored,
-  so one link gives one finding. An interval that looks like a storm (>=
-  ``storm_pause_fraction`` with no transmit progress: the ``pfc`` analysis's storm level) is
-  left to ``pfc_storm``, and so is
-  any port (or the cable peer of a port) that a storm tree or a PFC deadlock accounts for
-  on that priority, including every partly paused port the storm's pause reaches in the
-  paused-by graph and the unpolled hosts a switch port keeps pausing: one pause, one finding.
-  After a storm the window starts where the storm
-  last covered the port, so the storm's own pause never becomes a later congestion finding.
-  Brief pauses (< 5 %) stay silent.
+  bounded by the store's history) and in the last interval at least
+  ``max(pause_warning_fraction, pause_baseline_factor x normal)`` (5 %, 4x) -> warning,
+  ``max(pause_critical_fraction, pause_critical_factor x normal)`` (20 %, 10x) -> critical
+  (inferred; pause as the sign of a slow receiver: Guo et al., "RDMA over Commodity Ethernet
+  at Scale", SIGCOMM 2016; normal as for ECN, the port's own and the fabric's usual pause).
+  Brief pauses (DCQCN's backstop for bursts, well under 5 %) stay silent. The receive side
+  (the egress being paused) is used; the transmit side (a NIC or ingress pausing its peer, a
+  slow receiver) only when the peer's receive side is not monitored, so one link gives one
+  finding. An interval that looks like a storm (>= ``storm_pause_fraction`` with no transmit
+  progress: the ``pfc`` analysis's storm level) is left to ``pfc_storm``, and so is any port
+  (or the cable peer of a port) that a storm tree or a PFC deadlock accounts for on that
+  priority, including every partly paused port the storm's pause reaches in the paused-by
+  graph and the unpolled hosts a switch port keeps pausing: one pause, one finding. After a
+  storm the window starts where the storm last covered the port, so the storm's own pause
+  never becomes a later congestion finding.
 * **InfiniBand** against the fabric's normal (the ``ib`` analysis's median wait over its ports
   and ``normal_window_s``: a busy all-to-all makes every port wait a little, and that is how a
   lossless fabric carries load, not a finding). Over ``wait_window_s`` (60 s): f_wait at least
@@ -48,13 +55,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from fabricmon.agent.detector.analyses.fabric import FabricAnalysis
 from fabricmon.agent.detector.analyses.ib import IbAnalysis
 from fabricmon.agent.detector.analyses.ib_wait import wait_last, wait_window
 from fabricmon.agent.detector.analyses.pfc import PfcAnalysis
 from fabricmon.agent.detector.base import DetectContext, ExportedGauge, Fraction, Observation, Rule, RuleParams, Seconds
+from fabricmon.agent.detector.baseline import Usual
 from fabricmon.agent.detector.common import RatioGauge, SubIndex, frac, link_ok, tx_progress, window_frac
 from fabricmon.agent.store import PortEntry, PortKey
 from fabricmon.core.vocabulary import PriorityMap
@@ -63,13 +71,23 @@ from fabricmon.core.vocabulary import PriorityMap
 class CongestionParams(RuleParams):
     """Levels and windows (inferred, see the module doc); a warning level must not exceed its critical level."""
 
-    ecn_warning_ratio: Fraction = 0.01
-    ecn_critical_ratio: Fraction = 0.10
+    # ECN and pause are judged against their normal (module doc); the floors and factors are
+    # judgement calls above DCQCN's measured 1-3 % band (issue 27), no public figure.
+    ecn_warning_ratio: Fraction = 0.05
+    ecn_critical_ratio: Fraction = 0.25
+    ecn_baseline_factor: float = Field(4.0, ge=1.0)
+    ecn_critical_factor: float = Field(10.0, ge=1.0)
     ecn_window_s: Seconds = 60.0
     ecn_min_packets: int = 1000  # packets sent in the window before a ratio counts
     pause_warning_fraction: Fraction = 0.05
     pause_critical_fraction: Fraction = 0.20
+    pause_baseline_factor: float = Field(4.0, ge=1.0)
+    pause_critical_factor: float = Field(10.0, ge=1.0)
     pause_window_s: Seconds = 300.0
+    # How long a port's own usual marking and pause take to follow its traffic (time constant),
+    # and how much of it is needed before it counts (judgement calls).
+    baseline_s: Seconds = 900.0
+    baseline_learn_s: Seconds = 60.0
     wait_warning_fraction: Fraction = 0.10
     wait_critical_fraction: Fraction = 0.50
     wait_warning_ratio: Fraction = 0.01
@@ -103,6 +121,9 @@ class CongestionRule(Rule):
         # (port, priority) -> when a storm tree or deadlock last accounted for its pause: the
         # chronic-pause window starts after it, so a storm's pause never reads as congestion.
         self.storm_seen: dict[tuple[PortKey, int | None], float] = {}
+        p = self.params
+        self.ecn_usual = Usual(p.baseline_s, p.baseline_learn_s)  # (port, queue) -> usual marking
+        self.pause_usual = Usual(p.baseline_s, p.baseline_learn_s)  # (port, priority, side) -> usual pause
         self.ecn_ratio = RatioGauge(
             "fabricmon_queue_ecn_mark_ratio", "Share of the packets sent by an egress queue in the last interval that were ECN-marked.",
             ("device", "port", "queue"),
@@ -129,7 +150,7 @@ class CongestionRule(Rule):
             if pk in ecn:
                 queues = self.ecn_index.subs(pk, entry)
                 if queues:
-                    found.extend(self._ecn(pk, entry, queues))
+                    found.extend(self._ecn(ctx.t, pk, entry, queues))
             if pk in pause:
                 prios = self.pause_index.subs(pk, entry)
                 if prios:
@@ -143,6 +164,8 @@ class CongestionRule(Rule):
                 yield from found
         self.ecn_index.forget_missing(ports)
         self.pause_index.forget_missing(ports)
+        self.ecn_usual.forget(ctx.t)
+        self.pause_usual.forget(ctx.t)
 
     def _queue_prio(self, q: Any) -> int | None:
         """The priority an egress queue carries under the fabric map (the queue number when
@@ -163,37 +186,42 @@ class CongestionRule(Rule):
     def _level(self, value: float, warn: float, crit: float) -> str | None:
         return "critical" if value >= crit else "warning" if value >= warn else None
 
-    def _ecn(self, pk: PortKey, entry: PortEntry, queues: tuple) -> Iterable[Observation]:
+    def _ecn(self, t: float, pk: PortKey, entry: PortEntry, queues: tuple) -> Iterable[Observation]:
         p = self.params
         for q in queues:
             marked = entry.counter("ecn_marked_packets", (q,))
             sent = entry.counter("queue_tx_packets", (q,))
-            if marked is None or sent is None:
+            if marked is None or sent is None or marked.delta is None or not sent.delta:
                 continue
-            if marked.delta is not None and sent.delta:
-                self.ecn_ratio.set((pk[0], pk[1], str(q)), min(marked.delta / sent.delta, 1.0))
-            if not marked.delta:
+            key = (pk, q)
+            last = min(marked.delta / sent.delta, 1.0)
+            self.ecn_ratio.set((pk[0], pk[1], str(q)), last)
+            self.ecn_usual.see(key, last, t)
+            warn, own, fab = self.ecn_usual.level(key, t, p.ecn_warning_ratio, p.ecn_baseline_factor)
+            if last < warn:
+                self.ecn_usual.learn(key, last, t, sent.dt or 0.0)  # not congested: the queue's normal
                 continue
             mw, sw = marked.window(p.ecn_window_s), sent.window(p.ecn_window_s)
             if mw is None or sw is None or sw[0] < p.ecn_min_packets:
                 continue
             ratio = min(mw[0] / sw[0], 1.0)
-            level = self._level(ratio, p.ecn_warning_ratio, p.ecn_critical_ratio)
+            normal = max(own or 0.0, fab or 0.0)
+            level = self._level(ratio, warn, max(p.ecn_critical_ratio, p.ecn_critical_factor * normal))
             if level:
-                prio = self._queue_prio(q)
                 yield Observation(
-                    kind="congestion", severity=level, device=pk[0], port=pk[1], priority=prio,
-                    summary=f"{pk[0]} {pk[1]} queue {q} ECN-marks {ratio:.1%} of its packets over {sw[1]:.0f} s: the queue "
-                            f"sits above its marking threshold. First find the fan-in into this port (incast, job placement) "
-                            f"and check that DCQCN is on at the senders",
-                    evidence={"ecn_mark_ratio": round(ratio, 4), "queue": q, "window_s": round(sw[1], 3), "packets": sw[0]},
+                    kind="congestion", severity=level, device=pk[0], port=pk[1], priority=self._queue_prio(q),
+                    summary=f"{pk[0]} {pk[1]} queue {q} ECN-marks {ratio:.1%} of its packets over {sw[1]:.0f} s "
+                            f"({last:.1%} in the last interval) against a usual {normal:.1%}{_usual_words(own, fab)}: the "
+                            f"queue sits above its marking threshold. First find the fan-in into this port (incast, job "
+                            f"placement) and check that DCQCN is on at the senders",
+                    evidence={"ecn_mark_ratio": round(ratio, 4), "last_interval_ratio": round(last, 4), "queue": q,
+                              "window_s": round(sw[1], 3), "packets": sw[0], **_usual_evidence(warn, own, fab)},
                 )
 
     def _pause(self, ctx: DetectContext, pk: PortKey, entry: PortEntry, prios: tuple,
                claimed: set[tuple[PortKey, int | None]], pfc: PfcAnalysis) -> Iterable[Observation]:
         p = self.params
         storm = pfc.p  # the storm level is the pfc analysis's
-        warn, crit = p.pause_warning_fraction, p.pause_critical_fraction
         peer = ctx.topology.peer(*pk)
         peer_entry = ctx.store.ports.get(peer) if peer else None
         for prio in prios:
@@ -202,10 +230,16 @@ class CongestionRule(Rule):
             for side in ("rx", "tx"):
                 se = entry.counter(f"pfc_{side}_pause_seconds", (prio,))
                 last = frac(se)
-                if last is None or last < warn:
+                if last is None:
                     continue
                 if side == "tx" and peer_entry is not None and peer_entry.counter("pfc_rx_pause_seconds", (prio,)) is not None:
                     continue  # the peer's receive side reports this link
+                key = (pk, prio, side)
+                self.pause_usual.see(key, last, ctx.t)
+                warn, own, fab = self.pause_usual.level(key, ctx.t, p.pause_warning_fraction, p.pause_baseline_factor)
+                if last < warn:
+                    self.pause_usual.learn(key, last, ctx.t, se.dt or 0.0)  # not congested: the port's normal
+                    continue
                 if last >= storm.storm_pause_fraction:
                     if side == "tx":
                         continue
@@ -219,21 +253,28 @@ class CongestionRule(Rule):
                 w = window_frac(se, window) if window > 0 else None
                 if w is None:
                     continue
-                level = self._level(w[0], warn, crit)
+                normal = max(own or 0.0, fab or 0.0)
+                level = self._level(w[0], warn, max(p.pause_critical_fraction, p.pause_critical_factor * normal))
                 if level:
-                    what = "paused by its peer" if side == "rx" else "pausing its peer"
-                    first = (f"check what {peer[0]} {peer[1]} feeds: it drains slower than it receives" if side == "rx" and peer
-                             else "check this device's egress toward its busiest destination: it cannot drain what arrives"
-                             if side == "tx" else "check the receiver on this link: it drains slower than it receives")
-                    yield Observation(
-                        kind="congestion", severity=level, device=pk[0], port=pk[1], priority=prio,
-                        summary=f"{pk[0]} {pk[1]} priority {prio} is {what} {w[0]:.0%} of the time over {w[1]:.0f} s "
-                                f"({last:.0%} in the last interval), while still sending: chronic pause, not a storm. "
-                                f"First {first}",
-                        evidence={f"{side}_pause_fraction": round(w[0], 4), "last_interval_fraction": round(last, 4),
-                                  "window_s": round(w[1], 3)},
-                    )
+                    yield self._pause_finding(pk, prio, side, peer, level, w, last, (warn, own, fab))
                     break
+
+    def _pause_finding(self, pk: PortKey, prio: int, side: str, peer: PortKey | None, level: str, w: tuple[float, float],
+                       last: float, usual: tuple[float, float | None, float | None]) -> Observation:
+        what = "paused by its peer" if side == "rx" else "pausing its peer"
+        first = (f"check what {peer[0]} {peer[1]} feeds: it drains slower than it receives" if side == "rx" and peer
+                 else "check this device's egress toward its busiest destination: it cannot drain what arrives"
+                 if side == "tx" else "check the receiver on this link: it drains slower than it receives")
+        warn, own, fab = usual
+        normal = max(own or 0.0, fab or 0.0)
+        return Observation(
+            kind="congestion", severity=level, device=pk[0], port=pk[1], priority=prio,
+            summary=f"{pk[0]} {pk[1]} priority {prio} is {what} {w[0]:.0%} of the time over {w[1]:.0f} s "
+                    f"({last:.0%} in the last interval) against a usual {normal:.1%}{_usual_words(own, fab)}, while still "
+                    f"sending: chronic pause, not a storm. First {first}",
+            evidence={f"{side}_pause_fraction": round(w[0], 4), "last_interval_fraction": round(last, 4),
+                      "window_s": round(w[1], 3), **_usual_evidence(warn, own, fab)},
+        )
 
     def _ib_waits(self, ib: IbAnalysis) -> tuple[dict[PortKey, float | None], dict[PortKey, list[PortKey]]]:
         """InfiniBand candidates: ports whose last-interval f_wait is at least ``wait_warning_fraction``
@@ -286,3 +327,15 @@ class CongestionRule(Rule):
 
     def metrics(self) -> Iterable[ExportedGauge]:
         return (self.ecn_ratio.metric(),)
+
+
+def _usual_words(own: float | None, fab: float | None) -> str:
+    parts = [f"its own {own:.1%}" if own is not None else "", f"the fabric's {fab:.1%}" if fab is not None else ""]
+    parts = [x for x in parts if x]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _usual_evidence(threshold: float, own: float | None, fab: float | None) -> dict[str, Any]:
+    """What the ratio was judged against: the threshold, and the port's and the fabric's usual."""
+    return {"threshold": round(threshold, 4), "usual": {"port": None if own is None else round(own, 4),
+                                                        "fabric": None if fab is None else round(fab, 4)}}
