@@ -28,7 +28,7 @@ def test_registry_has_every_rule_and_rejects_unknown_parameters():
     ({"link_flap": {"enabled": "maybe"}}, "rules.link_flap.enabled: Input should be a valid boolean"),
     ({"congestion": {"ecn_warning_ratio": 1.5}}, "rules.congestion.ecn_warning_ratio: Input should be less than or equal to 1"),
     ({"congestion": {"ecn_warning_ratio": 0.3}}, "ecn_warning_ratio (0.3) is above ecn_critical_ratio (0.25)"),
-    ({"link_flap": {"window_s": "10 parsecs"}}, "rules.link_flap.window_s: invalid duration"),
+    ({"link_flap": {"window": "10 parsecs"}}, "rules.link_flap.window: invalid duration"),
     ({"packet_loss": {"transport_counters": ["out_of_sequence", "oos"]}}, "not counters of the vocabulary: oos"),
     ({"pfc_storm": {"storm_pause_fraction": 0.9}}, "rules.pfc_storm.storm_pause_fraction: not a parameter of the pfc_storm rule"),
     ({"packet_loss": {"lossless_priorities": [3]}}, "the fabric layout is set once, under fabric:"),
@@ -40,8 +40,8 @@ def test_rule_parameters_are_typed_and_checked(config, message):
 
 
 def test_rule_parameters_take_durations_and_honour_enabled_words():
-    rule = next(r for r in build({"link_flap": {"window_s": "5m"}}) if r.name == "link_flap")
-    assert rule.params.window_s == 300.0
+    rule = next(r for r in build({"link_flap": {"window": "5m"}}) if r.name == "link_flap")
+    assert rule.params.window == 300.0
     # YAML's quoted "no" (or "off", "false", 0) switches the rule off; it never leaves it on silently.
     for off in ("no", "off", "false", 0, False):
         assert "link_flap" not in [r.name for r in build({"link_flap": {"enabled": off}})], off

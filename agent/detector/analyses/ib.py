@@ -27,7 +27,7 @@ wait 70-100 %, send a trickle and discard in bursts (OpenSM's switch HOQ lifetim
 1.07 s, opensm.conf ``head_of_queue_lifetime 0x12``). Graph membership therefore uses a
 looser per-poll test than a stall (``loop_wait_fraction`` 0.5 and ``loop_line_fraction`` 5 %,
 corroborated the same way), and a port that still holds data and was blocked or discarding
-within ``leaky_window_s`` (60 s) stays in the graph: the loop is found on its first polls and
+within ``leaky_window`` (60 s) stays in the graph: the loop is found on its first polls and
 is one incident over its whole life, not one per burst. Alone, a port at the loop level is no
 incident; only a cycle is.
 
@@ -40,7 +40,7 @@ the graph, which keeps heavy but moving traffic out of it. The graph walk is
 
 * A strongly connected component of >= 2 blocked ports is a **credit loop**, unless it is a
   **congestion tree** (:meth:`IbAnalysis._tree_roots`): it reaches stalled ports that face
-  hosts and none of its members discarded at its own head within ``leaky_window_s``. A dead
+  hosts and none of its members discarded at its own head within ``leaky_window``. A dead
   receiver's waits spread upstream and, on a fat tree's cables both ways, form cycles too; but a
   loop's members hold each other's buffers and leak only through their own head-of-queue
   discards (or are frozen), while a tree drains into its roots' discards and its members keep
@@ -54,7 +54,7 @@ Each loop and stall is one incident with an id on every port it holds: the per-p
 those ports joins it (``packet_loss`` evidence ``incident``) and ``congestion`` leaves their
 XmitWait alone: one fault, one incident.
 
-**The fabric's normal** (:class:`.ib_wait.FabricNormal`, ``normal_window_s``): the median wait
+**The fabric's normal** (:class:`.ib_wait.FabricNormal`, ``normal_window``): the median wait
 over the fabric's ports per pass, and over the window. Congestion is judged above it.
 
 Exports ``fabricmon_port_xmit_wait_ratio{device,port}`` (f_wait of the last interval, 0..1),
@@ -188,7 +188,7 @@ class IbAnalysis(Analysis):
         self.normal_gauge = RatioGauge(
             "fabricmon_fabric_xmit_wait_normal_ratio",
             "The fabric's usual InfiniBand wait, which congestion is judged above: the median over its ports of f_wait "
-            "or r_wait (measure), then over the ib analysis's normal_window_s.",
+            "or r_wait (measure), then over the ib analysis's normal_window.",
             ("measure",),
         )
 
@@ -349,7 +349,7 @@ class IbAnalysis(Analysis):
                 idle += 1
         if f_waits or r_waits or idle:
             self._last_t = ctx.t  # a pass that read XmitWait (not one that brought only states)
-        window = self.p.normal_window_s
+        window = self.p.normal_window
         self.normal["f_wait"].add(ctx.t, f_waits, idle if f_waits else 0, window)
         self.normal["r_wait"].add(ctx.t, r_waits, idle if r_waits else 0, window)
         for measure, normal in self.normal.items():
@@ -531,7 +531,7 @@ class IbAnalysis(Analysis):
 
     def _leaky(self, ctx: DetectContext, stalled: dict[PortKey, dict[str, Any]], holding: set[PortKey]) -> dict[PortKey, dict[str, Any]]:
         """Ports holding data now that were stalled, or discarded while holding data, within
-        ``leaky_window_s``: members of a loop that leaks (see the parameter). ``holding``: the
+        ``leaky_window``: members of a loop that leaks (see the parameter). ``holding``: the
         ports that passed :meth:`_held` (every port this finds is among them)."""
         t = ctx.t
         fracs = self.fractions
@@ -540,7 +540,7 @@ class IbAnalysis(Analysis):
             if pk in fracs:
                 blocked[pk] = t
         out: dict[PortKey, dict[str, Any]] = {}
-        limit = t - self.p.leaky_window_s
+        limit = t - self.p.leaky_window
         for pk, f in fracs.items():
             if pk in stalled or pk not in holding:
                 continue
@@ -640,10 +640,10 @@ class IbAnalysis(Analysis):
         Default Properties") expires first and discards there: the members wait partly, keep
         sending, and never reach their own lifetime. So a cycle is a tree when it reaches
         stalled ports that face hosts (its roots) and none of its members discarded at its own
-        head within ``leaky_window_s``. (With an infinite lifetime, HOQLife >= 0x14, a frozen loop
+        head within ``leaky_window``. (With an infinite lifetime, HOQLife >= 0x14, a frozen loop
         that also reaches a stalled host port reads as a tree: its fully stalled members are
         then reported as waiting behind that port.)"""
-        since = t - self.p.leaky_window_s
+        since = t - self.p.leaky_window
         if any(self.discard_t.get(pk, since - 1) >= since for pk in comp):
             return []  # discards at the members' own heads: a loop leaking through its lifetime
         shape, topo = self._shape, self._topology

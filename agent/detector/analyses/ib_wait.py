@@ -53,7 +53,7 @@ class IbParams(Params):
     # A port still holding data that was stalled or discarded within this window stays a
     # loop member. 60 s spans several HOQ lifetimes (OpenSM default for switches, 0x12:
     # about 1.07 s; opensm.conf head_of_queue_lifetime) and 6 polls at 10 s.
-    leaky_window_s: Seconds = 60.0
+    leaky_window: Seconds = 60.0
     # A leaking loop member in one poll: it waited at least half the interval (a majority:
     # the port is mostly blocked, not mostly sending) and sent below 5 % of line rate. Each
     # HOQ expiry (about one per lifetime, 1.07 s) frees the head packet's buffer and lets
@@ -67,7 +67,7 @@ class IbParams(Params):
     # ports, and the median of those over this window. 10 minutes span many phases of a
     # training job's collectives (an all-to-all phase every few polls), so one phase neither
     # makes nor moves the normal. Judgement call, no public source.
-    normal_window_s: Seconds = 600.0
+    normal_window: Seconds = 600.0
 
 
 XMIT_WAIT = ("xmit_wait", ())
@@ -214,7 +214,7 @@ def wait_window(entry: PortEntry, tick: float | None, seconds: float) -> tuple[f
 class FabricNormal:
     """The fabric's usual wait: per pass, the median of one wait measure (f_wait or r_wait) over
     the InfiniBand ports whose XmitWait was read (a port whose XmitWait did not move waits 0),
-    and the median of those per-pass medians over ``window_s``.
+    and the median of those per-pass medians over ``window``.
 
     Why a median over the fabric: credit waits are how a lossless fabric carries load. A busy
     all-to-all makes every port wait a little, and its phases make every spine link wait more

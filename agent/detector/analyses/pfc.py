@@ -38,7 +38,7 @@ paused ports nobody knows a cable for, when one storm is in view on that priorit
 
 **Deadlock**: judged once over every port paused in the pass, before any is called a storm:
 SCCs of size >= 2 (hairpins count) of paused ports with a backlog, at least one stuck or
-watchdog-fired now or within ``deadlock_window_s``, that cannot drain (:meth:`PfcAnalysis._phase`:
+watchdog-fired now or within ``deadlock_window``, that cannot drain (:meth:`PfcAnalysis._phase`:
 every member stuck; the others stuck within the window, a deadlock the watchdogs keep breaking
 that re-forms; or the poll cycle it forms in). Storm trees exclude deadlock members and the
 ports blocked only behind a deadlock.
@@ -425,13 +425,13 @@ class PfcAnalysis(Analysis):
     def _deadlocks(self, t: float, ps: _Pass, have_topo: bool) -> None:
         """Cycles of paused ports that cannot drain, judged once over every port paused in this
         pass, before any of them is called a storm. A cycle counts when at least one member is
-        stuck or watchdog-fired now or within ``deadlock_window_s`` and every member is paused
+        stuck or watchdog-fired now or within ``deadlock_window`` and every member is paused
         now with a backlog (the others may still be closing: a cycle fills one egress after
         the other, so in the poll it forms its last members are paused only part of it; Hu et
         al., HotNets 2016). A watchdog that keeps breaking it lets it re-form: members then sit
         in a recovered phase. When each port was last stuck is kept without a topology too."""
         nodes, prio = ps.nodes, ps.prio
-        limit = t - self.p.deadlock_window_s
+        limit = t - self.p.deadlock_window
         before = self._note_blocked(t, ps, limit)
         dl_nodes = [pk for pk, st in nodes.items() if st.has_data and not st.inferred and (
             st.stuck is not None or st.wd_recent or (st.paused and self._blocks(st)))]
@@ -570,7 +570,7 @@ class PfcAnalysis(Analysis):
             for pk in (tree.origin, tree.origin_peer, *(v.pk for v in tree.victims)):
                 if pk is not None:
                     owner.setdefault(pk, tree)
-        hold = ctx.t - self.p.victim_hold_s
+        hold = ctx.t - self.p.victim_hold
         if len(self.victim_t) > 4 * len(light) + 64:
             for key in [k for k, v in self.victim_t.items() if v < hold]:
                 del self.victim_t[key]
@@ -607,7 +607,7 @@ class PfcAnalysis(Analysis):
 
     def _reached(self, owner: Tree | Deadlock, st: PfcState, prio: int, t: float, hold: float) -> None:
         """A port the storm or deadlock reaches: a victim of the storm when it is paused by its
-        own counters (or was a victim within ``victim_hold_s``), else covered. A port whose own
+        own counters (or was a victim within ``victim_hold``), else covered. A port whose own
         receive counters say it is not paused, whatever its peer reports sending, is no victim."""
         if isinstance(owner, Deadlock):
             owner.covered.append(st)

@@ -62,19 +62,19 @@ class PfcParams(Params):
     backlog_unknown_ok: bool = True  # no occupancy gauge and no drop counter: do not veto
     # Watchdog events this close count as one episode (>= dt). Watchdogs act within 0.1-5 s
     # (SONiC pfcwd detection 100-5000 ms, sonic-utilities pfcwd/main.py), so 10 s covers one.
-    watchdog_window_s: Seconds = 10.0
+    watchdog_window: Seconds = 10.0
     # A PFC deadlock that watchdogs keep breaking re-forms (the loop's routes are still
     # there): per poll its members are stuck, or paused with a backlog between watchdog
     # actions. A port paused now that was stuck or watchdog-fired within this window stays a
     # cycle member. SONiC's watchdog detects in 200 ms and restores after 200 ms by default
     # (sonic-utilities pfcwd/main.py), so one cycle is well under a poll; 60 s (6 polls at
     # 10 s) bridges polls that happen to land in a recovered phase.
-    deadlock_window_s: Seconds = 60.0
+    deadlock_window: Seconds = 60.0
     # A storm victim's grade moves from poll to poll with the traffic that crosses it (the
     # other leaves' uplinks are paused 40-70 %: around the majority a victim needs), so a
     # port that was a victim within this window and is still reached by the storm stays one:
     # one finding per victim for the storm's life, not one per poll above the line.
-    victim_hold_s: Seconds = 60.0
+    victim_hold: Seconds = 60.0
 
 
 PAUSE_NAMES = ("pfc_rx_pause_frames", "pfc_tx_pause_frames", "pfc_rx_pause_seconds", "pfc_tx_pause_seconds")
@@ -215,7 +215,7 @@ def compute_state(pk: PortKey, entry: PortEntry, prio: int, p: PfcParams, qmap: 
     st.trans = tr.delta if tr is not None else None
     first = r.rx_s or r.rx_f or r.tx_s or r.tx_f or r.wd
     st.dt = first.dt if first else None
-    _watchdog(st, entry, sub, r.wd, p.watchdog_window_s)
+    _watchdog(st, entry, sub, r.wd, p.watchdog_window)
     tx = entry.counter(*TX_BYTES)
     st.tx_rate = tx.rate if tx is not None else None
     st.progress = prio_progress(entry, qs, st.rx_frac, p.progress_line_fraction)

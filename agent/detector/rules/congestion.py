@@ -9,15 +9,15 @@ of one or two polls is ordinary traffic).
   DCQCN marks from a queue threshold on and keeps the queue near it (Zhu et al., SIGCOMM 2015),
   so a healthy converged fabric marks 1-3 % of its RoCE packets every poll (issue 27, measured):
   that is congestion control working, not a finding. A queue is congested when its marking over
-  ``ecn_window_s`` (60 s, at least ``ecn_min_packets`` sent) and in the last interval is at least
+  ``ecn_window`` (60 s, at least ``ecn_min_packets`` sent) and in the last interval is at least
   ``max(ecn_warning_ratio, ecn_baseline_factor x normal)`` (5 %, 4x) -> warning, and
   ``max(ecn_critical_ratio, ecn_critical_factor x normal)`` (25 %, 10x) -> critical, where normal
-  is the higher of the queue's own usual marking (learned over ``baseline_s``, 15 min, from
+  is the higher of the queue's own usual marking (learned over ``baseline``, 15 min, from
   intervals that were not congested) and the fabric's (the median of the other queues' last
   intervals); then ``raise_polls`` (3) polls of it. The floor sits above the DCQCN band; the
   factors leave a port's ordinary jitter (1-3 %, up to 3x) silent. Judgement calls: no public
   figure says how far above normal marking becomes congestion.
-* **Chronic pause** per priority: pause-time fraction over ``pause_window_s`` (300 s,
+* **Chronic pause** per priority: pause-time fraction over ``pause_window`` (300 s,
   bounded by the store's history) and in the last interval at least
   ``max(pause_warning_fraction, pause_baseline_factor x normal)`` (5 %, 4x) -> warning,
   ``max(pause_critical_fraction, pause_critical_factor x normal)`` (20 %, 10x) -> critical
@@ -34,8 +34,8 @@ of one or two polls is ordinary traffic).
   storm the window starts where the storm last covered the port, so the storm's own pause
   never becomes a later congestion finding.
 * **InfiniBand** against the fabric's normal (the ``ib`` analysis's median wait over its ports
-  and ``normal_window_s``: a busy all-to-all makes every port wait a little, and that is how a
-  lossless fabric carries load, not a finding). Over ``wait_window_s`` (60 s): f_wait at least
+  and ``normal_window``: a busy all-to-all makes every port wait a little, and that is how a
+  lossless fabric carries load, not a finding). Over ``wait_window`` (60 s): f_wait at least
   ``wait_warning_fraction`` (10 points) above the normal -> warning, and >= ``wait_critical_fraction``
   50 % -> critical (inferred); when the tick is unknown, r_wait at least ``wait_warning_ratio``
   1 % above the r_wait normal -> warning (the highest of Omni-Path's congestion thresholds, 1 % to
@@ -77,21 +77,21 @@ class CongestionParams(RuleParams):
     ecn_critical_ratio: Fraction = 0.25
     ecn_baseline_factor: float = Field(4.0, ge=1.0)
     ecn_critical_factor: float = Field(10.0, ge=1.0)
-    ecn_window_s: Seconds = 60.0
+    ecn_window: Seconds = 60.0
     ecn_min_packets: int = 1000  # packets sent in the window before a ratio counts
     pause_warning_fraction: Fraction = 0.05
     pause_critical_fraction: Fraction = 0.20
     pause_baseline_factor: float = Field(4.0, ge=1.0)
     pause_critical_factor: float = Field(10.0, ge=1.0)
-    pause_window_s: Seconds = 300.0
+    pause_window: Seconds = 300.0
     # How long a port's own usual marking and pause take to follow its traffic (time constant),
     # and how much of it is needed before it counts (judgement calls).
-    baseline_s: Seconds = 900.0
-    baseline_learn_s: Seconds = 60.0
+    baseline: Seconds = 900.0
+    baseline_learn: Seconds = 60.0
     wait_warning_fraction: Fraction = 0.10
     wait_critical_fraction: Fraction = 0.50
     wait_warning_ratio: Fraction = 0.01
-    wait_window_s: Seconds = 60.0
+    wait_window: Seconds = 60.0
 
     @model_validator(mode="after")
     def _levels(self) -> CongestionParams:
@@ -122,8 +122,8 @@ class CongestionRule(Rule):
         # chronic-pause window starts after it, so a storm's pause never reads as congestion.
         self.storm_seen: dict[tuple[PortKey, int | None], float] = {}
         p = self.params
-        self.ecn_usual = Usual(p.baseline_s, p.baseline_learn_s)  # (port, queue) -> usual marking
-        self.pause_usual = Usual(p.baseline_s, p.baseline_learn_s)  # (port, priority, side) -> usual pause
+        self.ecn_usual = Usual(p.baseline, p.baseline_learn)  # (port, queue) -> usual marking
+        self.pause_usual = Usual(p.baseline, p.baseline_learn)  # (port, priority, side) -> usual pause
         self.ecn_ratio = RatioGauge(
             "fabricmon_queue_ecn_mark_ratio", "Share of the packets sent by an egress queue in the last interval that were ECN-marked.",
             ("device", "port", "queue"),
@@ -179,7 +179,7 @@ class CongestionRule(Rule):
         seen = self.storm_seen
         seen.update(dict.fromkeys(claimed, t))
         if len(seen) > len(claimed):
-            limit = t - self.params.pause_window_s
+            limit = t - self.params.pause_window
             for key in [k for k, v in seen.items() if v < limit]:
                 del seen[key]
 
@@ -201,7 +201,7 @@ class CongestionRule(Rule):
             if last < warn:
                 self.ecn_usual.learn(key, last, t, sent.dt or 0.0)  # not congested: the queue's normal
                 continue
-            mw, sw = marked.window(p.ecn_window_s), sent.window(p.ecn_window_s)
+            mw, sw = marked.window(p.ecn_window), sent.window(p.ecn_window)
             if mw is None or sw is None or sw[0] < p.ecn_min_packets:
                 continue
             ratio = min(mw[0] / sw[0], 1.0)
@@ -246,7 +246,7 @@ class CongestionRule(Rule):
                     q = self.pmap.queue(prio)
                     if tx_progress(entry, (q,), storm.progress_line_fraction) is False:
                         continue  # storm territory
-                window = p.pause_window_s
+                window = p.pause_window
                 storm_t = max(self.storm_seen.get((pk, prio), 0.0), self.storm_seen.get((peer, prio), 0.0) if peer else 0.0)
                 if storm_t:
                     window = min(window, ctx.t - storm_t)  # only the pause since the storm ended
@@ -288,7 +288,7 @@ class CongestionRule(Rule):
             behind: Iterable[PortKey]) -> Iterable[Observation]:
         """XmitWait against the fabric's normal (``ib`` analysis, :class:`.ib_wait.FabricNormal`):
         the port waits at least ``wait_warning_fraction`` (``wait_warning_ratio`` for r_wait)
-        more than the fabric's typical port over ``wait_window_s``, and did so in the last
+        more than the fabric's typical port over ``wait_window``, and did so in the last
         interval too; critical when it also waits ``wait_critical_fraction`` of the time. Ports
         waiting behind a stalled port or a credit loop name it (``waiting_behind``) and carry its
         incident: the root is the fault, they are its victims (congestion spreading)."""
@@ -299,7 +299,7 @@ class CongestionRule(Rule):
         last = f_last if f_last is not None else wait_last(entry, tick)[1]
         if last is None or last < normal + warn:
             return  # not congested now against the fabric's normal (a finished episode must not linger)
-        f, r, elapsed = wait_window(entry, tick, p.wait_window_s)
+        f, r, elapsed = wait_window(entry, tick, p.wait_window)
         value = f if f_last is not None else r
         if value is None or value < normal + warn:
             return

@@ -21,7 +21,7 @@ from valid intervals only, and not on a port whose link is down or flapped this 
 * **InfiniBand discards** (ports with an XmitWait counter): ``tx_discards`` in the last
   interval -> warning, >= ``tx_discards_critical`` (200 per 300 s, the default threshold of UFM's
   port-discard event, NVIDIA UFM Enterprise user manual "Events") within
-  ``ib_window_s`` (300 s, bounded by the store's history) -> critical;
+  ``ib_window`` (300 s, bounded by the store's history) -> critical;
   ``excessive_buffer_overrun_errors`` >= ``buffer_overrun_critical`` (100, UFM) -> critical.
   On a port that the ``ib`` analysis put in a credit loop or stall, the discards carry that
   incident's id and the finding holds while the port discarded within the window (a leaking
@@ -29,7 +29,7 @@ from valid intervals only, and not on a port whose link is down or flapped this 
 * **Transport loss** on NICs: ``transport_counters`` (out_of_sequence,
   packet_seq_err, local_ack_timeout_err) increasing in >= ``transport_min_polls`` (3) of the
   last ``transport_polls`` (5) intervals -> warning; then critical when the rate over
-  ``transport_window_s`` (60 s) is >= ``transport_critical_per_min`` (10/min) or the count
+  ``transport_window`` (60 s) is >= ``transport_critical_per_min`` (10/min) or the count
   per received packet is >= ``transport_critical_ratio`` (1e-4) (inferred: RoCE
   retransmits go-back-N, so 1e-4 of packets lost costs about a percent of goodput at
   typical windows). The 3-of-5 rule
@@ -56,13 +56,13 @@ from fabricmon.core.vocabulary import AGGREGATE, COUNTERS
 class PacketLossParams(RuleParams):
     """Counts, windows and rates; the sources are in the module doc."""
 
-    tx_discards_critical: float = Field(200, ge=0)  # PortXmitDiscards in ib_window_s (UFM port-discard event)
-    buffer_overrun_critical: float = Field(100, ge=0)  # ExcessiveBufferOverrunErrors in ib_window_s (UFM)
-    ib_window_s: Seconds = 300.0
+    tx_discards_critical: float = Field(200, ge=0)  # PortXmitDiscards in ib_window (UFM port-discard event)
+    buffer_overrun_critical: float = Field(100, ge=0)  # ExcessiveBufferOverrunErrors in ib_window (UFM)
+    ib_window: Seconds = 300.0
     transport_counters: tuple[str, ...] = ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err")
     transport_polls: int = Field(5, ge=1, le=1000)
     transport_min_polls: int = Field(3, ge=1, le=1000)
-    transport_window_s: Seconds = 60.0
+    transport_window: Seconds = 60.0
     transport_critical_per_min: float = Field(10.0, ge=0)
     transport_critical_ratio: Fraction = 1e-4
     transport_burst: float = Field(100, ge=1)
@@ -198,7 +198,7 @@ class PacketLossRule(Rule):
             se = entry.counter(name, ())
             if se is None or se.delta is None:
                 continue
-            w = se.window(p.ib_window_s)
+            w = se.window(p.ib_window)
             if not se.delta and not (incident is not None and w and w[0] > 0):
                 continue
             count = w[0] if w else se.delta
@@ -209,14 +209,14 @@ class PacketLossRule(Rule):
             elif name == "tx_discards" and severity is None:
                 severity = "warning"
         if severity:
-            ev["window_s"] = p.ib_window_s
+            ev["window_s"] = p.ib_window
             first = ("First find what keeps this port from sending: a slow or dead receiver downstream, or a "
                      "congested path (XmitWait on the same port says how long it waited)")
             if incident is not None:
                 ev["incident"] = incident[0]
                 first = f"It is part of {incident[1]}: fix that first, the discards stop with it"
             numbers = "; ".join(f"{IB_WORDS[k]} {int(ev[k])} in the last interval, {int(ev[k + '_window'])} over "
-                                f"{p.ib_window_s:.0f} s" for k in IB_WORDS if k in ev)
+                                f"{p.ib_window:.0f} s" for k in IB_WORDS if k in ev)
             yield Observation(
                 kind="packet_loss", severity=severity, device=pk[0], port=pk[1], evidence=ev,
                 summary=f"{pk[0]} port {pk[1]} lost packets on a lossless InfiniBand link ({numbers}). {first}",
@@ -229,7 +229,7 @@ class PacketLossRule(Rule):
         per_min: dict[str, float] = {}
         last: dict[str, float] = {}
         rx = entry.counter("rx_packets", ())
-        rxw = rx.window(p.transport_window_s) if rx is not None else None
+        rxw = rx.window(p.transport_window) if rx is not None else None
         for key in self.transport:
             se = entry.counter(*key)
             if se is None or se.delta is None or not se.moved_in_history():
@@ -241,7 +241,7 @@ class PacketLossRule(Rule):
             if se.delta:
                 last[key[0]] = se.delta
             severity = severity or "warning"
-            w = se.window(p.transport_window_s)
+            w = se.window(p.transport_window)
             if w is None or w[1] <= 0:
                 continue
             per_min[key[0]] = round(w[0] / w[1] * 60, 3)

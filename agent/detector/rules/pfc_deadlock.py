@@ -12,12 +12,12 @@ so a cycle counts only when every member is stuck:
   Heavy load or incast keeps ports transmitting, so they never enter the sub-graph: the
   zero-false-deadlock target rests on requiring every member condition.
 * **Broken by watchdogs** (raised in 1 poll): every member's PFC watchdog fired within
-  max(``watchdog_window_s`` = 10 s, the poll interval) and the ports form a cycle: a
+  max(``watchdog_window`` = 10 s, the poll interval) and the ports form a cycle: a
   deadlock the watchdogs broke.
 * **Recovery cycling** (decided over a window of polls, like a leaking credit loop): a
   watchdog breaks the deadlock, the routes that formed it are still there, and it re-forms.
   A member may then be in a recovered phase when polled; one that is paused now (graph
-  level, with a backlog) and was stuck or watchdog-fired within ``deadlock_window_s`` (60 s)
+  level, with a backlog) and was stuck or watchdog-fired within ``deadlock_window`` (60 s)
   stays a member, so the cycle is one finding over its whole life (evidence
   ``recovery_cycling``).
 

@@ -11,11 +11,11 @@ classification, the paused-by graph, trees and coverage; the watchdog cross-chec
   (``tx_pause_storm_error_events`` -> critical, ``tx_pause_storm_warning_events`` -> warning).
   A NIC event marks the NIC as the origin: it is the port that kept sending pause.
 * **A NIC's own pause and drain** (``raise_polls``; 1 when the interval is at least
-  ``fast_raise_dt_s``): a host NIC that sent pause at the storm level while it received next
+  ``fast_raise_dt``): a host NIC that sent pause at the storm level while it received next
   to nothing on that priority is the origin, with no storm counter and no switch polled
   (:func:`~fabricmon.agent.detector.analyses.pfc_state.nic_stall`).
 * **From pause time** (``raise_polls``, default 2; 1 when the interval is at least
-  ``fast_raise_dt_s`` = 10 s): rx pause fraction >= ``storm_pause_fraction``
+  ``fast_raise_dt`` = 10 s): rx pause fraction >= ``storm_pause_fraction``
   (0.95; SONiC's Mellanox watchdog test uses 0.99, sonic-swss ``pfc_detect_mellanox.lua``) AND
   no transmit progress on the priority's queue (no
   ``queue_tx_packets``, or ``tx_bytes`` below ``progress_line_fraction`` = 1 % of line rate)
@@ -34,7 +34,7 @@ who still transmits. When the pauser is a switch port, the egress it keeps pause
 (its switch's stuck egress). A confirmed tree then covers every port its pause reaches in the
 paused-by graph, however partly paused (spreading is graded: Guo et al., SIGCOMM 2016): a
 reached port paused for a majority of the interval (``graph_pause_fraction``) is a victim too,
-and stays one while the storm reaches it (``victim_hold_s``); the rest, and hosts the agent
+and stays one while the storm reaches it (``victim_hold``); the rest, and hosts the agent
 does not poll that their switch port keeps pausing, are the origin's evidence
 (``also_paused``). ``victims_lost`` says per victim what it lost. Victims are graded: critical
 when stuck (or paused at the storm level), warning when partly paused; a victim seen only
@@ -49,7 +49,7 @@ unfounded, stale, frozen, silent: pfc_watchdog.py), with the checks in ``evidenc
 in words. Critical when it holds a queue stormed that no storm holds (stale: it drops traffic
 for nothing), else warning (the storm itself, when there is one, is its own finding).
 
-Parameters: ``s2b_raise_polls`` and ``fast_raise_dt_s`` here; the classification's
+Parameters: ``s2b_raise_polls`` and ``fast_raise_dt`` here; the classification's
 (``storm_pause_fraction``, ``progress_line_fraction``, ...) are the ``pfc`` analysis's, under
 ``detector: {pfc: ...}``. The PFC gauges (``fabricmon_port_pause_ratio``,
 ``fabricmon_port_pfc_state``) are the analysis's too.
@@ -75,7 +75,7 @@ class PfcStormParams(RuleParams):
     s2b_raise_polls: int = Field(3, ge=1, le=1000)
     # Raise in 1 poll when the interval is this long: 10 s of continuous pause with nothing
     # sent is 50x SONiC's default 200 ms detection time; a second poll adds no certainty.
-    fast_raise_dt_s: Seconds = 10.0
+    fast_raise_dt: Seconds = 10.0
 
 
 def _name(pk: tuple[str, str] | None) -> str | None:
@@ -210,7 +210,7 @@ class PfcStormRule(Rule):
             return 1
         if st.stuck == "pause_frames" or (st.held and st.rx_frac is None):
             return int(self.params.s2b_raise_polls)
-        if st.dt is not None and st.dt >= self.params.fast_raise_dt_s:
+        if st.dt is not None and st.dt >= self.params.fast_raise_dt:
             return 1
         return self.raise_polls
 
@@ -246,7 +246,7 @@ class PfcStormRule(Rule):
             return 1, "critical" if tree.nic == "error" or tree.victims or own else "warning"
         if tree.stall is not None:
             dt = ost.dt if ost is not None else None
-            needs.append(1 if dt is not None and dt >= self.params.fast_raise_dt_s else self.raise_polls)
+            needs.append(1 if dt is not None and dt >= self.params.fast_raise_dt else self.raise_polls)
         return max(min(needs) if needs else self.raise_polls, 2 if tree.mixed else 1), "critical"
 
     def _tree(self, tree: Tree, fresh: set[str], p: PfcParams) -> Iterable[Observation]:
