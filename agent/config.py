@@ -686,6 +686,18 @@ def _check_targets(checked: Checked) -> None:
                 checked.targets.append(target)
 
 
+def _take_parameter_spellings(checked: Checked, section: str, models: dict[str, type[BaseModel]]) -> None:
+    """The deprecated duration spellings (``window_s: 600``) of the rules' or the analyses'
+    parameters taken in, each warned about at its line, as for every other section."""
+    block = checked.data.get(section)
+    if not isinstance(block, dict):
+        return
+    block = checked.data[section] = dict(block)
+    for name, raw in block.items():
+        if name in models and isinstance(raw, dict):
+            block[name] = _take_old_spellings(checked, models[name], raw, (section, name))
+
+
 def check_text(text: str, path: str = "<config>") -> Checked:
     """Validate a config file's text completely: every section, every target, the rules and the
     checks that span sections. Raises ConfigError only when the text is not a YAML mapping at all
@@ -709,8 +721,10 @@ def _check_text(text: str, path: str) -> Checked:
     _check_targets(checked)
     from fabricmon.agent.detector import analyses, rules  # the detector imports config: import late
 
+    _take_parameter_spellings(checked, "rules", {n: cls.Params for n, cls in rules.RULES.items()})
+    _take_parameter_spellings(checked, "detector", {n: analyses.ANALYSES[n].Params for n in analyses.CONFIGURABLE})
     # Each rule's and analysis's parameters by their own models, reported at the key's line.
-    for loc, what in [*rules.problems(data.get("rules")), *analyses.problems(data.get("detector"))]:
+    for loc, what in [*rules.problems(checked.data.get("rules")), *analyses.problems(checked.data.get("detector"))]:
         checked.problems.extend(_problems(what, path, positions, loc) if isinstance(what, ValidationError)
                                 else [_at(path, positions, loc, what)])
     if not checked.problems:

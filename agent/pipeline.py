@@ -19,10 +19,12 @@ from fabricmon.agent.config import DetectorConfig, GlobalConfig, JobsConfig
 from fabricmon.agent.detector import DetectContext, Detector, Rule
 from fabricmon.agent.exporter.exposition import Family, labels
 from fabricmon.agent.gcpause import gc_paused
+from fabricmon.agent.identity import Identity, is_guid_label
 from fabricmon.agent.jobs.stage import JobStage
 from fabricmon.agent.recording import RecordingWriter
 from fabricmon.agent.store import CounterStore, PortKey
 from fabricmon.core import secrets
+from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import Counters, Finding, Gauge, Link, ParseResult, Poll, TargetSpec
 from fabricmon.core.topology import Topology
 from fabricmon.core.vocabulary import COUNTERS, GAUGES, NAMESPACE, PriorityMap
@@ -121,6 +123,7 @@ class Pipeline:
         jobs: JobsConfig | None = None,
     ) -> None:
         self.store = CounterStore(history=history, stale_after=stale_after)
+        self.identity = Identity()  # GUID -> name, so one device seen through two sources is one device
         self.topology = Topology()
         self.detector = Detector(rules, analyses)  # analyses: the config's detector: {pfc:, ib:} parameters
         self.jobs = JobStage(jobs)  # job inventories and which jobs each finding touches (agent/jobs)
@@ -270,6 +273,7 @@ class Pipeline:
         """One parsed poll of ``target`` into the store and the topology; its ports and devices
         are then pending for the next detection pass."""
         _normalize_sub(result.counters, result.gauges)
+        self._join_guids(result)
         store = self.store
         store.set_devices(result.devices, target=target)
         store.set_port_info(result.ports, t)
@@ -279,8 +283,42 @@ class Pipeline:
         if result.inventory is not None:
             self.jobs.set_inventory(target, t, result.inventory)
         self._pending_ports |= touched
-        self._pending_devices.update(d for d, _ in touched)
-        self._pending_devices.update(result.clocks)
+        self._pending_devices.update(self._fresh_devices(result, touched))
+
+    def _fresh_devices(self, result: ParseResult, touched: set[PortKey]) -> set[str]:
+        """The devices this result brings fresh evidence for (the detector's hysteresis counts a
+        hit or a miss only on those): counter readings or a device clock. A device the result
+        touched only with gauges or port facts (UFM REST's states and link rates, while UFM
+        Telemetry reads its counters) is fresh only when no source reads counters on it: else a
+        gauge poll between two counter polls would count the same counter interval twice. A
+        change of a state gauge makes its device fresh at detection (:meth:`detect`)."""
+        fresh = {d for d, _ in result.counters.ports}
+        fresh.update(result.clocks)
+        ports = self.store.ports
+        with_counters = {d for d, p in touched if d not in fresh and (e := ports.get((d, p))) is not None and e.series_count()}
+        fresh.update(d for d, _ in touched if d not in with_counters)
+        return fresh
+
+    def _join_guids(self, result: ParseResult) -> None:
+        """GUID-labelled devices of ``result`` renamed to the names other sources bound to their
+        GUIDs (agent/identity.py). A new binding also renames what the store holds under a GUID
+        label: those ports are dropped (their readings go on under the name; one interval lost)."""
+        if self.identity.learn(result):
+            store = self.store
+            labels: dict[str, dict[str, str]] = {}
+            for (d, p), e in store.ports.items():
+                if is_guid_label(d):
+                    labels.setdefault(d, {})[p] = norm_guid(e.info.guid) if e.info is not None and e.info.guid else ""
+            joined = [d for d, ports in labels.items() if self.identity.name(d, ports) is not None]
+            if joined:
+                store.forget(joined)
+                log.info("joined %d device(s) labelled by GUID to their names", len(joined))
+        renamed = self.identity.resolve(result)
+        if renamed and result.ports:
+            # A port the naming source already described keeps that description (LID, split label).
+            ports = self.store.ports
+            result.ports = [p for p in result.ports if not (p.device in renamed.values() and (e := ports.get((p.device, p.port)))
+                                                             is not None and e.info is not None)]
 
     def _maybe_detect(self, t: float) -> None:
         if self._last_detect is not None and t - self._last_detect < self.detect_min_interval:
@@ -290,8 +328,10 @@ class Pipeline:
     def detect(self, t: float) -> None:
         """One detection pass over what changed since the previous pass."""
         self._last_detect = t
+        changes = self.store.take_changes()
+        self._pending_devices.update(d for by_port in changes.gauges.values() for d, _ in by_port)  # a state changed
         ctx = DetectContext(store=self.store, topology=self.topology, t=t, updated=self._pending_ports,
-                            updated_devices=self._pending_devices, fabric=self.fabric)  # the one fabric layout
+                            updated_devices=self._pending_devices, changes=changes, fabric=self.fabric)  # the one fabric layout
         self._pending_ports = set()
         self._pending_devices = set()
         self.detector.run(ctx)

@@ -168,5 +168,7 @@ class Agent:
         self.exporter.reload_ok = True
         self.exporter.reload_t = time.time()
         self.exporter.request_render()
+        for w in new.warnings:  # deprecated spellings, as at start
+            log.warning("%s", w)
         log.info("configuration reloaded from %s: %d targets (%d restarted)", new.path, len(fresh), len(built))
         return True

@@ -93,7 +93,8 @@ _KEYS: dict[SeriesKey, SeriesKey] = {}
 DENSE = frozenset({"rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "queue_tx_packets", "queue_tx_bytes"})
 # State gauges whose changes the rules act on (a link going down, a speed drop, a watchdog
 # entering storm state). Occupancy and temperature change on every poll and are read directly.
-TRACKED_GAUGES = frozenset({"link_up", "link_speed_bytes", "link_width_lanes", "pfc_watchdog_stormed"})
+TRACKED_GAUGES = frozenset({"link_up", "link_speed_bytes", "link_width_lanes", "link_width_rated_lanes", "link_speed_rated_bytes",
+                            "pfc_watchdog_stormed"})
 
 # Widths a reading may declare: 1..64 are the counters that exist (4, 8, 16, 32, 64 bits);
 # wider is accepted (it never wraps and no uint64 reaches its cap). Anything else is refused
@@ -1008,18 +1009,33 @@ class CounterStore:
         """Drop ports not updated for ``stale_after`` seconds; returns how many."""
         limit = now - self.stale_after
         stale = [pk for pk, e in self.ports.items() if e.seen < limit]
-        for pk in stale:
+        self._drop_ports(stale)
+        self._drop_devices([d for d, seen in self.device_seen.items() if seen < limit])
+        return len(stale)
+
+    def forget(self, devices: Iterable[str]) -> int:
+        """Drop every port and fact of ``devices`` (a GUID-labelled device that now has a name:
+        agent/identity.py; its readings go on under the name); returns the ports dropped."""
+        gone = set(devices)
+        ports = [pk for pk in self.ports if pk[0] in gone]
+        self._drop_ports(ports)
+        self._drop_devices([d for d in gone if d in self.device_seen or d in self.devices or d in self._device_clock])
+        return len(ports)
+
+    def _drop_ports(self, pks: list[PortKey]) -> None:
+        for pk in pks:
             self._drop(self.ports.pop(pk))
-        if stale:
+        if pks:
             self.layout += 1
             self._plans.clear()  # their rows are stale now; a target gone from the config keeps none
             self._compact()
-        for device in [d for d, seen in self.device_seen.items() if seen < limit]:
-            del self.device_seen[device]
+
+    def _drop_devices(self, devices: list[str]) -> None:
+        for device in devices:
+            self.device_seen.pop(device, None)
             self._device_clock.pop(device, None)
             self.devices.pop(device, None)
             self.device_target.pop(device, None)
-        return len(stale)
 
     # ----------------------------------------------------------------- persistence
     def save(self) -> dict[str, Any]:

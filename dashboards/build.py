@@ -366,6 +366,13 @@ def infiniband() -> Any:
                 Q(f"sort_desc(increase(fabricmon_port_link_downed_total{{{DP}}}[$__range]) > 0)", table=True),
             ], "none", "link_flap_ib", hide=["instance"], levels=FULL),
             P("timeseries", "Active link width", [Q(f"fabricmon_port_width_lanes{{{DP}}}", port)], "none", "benign_heavy_load", levels=FULL),
+            # Rated rates come from UFM REST (supported/enabled speed and width); no scenario of
+            # tests/scenarios reads UFM, so the live test checks the query only.
+            P("table", "Links below their rated rate (share of it)", [
+                Q(f"fabricmon_port_speed_bytes{{{DP}}} / on (instance, device, port) fabricmon_port_speed_rated_bytes{{{DP}}} < 1",
+                  table=True),
+            ], "percentunit", "", "Active link rate over the rate both ends support and have enabled (UFM). The link_degraded "
+              "finding also judges links without a rated rate, against their usual.", hide=["instance"], levels=FULL),
         ]),
         ("Topology", [
             P("table", "Ports and cables (fabricmon_port_info)", [Q(f"fabricmon_port_info{{{DP}}}", table=True)], "none", "ib_credit_loop",
@@ -404,11 +411,18 @@ def findings() -> Any:
               [Q(f'count by (priority, role) (fabricmon_finding_active{{kind="pfc_storm", {DP}}})', "p{{priority}} {{role}}", instant=True)],
               "none", "nic_pause_storm_arista", w=8),
         ]),
-        ("Deadlocks", [
+        ("Deadlocks and stalled ports", [
             P("table", "Deadlock cycle members (PFC and credit loops)",
-              [Q(f'fabricmon_finding_active{{kind=~"pfc_deadlock|credit_deadlock", {DP}}} {PEER_JOIN}', table=True)], "none", "ib_credit_loop",
-              "Every member pauses (or waits for credits from) the next one; the peer columns show the cycle.", w=24,
+              [Q(f'fabricmon_finding_active{{kind=~"pfc_deadlock|credit_deadlock", role="member", {DP}}} {PEER_JOIN}', table=True)],
+              "none", "ib_credit_loop",
+              "Every member pauses (or waits for credits from) the next one; the peer columns show the cycle.", w=14,
               hide=["Value", "instance"]),
+            P("table", "Stalled InfiniBand ports (with the receiver they wait for)",
+              [Q(f'fabricmon_finding_active{{kind="credit_deadlock", role="stalled", {DP}}} {PEER_JOIN}', table=True)],
+              "none", "ib_stalled_port",
+              "A port stalled alone: it holds data and its cable peer (the peer columns: a dead or slow receiver, a stuck HCA) "
+              "returns no credits. Same alert as a credit loop (FabricmonCreditDeadlock); the ports waiting behind it are "
+              "congestion findings that name it.", w=10, hide=["Value", "instance", "kind", "role"]),
         ]),
         # No scenario of tests/scenarios carries configuration state (the audit recordings live in
         # tests/scenarios_audit), so these panels have no scenario: the live test checks their queries.

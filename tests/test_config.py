@@ -95,7 +95,7 @@ def test_unknown_rule_is_reported():
 @pytest.mark.parametrize(("text", "where"), [
     # a value its rule's model refuses, at the key's own line and column
     ("rules:\n  link_flap:\n    critical_flaps: many\n", "f.yml:3:5: rules.link_flap.critical_flaps: Input should be a valid integer"),
-    ("rules:\n  link_flap: {window_s: 10 years}\n", "f.yml:2:15: rules.link_flap.window_s: invalid duration"),
+    ("rules:\n  link_flap: {window: 10 years}\n", "f.yml:2:15: rules.link_flap.window: invalid duration"),
     ("rules:\n  link_flap: {enabled: sometimes}\n", "f.yml:2:15: rules.link_flap.enabled: Input should be a valid boolean"),
     ("rules:\n  congestion: {ecn_warn: 0.5}\n", "f.yml:2:16: rules.congestion.ecn_warn: unknown key"),
     # a key that is another section's: said where it belongs
@@ -106,7 +106,7 @@ def test_unknown_rule_is_reported():
     # the analyses' own section
     ("detector:\n  pfc:\n    storm_pause_fraction: 1.5\n",
      "f.yml:3:5: detector.pfc.storm_pause_fraction: Input should be less than or equal to 1"),
-    ("detector:\n  ib: {leaky_window_s: soon}\n", "f.yml:2:8: detector.ib.leaky_window_s: invalid duration"),
+    ("detector:\n  ib: {leaky_window: soon}\n", "f.yml:2:8: detector.ib.leaky_window: invalid duration"),
     ("detector:\n  ib: {stall_wait: 0.9}\n", "f.yml:2:8: detector.ib.stall_wait: unknown key"),
     ("detector:\n  pcf: {}\n", "f.yml:2:3: detector.pcf: unknown key"),
 ])
@@ -116,14 +116,14 @@ def test_rule_and_analysis_parameters_are_checked_at_their_key(text, where):
 
 
 def test_rule_and_analysis_parameters_load_typed():
-    loaded = load_text("detector:\n  pfc: {victim_hold_s: 2m}\n  ib: {leaky_window_s: 90s}\n"
-                       "rules:\n  link_flap: {window_s: 5m, enabled: no}\n", "f.yml")
-    assert loaded.config.detector.analyses() == {"pfc": {"victim_hold_s": "2m"}, "ib": {"leaky_window_s": "90s"}}
+    loaded = load_text("detector:\n  pfc: {victim_hold: 2m}\n  ib: {leaky_window: 90s}\n"
+                       "rules:\n  link_flap: {window: 5m, enabled: no}\n", "f.yml")
+    assert loaded.config.detector.analyses() == {"pfc": {"victim_hold": "2m"}, "ib": {"leaky_window": "90s"}}
     from fabricmon.agent.detector import Detector
     from fabricmon.agent.detector.rules import build
 
     det = Detector(build(loaded.config.rules), loaded.config.detector.analyses())
-    assert det.analysis("pfc").params.victim_hold_s == 120.0 and det.analysis("ib").params.leaky_window_s == 90.0
+    assert det.analysis("pfc").params.victim_hold == 120.0 and det.analysis("ib").params.leaky_window == 90.0
     assert "link_flap" not in [r.name for r in det.rules]
 
 
@@ -285,6 +285,47 @@ def test_old_duration_spellings_load_with_a_warning_at_their_line():
         "f.yml:8:5: targets[0].command_timeout: warning: a plain number of seconds (2.5) is deprecated: write command_timeout: 2500ms",
         "f.yml:9:5: targets[0].interval_s: warning: interval_s: 60 is deprecated: write interval: 1m",
     ]
+
+
+async def test_a_reload_logs_the_old_spellings_as_the_start_does(tmp_path, caplog):
+    """A SIGHUP reload warns about deprecated spellings in the log, at their line, like a start:
+    an operator who edits the file while the agent runs sees the same words."""
+    import logging
+
+    from fabricmon.agent.assemble import build_pipeline
+    from fabricmon.agent.runtime import Agent
+    from fabricmon.agent.worker import PipelineWorker
+
+    path = tmp_path / "f.yml"
+    path.write_text("targets: []\n")
+    agent = Agent(load(path), listen="")
+    agent.pipeline = build_pipeline(agent.loaded.config, [])  # what run() builds, without serving
+    agent.exporter = type("E", (), {"request_render": lambda self: None, "reload_ok": True, "reload_t": 0.0})()
+    agent.worker = PipelineWorker()  # a reload's changes to the pipeline are a job of the worker
+    path.write_text("global:\n  poll_interval: 30\ntargets: []\n")
+    try:
+        with caplog.at_level(logging.WARNING):
+            assert await agent._reload() is True
+    finally:
+        agent.worker.close()
+    assert f"{path}:2:3: global.poll_interval: warning: a plain number of seconds (30) is deprecated: " \
+           "write poll_interval: 30s" in caplog.messages
+
+
+def test_old_spellings_of_rule_and_analysis_parameters_load_with_a_warning():
+    """``window_s: 600`` under ``rules:`` and ``victim_hold_s`` under ``detector:`` are the
+    parameters' old names (seconds in the name): they load as ``window`` and ``victim_hold``
+    and warn at their line, like every other section's durations."""
+    loaded = load_text("detector:\n  pfc: {victim_hold_s: 120}\nrules:\n  link_flap: {window_s: 600}\n", "f.yml")
+    assert loaded.warnings == [
+        "f.yml:2:9: detector.pfc.victim_hold_s: warning: victim_hold_s: 120 is deprecated: write victim_hold: 2m",
+        "f.yml:4:15: rules.link_flap.window_s: warning: window_s: 600 is deprecated: write window: 10m"]
+    from fabricmon.agent.detector import Detector
+    from fabricmon.agent.detector.rules import build
+
+    det = Detector(build(loaded.config.rules), loaded.config.detector.analyses())
+    assert det.analysis("pfc").params.victim_hold == 120.0
+    assert next(r for r in det.rules if r.name == "link_flap").params.window == 600.0
 
 
 def test_an_old_spelling_beside_the_new_one_is_an_unknown_key():

@@ -41,44 +41,7 @@ NEGATIVE_FLOORS = {"max_false": dict.fromkeys(KINDS, 0)}
 # Issue 27: what today's detector fails, by "<corpus>/<recording>" (and "<corpus>" for the
 # corpus as a whole), with what it does wrong. The engineer who changes the rules empties it.
 KNOWN_FAILURES_ISSUE_27: dict[str, str] = {
-    # Stalled ports are credit_deadlock/stalled (INTERFACES 4); the detector says congestion.
-    "scenarios": "ib_stalled_port below",
-    "scenarios/ib_stalled_port": "stalled port reported as congestion, not credit_deadlock/stalled",
-    "scenarios_physics": "the two stalled-port recordings below",
-    "scenarios_physics/ib_old_firmware_counter_clear": "stalled port reported as congestion, not credit_deadlock/stalled",
-    "scenarios_physics/ib_stalled_hca_mixed_generations": "stalled port reported as congestion, not credit_deadlock/stalled",
-    "demo": "demo/demo below",
-    "demo/demo": "stalled port reported as congestion, not credit_deadlock/stalled",
-    # Hard negatives: findings on healthy fabrics.
-    "scenarios_negatives": "the negatives below",
-    "scenarios_negatives/neg_arista_converged": "congestion warnings for DCQCN marking 1-3 % (the fabric's normal)",
-    "scenarios_negatives/neg_cumulus_converged": "critical packet_loss for best-effort drops in class-less counters",
-    "scenarios_negatives/neg_hosts_converged": "critical packet_loss for rx_discards_phy of best effort; DCQCN-normal congestion",
-    "scenarios_negatives/neg_ib_ufm": "congestion for all-to-all credit waits on GUID-named UFM Telemetry ports",
-    # Capabilities.
-    "scenarios_capabilities": "the capability scenarios below",
-    "scenarios_capabilities/congestion_incast_against_normal": "DCQCN-normal ports reported as congestion beside the real incast",
-    "scenarios_capabilities/eth_speed_downshift": "no finding for an 800G link running at 400G; DCQCN-normal congestion",
-    "scenarios_capabilities/host_nic_storm_host_only": "host-only NIC storm not found; its victims reported as congestion",
-    "scenarios_capabilities/ib_congestion_tree_frozen_host": "stalled edge ports reported as congestion",
-    "scenarios_capabilities/ib_speed_degraded_ufm": "UFM Telemetry counters not joined to UFM REST names (GUID labels); "
-                                                    "no lasting HDR-instead-of-NDR finding",
-    "scenarios_capabilities/ib_ufm_two_sources": "UFM REST + Telemetry not joined by GUID: loop, stall and congestion missed",
-    "scenarios_capabilities/ib_width_degraded": "2x instead of 4x is a one-poll retrain warning, not a lasting finding",
-    "scenarios_capabilities/loss_corroborated_by_host": "class-less drops reported everywhere; the corroborated one not on priority 3",
-    "scenarios_capabilities/loss_port_all_lossless_host": "RoCE-only NIC loss not placed on priority 3; DCQCN-normal congestion",
-    "scenarios_capabilities/pfc_deadlock_forms_mid_poll": "deadlock members reported as storms; feeders as congestion",
-    "scenarios_capabilities/storm_switch_emitted": "the spine's stuck egress not reported; DCQCN-normal congestion",
-    "scenarios_capabilities/storm_victims_frames_only": "frames-only storm not found; class-less ingress drops reported",
-    "scenarios_capabilities/wd_counters_frozen": "no watchdog finding (counters frozen while the queue is shut)",
-    "scenarios_capabilities/wd_cycling_hidden_rx": "no watchdog finding (storm/restore cycling through a real storm)",
-    "scenarios_capabilities/wd_silent_through_storm": "no watchdog finding (enabled watchdog silent through a storm)",
-    "scenarios_capabilities/wd_spurious_cycling": "watchdog events read as a storm origin; no watchdog finding; "
-                                                  "DCQCN-normal congestion",
-    "scenarios_capabilities/wd_stale_state": "no watchdog finding (stale storm state through an XON storm)",
     # Checks of a recording beyond its truth: "<corpus>/<recording>#<check>".
-    "scenarios_capabilities/nvue_peer_reboot#one_down_per_down_transition":
-        "NVUE carrier-transitions scaled by 0.5: the poll that sees the link go down reads 0.5 down",
 }
 
 

@@ -82,9 +82,20 @@ def test_links_reach_their_ends_or_the_hosts_behind_them(kind, device, port, wan
     assert jobs_of(p, finding(p, kind, device, port)) == [(want, REACH_TEXT["link"])]
 
 
+@pytest.mark.parametrize(("device", "port", "want", "hosts"), [
+    (UFM_SW, "10", ["E"], ["ib03"]),  # toward a host's HCA: that host
+    ("leaf01", "Ethernet49", [], []),  # toward a switch: the hosts attached to it (spine01: none)
+    ("spine01", "Ethernet2", ["A", "C"], ["gpu04", "gpu05", "gpu06"]),  # ... leaf02's hosts
+])
+def test_a_stalled_port_reaches_the_hosts_behind_its_peer(device, port, want, hosts) -> None:
+    p = build()
+    f = finding(p, "credit_deadlock", device, port, "stalled")
+    assert jobs_of(p, f) == [(want, REACH_TEXT["stalled"])]
+    assert f.evidence["jobs_hosts"] == hosts
+
+
 @pytest.mark.parametrize(("kind", "role", "device", "port", "want"), [
-    ("credit_deadlock", "stalled", UFM_SW, "10", ["E"]),  # a new role flows through the port rule
-    ("pfc_storm", "watchdog", "leaf02", "Ethernet3", ["C"]),  # so does the watchdog's queue
+    ("pfc_storm", "watchdog", "leaf02", "Ethernet3", ["C"]),  # a new role flows through the port rule
     ("congestion", None, "leaf01", "Ethernet3", ["D"]),
     ("congestion", None, "leaf01", "Ethernet49", []),  # a switch-to-switch port alone reaches no host
     ("a_kind_from_the_future", "origin", "leaf01", "Ethernet2", ["B"]),

@@ -1,5 +1,6 @@
 """WJH buffer drops by traffic class, from the NVUE parser through packet_loss: a drop on a
-lossless class (or an unknown one) is a lossless violation, a drop on a lossy class is not."""
+lossless class is a lossless violation, a drop on a lossy class is not, and a record without
+its class is placed by the port's own traffic (the loss analysis) or not at all."""
 
 from __future__ import annotations
 
@@ -44,12 +45,27 @@ def test_lossy_class_drop_is_not_a_lossless_violation():
     assert loss_after(("buffer", "503", "1"), 500) == {}
 
 
-def test_unknown_class_drop_still_counts_without_a_priority():
+def test_unknown_class_drop_is_placed_by_the_port_s_traffic():
+    # The record names no traffic class: the port's queues decide. It carries priority 3 only
+    # here (two_leaf_fabric), so the drop is lossless loss on priority 3, placed by its traffic.
     got = loss_after(("buffer", "504", ""), 7)
-    assert set(got) == {(*PORT, None, None)} and got[(*PORT, None, None)].evidence["wjh_buffer_drops"] == {"504": 7}
+    assert set(got) == {(*PORT, 3, None)} and got[(*PORT, 3, None)].evidence["wjh_buffer_drops"] == {"504": 7}
+    assert got[(*PORT, 3, None)].evidence["attributed_by"] == ["traffic"]
+
+
+def test_unknown_class_drop_on_a_converged_port_is_no_finding():
+    fab = two_leaf_fabric()
+    fab.rate(*PORT, "queue_tx_packets", 5e4, (0,))  # best effort shares the port
+    fab.rate(*PORT, "wjh_drops", 0.0, ("buffer", "504", ""))
+    fab.poll(n=2)
+    fab.bump(*PORT, "wjh_drops", 7, ("buffer", "504", ""))
+    fab.poll()
+    assert fab.active("packet_loss") == {}
+    assert [u.stage for u in fab.det.analysis("loss").unattributed_at(*PORT)] == ["wjh"]
 
 
 def test_priority_to_queue_maps_the_lossless_class():
-    layout = PriorityMap((3,), {3: 5})  # the config's fabric: {lossless_priorities: [3], priority_to_queue: {3: 5}}
+    # The config's fabric: {lossless_priorities: [3], priority_to_queue: {3: 5, 5: 3}}
+    layout = PriorityMap((3,), {3: 5, 5: 3})
     assert set(loss_after(("buffer", "503", "5"), 4, layout)) == {(*PORT, 3, None)}
     assert loss_after(("buffer", "503", "3"), 4, layout) == {}  # class 3 is not priority 3's queue here

@@ -74,7 +74,7 @@ def test_xmit_wait_at_its_32bit_cap_and_discards_still_find_the_stall():
     fab.rate("hca1", "1", "rx_bytes", 0.0, scale=4)
     fab.rate("sw1", "3", "tx_discards", 40.0)
     fab.poll(n=2)
-    stall = fab.active("congestion")[("sw1", "3", None, None)]
+    stall = fab.active("credit_deadlock")[("sw1", "3", None, "stalled")]
     assert stall.severity == "critical" and stall.evidence["xmit_wait_at_cap"] is True
     assert "hca1" in stall.evidence["blocked_because"][0]
     loss = fab.active("packet_loss")[("sw1", "3", None, None)]
@@ -159,6 +159,7 @@ def watchdog_cycling(fab: Fab, dev: str, port: str, paused: float, fired: int) -
     fab.rate(dev, port, "pfc_rx_pause_seconds", paused, (P,))
     fab.rate(dev, port, "pfc_rx_pause_frames", 3000.0 * paused, (P,))
     fab.rate(dev, port, "pfc_watchdog_storms", float(fired), (P,))
+    fab.rate(dev, port, "queue_tx_packets", 0.0, (P,))  # nothing the loop carries is delivered
     fab.gauge(dev, port, "queue_occupancy_bytes", 1.5e6, (P,))
     fab.rate(dev, "e2", "pfc_tx_pause_seconds", paused, (P,))
     fab.rate(dev, "e2", "pfc_tx_pause_frames", 3000.0 * paused, (P,))
@@ -224,15 +225,27 @@ def test_ingress_pg_drops_map_through_priority_to_pg():
     assert "ingress priority-group buffer 1" in f.summary and "headroom" in f.summary
 
 
-def test_a_port_total_drop_is_loss_without_a_priority():
+def test_a_port_total_drop_is_lossless_only_where_the_traffic_says_so():
+    # clBufferOverflowDiscards names no class. On a port whose ingress carried best effort too (its
+    # peer's queue 0 transmits) it is loss of an unknown class: no finding, counted by stage; once
+    # the peer sends priority 3 only, the same drop is lossless loss on priority 3.
     fab = two_leaf_fabric()
     fab.rate("leaf1", "Ethernet1", "ingress_buffer_overflow_drops", 0.0)
+    fab.rate("h1", "eth0", "queue_tx_packets", 4e5, (0,))
+    fab.rate("h1", "eth0", "queue_tx_packets", 1e5, (P,))
     fab.poll(n=2)
     fab.bump("leaf1", "Ethernet1", "ingress_buffer_overflow_drops", 9)
     fab.poll()
-    f = fab.active("packet_loss")[("leaf1", "Ethernet1", None, None)]
-    assert f.evidence["ingress_buffer_overflow_drops"] == 9 and f.evidence["lossless_priorities"] == [3]
-    assert "does not say the priority" in f.summary
+    assert fab.active("packet_loss") == {}
+    [u] = fab.det.analysis("loss").unattributed_at("leaf1", "Ethernet1")
+    assert (u.stage, u.total, u.last) == ("ingress_port", 9, 9) and "80.0%" in u.why
+    fab.rate("h1", "eth0", "queue_tx_packets", 0.0, (0,))
+    fab.poll()
+    fab.bump("leaf1", "Ethernet1", "ingress_buffer_overflow_drops", 5)
+    fab.poll()
+    f = fab.active("packet_loss")[("leaf1", "Ethernet1", P, None)]
+    assert f.evidence["ingress_buffer_overflow_drops"] == 5 and f.evidence["attributed_by"] == ["traffic"]
+    assert "h1 eth0" in f.evidence["attribution"]
 
 
 def test_the_fabric_section_maps_queues_for_every_rule_in_a_replay():

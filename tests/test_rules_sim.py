@@ -8,7 +8,7 @@ from typing import Any
 from fabricmon.agent.detector import DetectContext, Detector, Rule
 from fabricmon.agent.detector.rules import build
 from fabricmon.agent.store import CounterStore
-from fabricmon.core.model import Finding, Gauge, Link, Sample
+from fabricmon.core.model import DeviceInfo, Finding, Gauge, Link, Sample
 from fabricmon.core.topology import Topology
 from fabricmon.core.vocabulary import PriorityMap
 
@@ -129,6 +129,7 @@ def two_leaf_fabric(hosts: bool = True, **kw: Any) -> Fab:
     if hosts:
         for h in ("h1", "h2", "h3", "h4"):
             fab.eth_port(h, "eth0", qtx=None, occupancy=None)
+        fab.store.set_devices([DeviceInfo(h, "host") for h in ("h1", "h2", "h3", "h4")], "hosts")  # as the host collector does
     return fab
 
 

@@ -207,6 +207,22 @@ COUNTERS: dict[str, CounterDef] = {
         _C("ingress_buffer_overflow_drops", "ingress_buffer_overflow_dropped_packets_total",
            "Packets dropped because the port's ingress buffer overflowed (all priorities).", group="drops",
            drop=_drop("ingress_port", "port"), read_by=("packet_loss",)),
+        # Host NIC traffic per priority (mlx5 ethtool -S rx_prio<p>_bytes / _packets, tx_prio<p>_...,
+        # kernel en_stats.c): the share of each class on the port (is its traffic all lossless?)
+        # and how much a paused priority drained.
+        _C("prio_rx_bytes", "priority_receive_bytes_total", "Bytes received per priority (mlx5 rx_prio<p>_bytes).", _PRIO,
+           read_by=("packet_loss", "pfc_storm")),
+        _C("prio_rx_packets", "priority_receive_packets_total", "Packets received per priority (mlx5 rx_prio<p>_packets).", _PRIO,
+           read_by=("packet_loss",)),
+        _C("prio_tx_bytes", "priority_transmit_bytes_total", "Bytes transmitted per priority (mlx5 tx_prio<p>_bytes).", _PRIO,
+           read_by=("packet_loss",)),
+        _C("prio_tx_packets", "priority_transmit_packets_total", "Packets transmitted per priority (mlx5 tx_prio<p>_packets).",
+           _PRIO, read_by=("packet_loss",)),
+        # mlx5 rx_prio<p>_buf_discard: the NIC's receive buffer dropped packets of that priority
+        # (kernel mlx5 counters.rst), so the drop names its class.
+        _C("prio_rx_buffer_drops", "nic_priority_buffer_dropped_packets_total",
+           "Packets the NIC's receive buffer dropped, per priority (mlx5 rx_prio<p>_buf_discard).", _PRIO, "drops",
+           drop=_drop("nic", "priority", "priority"), read_by=("packet_loss",)),
         # Host NIC (mlx5 hw_counters and ethtool -S).
         _C("np_ecn_marked", "nic_ecn_marked_packets_total", "RoCE packets received with CE marks (np_ecn_marked_roce_packets).",
            group="transport", **_INFO),
@@ -250,6 +266,14 @@ GAUGES: dict[str, GaugeDef] = {
         _G("link_speed_bytes", "port_speed_bytes", "Link speed in bytes per second (all lanes, effective data rate).",
            read_by=("link_degraded", "credit_deadlock", "congestion")),
         _G("link_width_lanes", "port_width_lanes", "Active link width in lanes (IB 1x/2x/4x/8x/12x).", read_by=("link_degraded",)),
+        # What the port can train to, where a source reports it (UFM's supported/enabled
+        # width and speed): the reference of a lasting degradation (rules/link_degraded.py).
+        _G("link_width_rated_lanes", "port_width_rated_lanes",
+           "The widest link width the port can train to: the widest it supports and has enabled (UFM supported_width, enabled_width).",
+           read_by=("link_degraded",)),
+        _G("link_speed_rated_bytes", "port_speed_rated_bytes",
+           "The link rate the port can train to, in bytes per second: its fastest supported and enabled lane speed at its rated "
+           "width (UFM supported_speed, enabled_speed).", read_by=("link_degraded",)),
         # PortSamplesControl.Tick (perfquery -c): XmitWait's tick is Tick+1 bytes of transmit
         # time (NVIDIA/ib-traffic-monitor#3: 7 on current generations, 31 on legacy ones).
         _G("samples_control_tick", "port_samples_control_tick",

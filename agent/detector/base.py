@@ -124,12 +124,14 @@ class DetectContext:
 
 @dataclass(slots=True)
 class ExportedGauge:
-    """A gauge family an analysis or a rule exports (a ratio or a state), so alert rules stay thin."""
+    """A family an analysis or a rule exports (a ratio or a state; or a counter it keeps, such
+    as the drops no evidence placed), so alert rules stay thin."""
 
-    name: str  # full metric name, fabricmon_...
+    name: str  # full metric name, fabricmon_... (a counter's ends in _total)
     help: str
     labels: tuple[str, ...]
     values: list[tuple[tuple[str, ...], float]]
+    type: str = "gauge"  # gauge | counter
 
 
 class Analysis(abc.ABC):

@@ -171,7 +171,6 @@ class FabricView:
         self.topology = topology
         self.pmap = pmap
         self.shape = shape if shape is not None else FabricShape(store, topology)
-        self._aliases: tuple[int, dict[PortKey, PortKey]] | None = None
         self._by_device: tuple[int, dict[str, list[PortEntry]]] | None = None  # device -> its ports, per store layout
         self._pfc_ecn: dict[tuple[str, int], tuple[float, tuple[bool, int, bool]]] = {}  # see _device_pfc_ecn
         self._evidence: dict[PortKey, tuple[PortEntry, tuple[object, int], bool]] = {}  # see ethernet_evidence
@@ -180,28 +179,16 @@ class FabricView:
         return self.store.port(pk)
 
     def canonical(self, pk: PortKey) -> PortKey:
-        """The store's name of a port the topology names differently: a host reports its RDMA
-        port (``mlx5_0/1``) with the netdev as ``alias``, which is the name LLDP gives the cable."""
-        if self.store.port(pk) is not None:
-            return pk
-        if self._aliases is None or self._aliases[0] != self.store.layout:
-            self._aliases = (self.store.layout, {(d, e.info.alias): (d, p) for (d, p), e in self.store.ports.items()
-                                                 if e.info is not None and e.info.alias and e.info.alias != p})
-        return self._aliases[1].get(pk, pk)
+        """The store's name of a port the topology names differently (:meth:`FabricShape.canonical`)."""
+        return self.shape.canonical(pk)
 
     def is_host(self, device: str) -> bool:
         """The fabric's one host classification (:meth:`FabricShape.is_host`)."""
         return self.shape.is_host(device)
 
     def peer(self, pk: PortKey) -> PortKey | None:
-        """The other end of the cable, by the store's names (see :meth:`canonical`)."""
-        got = self.topology.peer(*pk)
-        if got is None:
-            entry = self.entry(pk)
-            if entry is None or entry.info is None or not entry.info.alias:
-                return None
-            got = self.topology.peer(pk[0], entry.info.alias)
-        return None if got is None else self.canonical(got)
+        """The other end of the cable, by the store's names (:meth:`FabricShape.peer`)."""
+        return self.shape.peer(pk)
 
     def ethernet_evidence(self, pk: PortKey) -> bool:
         """The port shows lossless-Ethernet state: a config gauge for a lossless priority, or a

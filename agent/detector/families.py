@@ -1,4 +1,4 @@
-"""The detector's metric families: findings, rule failures, and the analyses' and rules' gauges.
+"""The detector's metric families: findings, rule failures, and the analyses' and rules' gauges (and counters).
 
 Each family is defined here once; :meth:`fabricmon.agent.detector.Detector.families` yields
 them and the exporter only places them in the body.
@@ -56,7 +56,7 @@ def gauge_families(gauges: Iterable[ExportedGauge], port_labels: Mapping[PortKey
     for m in gauges:
         fam = fams.get(m.name)
         if fam is None:
-            fam = fams[m.name] = Family(m.name, "gauge", m.help)
+            fam = fams[m.name] = Family(m.name, m.type, m.help)
         per_port = m.labels == ("device", "port")
         blocks = [(b + "}" if per_port and (b := bases.get(values)) is not None else  # type: ignore[arg-type]
                    labels(tuple(zip(m.labels, values, strict=False)))) for values, _ in m.values]

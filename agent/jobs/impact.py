@@ -14,11 +14,15 @@ behind it, hosts the agent does not poll among them), a victim's ``origin``, a c
 * ``loop`` (PFC deadlock, credit-loop member): hosts on or cabled to the cycle's ports and the
   ports paused behind it, and every host attached to a switch with a member port: those
   switches' buffers are the ones the cycle holds;
+* ``stalled`` (an InfiniBand port stalled alone, ``credit_deadlock``/``stalled``): the hosts on
+  or cabled to the stalled port, and the hosts behind its peer, the receiver that returns no
+  credits: the peer's own host when it is a host's HCA, every host attached to it when it is a
+  switch (everything sent toward them through this port is held);
 * ``link`` (degraded link, loss, flaps): the hosts at either end of the cable; for a cable
   between two switches, the hosts attached to either switch, whose flows ECMP may put on it;
-* ``port`` (everything else, new kinds and roles included: congestion, a stalled port, a
-  misconfiguration, a PFC watchdog's queue): hosts on the port or cabled to it; a finding
-  without a port reaches the hosts attached to its device.
+* ``port`` (everything else, new kinds and roles included: congestion, a misconfiguration, a
+  PFC watchdog's queue): hosts on the port or cabled to it; a finding without a port reaches
+  the hosts attached to its device.
 
 "On a port" means a port of the host's own NIC; "cabled to it" the switch port its NIC is
 cabled to (:mod:`fabricmon.agent.jobs.placement`).
@@ -43,6 +47,8 @@ REACH_TEXT = {
               "origin's peer, the victim ports and the ports paused behind them (the origin finding's evidence)",
     "loop": "cycle: hosts on or cabled to the cycle's ports and the ports paused behind it, and every host attached to a "
             "switch with a member port (its buffers hold the cycle)",
+    "stalled": "stalled port: hosts on or cabled to the stalled port, and the hosts behind its peer (the receiver that "
+               "returns no credits: its own host, or every host attached to it when it is a switch)",
     "link": "link: the hosts at either end of the cable; between two switches, the hosts attached to either switch "
             "(ECMP may put any of their flows on it)",
     "port": "port: hosts on this port or cabled to it",
@@ -54,6 +60,7 @@ RULES: dict[tuple[str, str | None], str] = {
     ("pfc_storm", "victim"): "victim",
     ("pfc_deadlock", None): "loop",
     ("credit_deadlock", "member"): "loop",
+    ("credit_deadlock", "stalled"): "stalled",
     ("link_degraded", None): "link",
     ("packet_loss", None): "link",
 }
@@ -72,7 +79,7 @@ def storm_origin(f: Finding) -> str | None:
 
 def rule_of(f: Finding) -> str:
     rule = RULES.get((f.kind, f.role)) or RULES.get((f.kind, None)) or "port"
-    if f.port is None and rule in ("port", "link"):
+    if f.port is None and rule in ("port", "link", "stalled"):
         return "device"
     return rule
 
@@ -153,6 +160,9 @@ def reach(f: Finding, ix: HostIndex) -> tuple[str, set[PortRef], set[str]]:
                     members.add(pk[0])
     if rule == "loop":
         switches = {d for d in members if not ix.is_host(d)}
+    elif rule == "stalled":
+        if f.peer_device and not ix.is_host(f.peer_device):
+            switches = {f.peer_device}
     elif rule == "link":
         ends = [d for d in (f.device, f.peer_device) if d]
         if len(ends) == 2 and not any(ix.is_host(d) for d in ends):

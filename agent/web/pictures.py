@@ -135,7 +135,7 @@ def port_picture(f: Finding, topo: Topology) -> str:
 def finding_picture(f: Finding, pool: list[Finding], topo: Topology, href: Href) -> str:
     if f.kind == "pfc_storm":
         return storm_picture(f, pool, topo, href)
-    if f.kind in ("pfc_deadlock", "credit_deadlock"):
+    if f.kind in ("pfc_deadlock", "credit_deadlock") and f.role != "stalled":  # a stalled port is alone: its cable
         return cycle_picture(f, pool, href)
     return port_picture(f, topo)
 

@@ -58,13 +58,22 @@ ETHTOOL_COUNTERS: dict[str, str] = {
     "tx_pause_ctrl_phy": "pause_tx_frames",
     "link_down_events_phy": "link_downed",
 }
-ETHTOOL_PRIO = re.compile(r"^(rx|tx)_prio([0-7])_(pause|pause_duration|pause_transition)$")
+# Per priority (kernel mlx5 en_stats.c, counters.rst): pause frames, pause time (us) and XOFF->XON
+# transitions; the traffic of each priority (``rx_prio%d_bytes``/``_packets``, ``tx_prio%d_...``:
+# what tells a RoCE-only port from a converged one, and how much a paused priority drained);
+# the receive-buffer drops of each priority (``rx_prio%d_buf_discard``).
+ETHTOOL_PRIO = re.compile(r"^(rx|tx)_prio([0-7])_(pause|pause_duration|pause_transition|bytes|packets|buf_discard)$")
 _PRIO_NAMES = {
     ("rx", "pause"): ("pfc_rx_pause_frames", 1.0),
     ("tx", "pause"): ("pfc_tx_pause_frames", 1.0),
     ("rx", "pause_duration"): ("pfc_rx_pause_seconds", US),
     ("tx", "pause_duration"): ("pfc_tx_pause_seconds", US),
     ("rx", "pause_transition"): ("pfc_rx_pause_transitions", 1.0),
+    ("rx", "bytes"): ("prio_rx_bytes", 1.0),
+    ("tx", "bytes"): ("prio_tx_bytes", 1.0),
+    ("rx", "packets"): ("prio_rx_packets", 1.0),
+    ("tx", "packets"): ("prio_tx_packets", 1.0),
+    ("rx", "buf_discard"): ("prio_rx_buffer_drops", 1.0),
 }
 
 _PORT_FILE = re.compile(r"^infiniband/([^/]+)/ports/(\d{1,3})/(counters|counters_ext|hw_counters)/([^/]+)$", re.ASCII)
@@ -212,9 +221,8 @@ def _ethtool(c: Collect, port: str, text: str) -> int:
     stats = parse_ethtool(text)
     mapped = 0
     for name, value in stats.items():
-        if m := ETHTOOL_PRIO.match(name):
-            counter, scale = _PRIO_NAMES[(m.group(1), m.group(3))]
-            c.sample(port, counter, value, (int(m.group(2)),), scale=scale)
+        if (m := ETHTOOL_PRIO.match(name)) and (got := _PRIO_NAMES.get((m.group(1), m.group(3)))):
+            c.sample(port, got[0], value, (int(m.group(2)),), scale=got[1])
             mapped += 1
         elif name in ETHTOOL_COUNTERS:
             c.sample(port, ETHTOOL_COUNTERS[name], value)

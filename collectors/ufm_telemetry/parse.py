@@ -8,7 +8,9 @@ Device label = the node description (CSV column ``node_description``, Prometheus
 ``node_desc`` or ``node_description``), which UFM Telemetry reads from the fabric like
 ibnetdiscover does, so it matches perfquery's device label. When absent (the default
 Prometheus output carries only GUIDs) the ``node_names`` option (GUID -> name) is used,
-else the node GUID as ``0x`` + 16 hex digits.
+else the node GUID as ``0x`` + 16 hex digits, with the port GUID in the port's info: the agent
+joins such a device to the name UFM REST or ibnetdiscover gives that port GUID
+(agent/identity.py), so this parser needs nothing but its payload.
 
 The ``timestamp`` column (or the Prometheus sample timestamp) is the device clock; its unit
 is detected from its magnitude (s, ms, us, ns), because UFM versions differ.

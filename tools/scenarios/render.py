@@ -446,7 +446,7 @@ def _nvue(path: str, body: object) -> dict[str, object]:
 
 def render_nvue(dev: Device, t: float, memo: dict[str, float]) -> dict[str, object]:
     """One NVUE REST poll of a Cumulus 5.x switch: ``{"responses": [...]}`` as the nvue
-    collector records it (interface list, link stats, QoS counters, WJH buffer drops).
+    collector records it (interface list, link stats, QoS counters, LLDP neighbours, WJH buffer drops).
 
     WJH reports buffer drops as aggregate records (one per window, here the poll interval)
     on the egress port whose queue overflowed, with the traffic class: a tail drop is reason
@@ -491,6 +491,8 @@ def render_nvue(dev: Device, t: float, memo: dict[str, float]) -> dict[str, obje
                                 "traffic_class": q, "Reason": "Tail drop"})
     if isinstance(dev, qos.QosDevice):  # lossless configuration and LLDP (tools/scenarios/qos.py)
         out += [_nvue(path, body) for path, body in qos.nvue_bodies(dev)]
+    else:  # LLDP runs on every Cumulus switch (qos.lldp_neighbors)
+        out += [_nvue(*qos.lldp_neighbors(p)) for p in ports]
     out.append(_nvue("system/wjh/packet-buffer", records))
     return {"responses": out}
 

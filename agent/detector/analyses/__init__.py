@@ -15,10 +15,11 @@ from pydantic import ValidationError
 
 from fabricmon.agent.detector.analyses.fabric import FabricAnalysis
 from fabricmon.agent.detector.analyses.ib import IbAnalysis
+from fabricmon.agent.detector.analyses.loss import LossAnalysis
 from fabricmon.agent.detector.analyses.pfc import PfcAnalysis
 from fabricmon.agent.detector.base import Analysis, Params
 
-ANALYSES: dict[str, type[Analysis]] = {cls.name: cls for cls in (FabricAnalysis, PfcAnalysis, IbAnalysis)}
+ANALYSES: dict[str, type[Analysis]] = {cls.name: cls for cls in (FabricAnalysis, PfcAnalysis, IbAnalysis, LossAnalysis)}
 # Analyses with parameters of their own: the keys of the config's ``detector:`` section they own.
 CONFIGURABLE = tuple(name for name, cls in ANALYSES.items() if cls.Params.model_fields)
 

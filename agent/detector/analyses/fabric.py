@@ -11,6 +11,8 @@
   described is a switch (NVUE and SNMP describe no device, and hosts are described by the
   host collector); a device only the topology knows (not polled) is a host when it has exactly
   one cabled port, an end point.
+* **Cable peers by the store's names** (:meth:`FabricShape.peer`): a host reports its RDMA port
+  (``mlx5_0/1``) with its netdev as alias, the name LLDP gives the cable (``eth0``).
 * **Links, tiers and planes** from the topology (:meth:`FabricShape.peers`,
   :meth:`FabricShape.tiers`, :meth:`FabricShape.planes`): tier 0 are the switches that face
   hosts (leaves), each further tier one switch hop away (spines, cores); a plane is a set of
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 from fabricmon.agent.detector.base import Analysis, DetectContext, Params
 from fabricmon.agent.store import CounterStore
-from fabricmon.core.topology import Topology
+from fabricmon.core.topology import PortRef, Topology
 from fabricmon.core.vocabulary import PriorityMap
 
 HOST_KINDS = frozenset({"host", "ca"})
@@ -43,6 +45,7 @@ class FabricShape:
         self.topology = topology
         self._cables: tuple[int, dict[str, int]] | None = None  # device -> cabled ports, per topology generation
         self._peers: tuple[int, dict[str, set[str]]] | None = None  # device -> the devices it is cabled to
+        self._aliases: tuple[int, dict[PortRef, PortRef]] | None = None  # topology name -> store name, per store layout
 
     def is_host(self, device: str) -> bool:
         """A device the store describes as ``host``/``ca``; a polled device nobody describes is a
@@ -59,6 +62,27 @@ class FabricShape:
                 cables[d] = cables.get(d, 0) + 1
             self._cables = (generation, cables)
         return self._cables[1].get(device, 0) == 1
+
+    def canonical(self, pk: PortRef) -> PortRef:
+        """The store's name of a port the topology names differently: a host reports its RDMA
+        port (``mlx5_0/1``) with the netdev as ``alias``, which is the name LLDP gives the cable."""
+        if self.store.port(pk) is not None:
+            return pk
+        if self._aliases is None or self._aliases[0] != self.store.layout:
+            self._aliases = (self.store.layout, {(d, e.info.alias): (d, p) for (d, p), e in self.store.ports.items()
+                                                 if e.info is not None and e.info.alias and e.info.alias != p})
+        return self._aliases[1].get(pk, pk)
+
+    def peer(self, pk: PortRef) -> PortRef | None:
+        """The other end of a port's cable, by the store's names (see :meth:`canonical`): a host's
+        RDMA port finds its switch port through its netdev's name, and the other way round."""
+        got = self.topology.peer(*pk)
+        if got is None:
+            entry = self.store.port(pk)
+            if entry is None or entry.info is None or not entry.info.alias:
+                return None
+            got = self.topology.peer(pk[0], entry.info.alias)
+        return None if got is None else self.canonical(got)
 
     def peers(self) -> dict[str, set[str]]:
         """Device -> the other devices it is cabled to (from the topology, both directions)."""

@@ -27,33 +27,46 @@ wait 70-100 %, send a trickle and discard in bursts (OpenSM's switch HOQ lifetim
 1.07 s, opensm.conf ``head_of_queue_lifetime 0x12``). Graph membership therefore uses a
 looser per-poll test than a stall (``loop_wait_fraction`` 0.5 and ``loop_line_fraction`` 5 %,
 corroborated the same way), and a port that still holds data and was blocked or discarding
-within ``leaky_window_s`` (60 s) stays in the graph: the loop is found on its first polls and
+within ``leaky_window`` (60 s) stays in the graph: the loop is found on its first polls and
 is one incident over its whole life, not one per burst. Alone, a port at the loop level is no
 incident; only a cycle is.
 
 **Credit graph.** Port ``e`` on switch X waits for credits from its peer ``peer(e)`` on Y.
 Y's receive buffer for that link drains only through Y's egress ports, so ``e`` depends on
-every stalled egress ``e2`` of Y other than ``peer(e)`` (no hairpin). Which egress holds
-which ingress buffer is not counted, so this over-approximates; only stalled ports enter
+every blocked egress ``e2`` of Y other than ``peer(e)`` (no hairpin). Which egress holds
+which ingress buffer is not counted, so this over-approximates; only blocked ports enter
 the graph, which keeps heavy but moving traffic out of it. The graph walk is
-:func:`fabricmon.agent.detector.graph.tarjan_scc` (iterative). A strongly connected component
-of >= 2 stalled or loop-level ports is a **credit loop**; a stalled port outside any cycle is
-a **stall**. Each is one incident with an id on every port it holds: the per-port loss on
+:func:`fabricmon.agent.detector.graph.tarjan_scc` (iterative).
+
+* A strongly connected component of >= 2 blocked ports is a **credit loop**, unless it is a
+  **congestion tree** (:meth:`IbAnalysis._tree_roots`): it reaches stalled ports that face
+  hosts and none of its members discarded at its own head within ``leaky_window``. A dead
+  receiver's waits spread upstream and, on a fat tree's cables both ways, form cycles too; but a
+  loop's members hold each other's buffers and leak only through their own head-of-queue
+  discards (or are frozen), while a tree drains into its roots' discards and its members keep
+  moving. A tree's ports are the congestion rule's, as victims.
+* A stalled port alone whose receiver has no blocked egress is a **stall**: the root of what
+  waits behind it. A stalled port whose receiver has blocked egresses waits behind them.
+* :meth:`IbAnalysis.behind` walks the tree back from each stall and loop: the congestion rule
+  names the roots a waiting port is behind (``waiting_behind``) and carries their incident.
+
+Each loop and stall is one incident with an id on every port it holds: the per-port loss on
 those ports joins it (``packet_loss`` evidence ``incident``) and ``congestion`` leaves their
 XmitWait alone: one fault, one incident.
 
-Exports ``fabricmon_port_xmit_wait_ratio{device,port}`` (f_wait of the last interval, 0..1),
-``fabricmon_port_xmit_wait_tick_suspect{device,port}`` and
-``fabricmon_port_incident{device,port,incident}`` (1 while the port is held by that loop or
-stall).
+**The fabric's normal** (:class:`.ib_wait.FabricNormal`, ``normal_window``): the median wait
+over the fabric's ports per pass, and over the window. Congestion is judged above it.
 
-Growth: issue 27 separates congestion trees (a slow receiver whose waits spread upstream,
-no cycle) from credit loops; they come out of the same graph as :class:`CreditLoop` and
-:class:`Stall` (a tree is the set of stalled or loop-level ports that reach a stall), so they
-would be a third result type here. A whole-array pass (issue 29 item 3) computes
-:meth:`IbAnalysis._wait_fractions` as one numpy expression over the moved XmitWait rows
-(delta x tick / dt, ticks per device from a device-code array) and the held-data test
-(:meth:`IbAnalysis._held`) as a mask; only the few ports left need the per-port stall test.
+Exports ``fabricmon_port_xmit_wait_ratio{device,port}`` (f_wait of the last interval, 0..1),
+``fabricmon_port_xmit_wait_tick_suspect{device,port}``,
+``fabricmon_port_incident{device,port,incident}`` (1 while the port is held by that loop or
+stall) and ``fabricmon_fabric_xmit_wait_normal_ratio{measure}``.
+
+Growth: a whole-array pass (issue 29 item 3) computes :meth:`IbAnalysis._wait_fractions` as
+one numpy expression over the moved XmitWait rows (delta x tick / dt, ticks per device from a
+device-code array), the held-data test (:meth:`IbAnalysis._held`) as a mask and the normal's
+median over the same column; only the few ports left need the per-port stall test and the
+graph walks.
 """
 
 from __future__ import annotations
@@ -62,9 +75,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from fabricmon.agent.detector.analyses.fabric import FabricAnalysis, FabricShape
 from fabricmon.agent.detector.analyses.ib_wait import (
     MAX_PLAUSIBLE_F_WAIT,
     XMIT_WAIT,
+    FabricNormal,
     IbParams,
     tick_origin,
     tick_s,
@@ -74,6 +89,7 @@ from fabricmon.agent.detector.base import Analysis, DetectContext, ExportedGauge
 from fabricmon.agent.detector.common import RX_BYTES, TX_BYTES, RatioGauge, link_ok, speed_bytes, tx_progress
 from fabricmon.agent.detector.graph import tarjan_scc
 from fabricmon.agent.store import SATURATED, CounterStore, PortEntry, PortKey, Series
+from fabricmon.core.topology import Topology
 
 Held = tuple[Series, bool, bool, Series | None]  # XmitWait, saturated, rose to its cap, tx_discards
 
@@ -88,6 +104,15 @@ class CreditLoop:
     discards: float  # head-of-queue discards of all members this interval
     numbers: dict[str, dict[str, Any]]  # per member: its wait, what it sent, its discards
     evidence: dict[PortKey, dict[str, Any]]  # per member: its stall evidence
+
+
+@dataclass(slots=True)
+class CongestionTree:
+    """A cycle of waiting ports that drains into stalled ports facing hosts: congestion spread
+    from a dead or slow receiver, not a credit loop (:meth:`IbAnalysis._tree_roots`)."""
+
+    cycle: list[PortKey]
+    roots: list[PortKey]
 
 
 @dataclass(slots=True)
@@ -121,6 +146,7 @@ class IbAnalysis(Analysis):
 
     name = "ib"
     Params = IbParams
+    needs = ("fabric",)  # which device is a host: a stalled port facing one roots a congestion tree
 
     def __init__(self, params: IbParams | None = None) -> None:
         super().__init__(params)
@@ -130,8 +156,15 @@ class IbAnalysis(Analysis):
         self.loops: list[CreditLoop] = []
         self.stalls: list[Stall] = []
         self.incidents: dict[PortKey, tuple[str, str]] = {}  # port -> (incident id, what it is in words)
-        self.stalled: dict[PortKey, dict[str, Any]] = {}  # kept for ports a pass does not update
+        self.stalled: dict[PortKey, dict[str, Any]] = {}  # kept until the port's XmitWait is read again
+        self.judged_t: dict[PortKey, float] = {}  # stalled port -> poll time of the XmitWait reading judged
         self.blocked_t: dict[PortKey, float] = {}  # port -> last time it was stalled or discarded while holding data
+        self.discard_t: dict[PortKey, float] = {}  # port -> last time it discarded at its own head while holding data
+        self.trees: list[CongestionTree] = []  # cycles of waits that drain into stalled host-facing ports: no loop
+        self.normal = {"f_wait": FabricNormal(), "r_wait": FabricNormal()}  # the fabric's usual wait
+        self._last_t: float | None = None  # the last pass that read XmitWait: what was read since is this pass's
+        self._shape: FabricShape | None = None
+        self._topology: Topology | None = None
         self._store: CounterStore | None = None
         self.tick_suspect = RatioGauge(
             "fabricmon_port_xmit_wait_tick_suspect",
@@ -152,17 +185,25 @@ class IbAnalysis(Analysis):
             "evidence of the credit_deadlock, congestion and packet_loss findings on these ports).",
             ("device", "port", "incident"),
         )
+        self.normal_gauge = RatioGauge(
+            "fabricmon_fabric_xmit_wait_normal_ratio",
+            "The fabric's usual InfiniBand wait, which congestion is judged above: the median over its ports of f_wait "
+            "or r_wait (measure), then over the ib analysis's normal_window.",
+            ("measure",),
+        )
 
     def update(self, ctx: DetectContext) -> None:
-        self._store = ctx.store
+        self._store, self._topology = ctx.store, ctx.topology
+        self._shape = ctx.analysis(FabricAnalysis).shape
         self.fractions, self.suspect = self._wait_fractions(ctx)
         self._export_waits(ctx)
+        self._update_normal(ctx)
         stalled, leaky = self._blocked(ctx)
         self.loops, self.stalls, self.incidents = self._incidents(ctx, stalled, leaky)
         self._export_incidents()
 
     def metrics(self) -> Iterable[ExportedGauge]:
-        return (self.wait_ratio.metric(), self.tick_suspect.metric(), self.incident_gauge.metric())
+        return (self.wait_ratio.metric(), self.tick_suspect.metric(), self.incident_gauge.metric(), self.normal_gauge.metric())
 
     # ------------------------------------------------------------------ what rules ask
     def tick(self, pk: PortKey, entry: PortEntry) -> float | None:
@@ -174,6 +215,53 @@ class IbAnalysis(Analysis):
     def incident(self, pk: PortKey) -> tuple[str, str] | None:
         """(incident id, what it is in words) when the port is in a credit loop or stalled this pass."""
         return self.incidents.get(pk)
+
+    def normal_wait(self, measure: str = "f_wait") -> float:
+        """The fabric's usual wait for ``measure`` (``f_wait`` or ``r_wait``); 0 before any pass saw one."""
+        return self.normal[measure].value or 0.0
+
+    def behind(self, waiting: Iterable[PortKey]) -> dict[PortKey, list[PortKey]]:
+        """For each of ``waiting`` (ports whose waits a rule judged congested) that waits behind a
+        stalled port or a credit loop of this pass, the nearest of those ports (the roots), sorted.
+
+        Credit flow control spreads a stall upstream (IBTA vol. 1 link layer: a sender waits for
+        its receiver's credits): a port waits behind a root when its cable peer's switch is the
+        root's switch (what it sends there queues for the root's egress), or is a switch with a
+        port that waits behind it, and so on: walked backwards from each root through
+        ``waiting``. That is a congestion tree: its root and the victims behind it (Liu et al.,
+        "The dynamic nature of congestion in InfiniBand", IEMCON 2015, after the IBTA congestion
+        control annex's root and victim of congestion). Which egress a port's packets go to is not
+        counted, so the tree is what the waits allow, not proof of each path: only the nearest
+        roots are named (a longer way round would go down a fat tree and up again, which its
+        routing does not do).
+        """
+        roots = [st.port for st in self.stalls] + [pk for loop in self.loops for pk in loop.members]
+        topo = self._topology
+        if not roots or topo is None:
+            return {}
+        by_peer_device: dict[str, list[PortKey]] = {}
+        for pk in sorted(set(waiting) - set(roots)):
+            pe = topo.peer(*pk)
+            if pe is not None:
+                by_peer_device.setdefault(pe[0], []).append(pk)
+        found: dict[PortKey, tuple[int, list[PortKey]]] = {}  # port -> (hops to its nearest roots, those roots)
+        for root in roots:
+            frontier, seen, hops = [root], {root}, 0
+            while frontier:
+                hops += 1
+                nxt = []
+                for r in frontier:
+                    for e in by_peer_device.get(r[0], ()):
+                        if e not in seen and topo.peer(*e) != r:
+                            seen.add(e)
+                            nxt.append(e)
+                            best = found.get(e)
+                            if best is None or hops < best[0]:
+                                found[e] = (hops, [root])
+                            elif hops == best[0]:
+                                best[1].append(root)
+                frontier = nxt
+        return {e: sorted(rs) for e, (_, rs) in found.items()}
 
     def _model(self, device: str) -> str:
         d = self._store.devices.get(device) if self._store is not None else None
@@ -234,13 +322,49 @@ class IbAnalysis(Analysis):
         for pk in self.suspect:
             self.tick_suspect.set(pk, 1.0)
 
+    def _update_normal(self, ctx: DetectContext) -> None:
+        """Feed the fabric's normal (:class:`.ib_wait.FabricNormal`) with this pass's waits: f_wait
+        where the tick is known, r_wait where it is not, and 0 for every port whose XmitWait was
+        read since the last pass and did not move. (A whole-array pass takes the medians of the
+        moved rows' f_wait and r_wait columns and counts the read, unmoved rows.)"""
+        f_waits: list[float] = []
+        r_waits: list[float] = []
+        ports, held = ctx.store.ports, self.incidents  # a port a known fault holds is not the fabric's normal
+        for pk, f in self.fractions.items():
+            if pk in held:
+                continue
+            if f is not None:
+                f_waits.append(f)
+            elif pk not in self.suspect and (entry := ports.get(pk)) is not None:
+                r = wait_last(entry, None)[1]
+                if r is not None:
+                    r_waits.append(r)
+        since = self._last_t if self._last_t is not None else -1.0
+        idle = 0
+        for pk in ctx.updated:
+            if pk in self.fractions or (entry := ports.get(pk)) is None:
+                continue
+            xw = entry.counter(*XMIT_WAIT)
+            if xw is not None and xw.delta == 0 and xw.poll_t > since:
+                idle += 1
+        if f_waits or r_waits or idle:
+            self._last_t = ctx.t  # a pass that read XmitWait (not one that brought only states)
+        window = self.p.normal_window
+        self.normal["f_wait"].add(ctx.t, f_waits, idle if f_waits else 0, window)
+        self.normal["r_wait"].add(ctx.t, r_waits, idle if r_waits else 0, window)
+        for measure, normal in self.normal.items():
+            if normal.value is not None:
+                self.normal_gauge.values[(measure,)] = normal.value
+
     # ------------------------------------------------------------------ blocked ports
     def _blocked(self, ctx: DetectContext) -> tuple[dict[PortKey, dict[str, Any]], dict[PortKey, dict[str, Any]]]:
         """(stalled ports, loop-level ports) with their evidence. Stalled ports are kept for ports
         not updated in this pass and recomputed for the others; a port whose XmitWait did not move
         is not stalled, and most that moved send plenty."""
         ports, updated, fracs = ctx.store.ports, ctx.updated, self.fractions
-        stalled = {pk: ev for pk, ev in self.stalled.items() if pk not in updated and pk in ports}
+        # A verdict holds until the port's XmitWait is read again: a poll of another source that
+        # brings only its state or link rate (UFM REST beside UFM Telemetry) judges nothing.
+        stalled = {pk: ev for pk, ev in self.stalled.items() if pk in ports and not self._read_again(pk, ports[pk], updated)}
         blocked_now: dict[PortKey, dict[str, Any]] = {}  # leaking-loop level, not stalled
         # Ports whose XmitWait sits at its 32-bit cap do not move, so discards bring them in.
         at_cap = {pk: None for pk in ctx.moved("tx_discards") if pk not in fracs and _at_cap(ports.get(pk))}
@@ -255,6 +379,8 @@ class IbAnalysis(Analysis):
             if entry is None or held is None:
                 continue
             holding.add(pk)
+            if held[3] is not None and held[3].delta:
+                self.discard_t[pk] = ctx.t  # discarded at its own head while holding data
             if tx_progress(entry, None, sends) is not False:
                 continue
             ev = self._stall(ctx, pk, entry, f, held)
@@ -263,9 +389,25 @@ class IbAnalysis(Analysis):
             elif (ev := self._stall(ctx, pk, entry, f, held, leaky=True)) is not None:
                 blocked_now[pk] = ev
         self.stalled = stalled
+        self._note_judged({*stalled, *blocked_now}, ports)
         leaky = self._leaky(ctx, {**stalled, **blocked_now}, holding)
         leaky.update(blocked_now)
         return stalled, leaky
+
+    def _read_again(self, pk: PortKey, entry: PortEntry, updated: set[PortKey]) -> bool:
+        """True when the port's XmitWait has a reading newer than the one its verdict judged."""
+        if pk not in updated:
+            return False
+        xw = entry.counter(*XMIT_WAIT)
+        return xw is None or xw.poll_t != self.judged_t.get(pk)
+
+    def _note_judged(self, pks: Iterable[PortKey], ports: dict[PortKey, PortEntry]) -> None:
+        judged = {}
+        for pk in pks:
+            xw = ports[pk].counter(*XMIT_WAIT) if pk in ports else None
+            if xw is not None:
+                judged[pk] = xw.poll_t
+        self.judged_t = judged
 
     def _held(self, entry: PortEntry) -> Held | None:
         """(XmitWait, saturated, rose to its cap, tx_discards) when the port held data in the
@@ -389,7 +531,7 @@ class IbAnalysis(Analysis):
 
     def _leaky(self, ctx: DetectContext, stalled: dict[PortKey, dict[str, Any]], holding: set[PortKey]) -> dict[PortKey, dict[str, Any]]:
         """Ports holding data now that were stalled, or discarded while holding data, within
-        ``leaky_window_s``: members of a loop that leaks (see the parameter). ``holding``: the
+        ``leaky_window``: members of a loop that leaks (see the parameter). ``holding``: the
         ports that passed :meth:`_held` (every port this finds is among them)."""
         t = ctx.t
         fracs = self.fractions
@@ -398,7 +540,7 @@ class IbAnalysis(Analysis):
             if pk in fracs:
                 blocked[pk] = t
         out: dict[PortKey, dict[str, Any]] = {}
-        limit = t - self.p.leaky_window_s
+        limit = t - self.p.leaky_window
         for pk, f in fracs.items():
             if pk in stalled or pk not in holding:
                 continue
@@ -419,23 +561,31 @@ class IbAnalysis(Analysis):
                 ev["tx_discards"] = disc.delta
             ev["blocked_because"] = [f"blocked or discarding {t - blocked[pk]:.0f} s ago and still holding data"]
             out[pk] = ev
-        if len(blocked) > 2 * len(fracs) + 64:
-            for pk in [k for k, v in blocked.items() if v < limit]:
-                del blocked[pk]
+        for times in (blocked, self.discard_t):
+            if len(times) > 2 * len(fracs) + 64:
+                for pk in [k for k, v in times.items() if v < limit]:
+                    del times[pk]
         return out
 
     # ------------------------------------------------------------------ incidents
     def _incidents(self, ctx: DetectContext, stalled: dict[PortKey, dict[str, Any]], leaky: dict[PortKey, dict[str, Any]],
                    ) -> tuple[list[CreditLoop], list[Stall], dict[PortKey, tuple[str, str]]]:
-        """Credit loops (cycles of >= 2 blocked ports) and stalls (a stalled port alone) on the
-        credit graph; a port at the loop level alone is neither. A loop's leaking members are
-        kept with the stalled ports (``self.stalled``) for the passes that do not update them."""
-        loops: list[CreditLoop] = []
-        stalls: list[Stall] = []
-        incidents: dict[PortKey, tuple[str, str]] = {}
+        """Credit loops, stalls and congestion trees on the credit graph (see the module doc).
+
+        * A strongly connected component of >= 2 blocked ports is a **credit loop**, unless it is
+          a congestion tree (:meth:`_tree_roots`): then its ports wait behind the tree's roots
+          and are the congestion rule's to judge, with the roots named (:meth:`behind`).
+        * A stalled port alone is a **stall** (a root) when its receiver has no blocked egress to
+          wait for: the receiver itself does not drain (a dead or slow HCA, a hung switch). A
+          stalled port whose receiver has blocked egresses waits behind them: it is a victim.
+        * A port at the loop level alone is neither.
+
+        A loop's leaking members are kept with the stalled ports (``self.stalled``) for the
+        passes that do not read them again."""
+        self.trees = []
         if not stalled and not leaky:
-            return loops, stalls, incidents
-        topo, ports = ctx.topology, ctx.store.ports
+            return [], [], {}
+        topo = ctx.topology
         by_device: dict[str, list[PortKey]] = {}
         for pk in [*stalled, *leaky]:
             by_device.setdefault(pk[0], []).append(pk)
@@ -444,23 +594,75 @@ class IbAnalysis(Analysis):
             pe = topo.peer(*pk)
             return [] if pe is None else [q for q in by_device.get(pe[0], ()) if q != pe]
 
+        loops: list[CreditLoop] = []
+        stalls: list[Stall] = []
         for comp in tarjan_scc(sorted({*stalled, *leaky}), succ):
-            if len(comp) < 2 and comp[0] in leaky:
-                continue  # leaking alone is congestion's to judge, not a stall
             if len(comp) < 2:
                 pk = comp[0]
-                stalls.append(Stall(pk, f"stall:{pk[0]}:{pk[1]}", stalled[pk]))
-                incidents[pk] = (stalls[-1].incident, f"the stalled port {pk[0]} {pk[1]}")
+                if pk in stalled and not stalled[pk].get("leaky") and not succ(pk):
+                    stalls.append(Stall(pk, f"stall:{pk[0]}:{pk[1]}", stalled[pk]))
+                continue  # leaking alone, or blocked behind another blocked port: congestion's to judge
+            roots = self._tree_roots(comp, succ, stalled, ctx.t)
+            if roots:
+                self.trees.append(CongestionTree(sorted(comp), roots))
                 continue
             stalled.update((pk, leaky[pk]) for pk in comp if pk in leaky)
-            names = sorted(f"{d}:{p}" for d, p in comp)
-            loop = CreditLoop(comp, names, f"credit_loop:{names[0]}", sum(stalled[pk].get("tx_discards", 0) for pk in comp),
-                              {f"{d}:{p}": _member(stalled[(d, p)], ports.get((d, p))) for d, p in sorted(comp)},
-                              {pk: stalled[pk] for pk in comp})
-            loops.append(loop)
-            for pk in comp:
-                incidents[pk] = (loop.incident, f"the credit loop {', '.join(names)}")
+            loops.append(self._loop(comp, stalled, ctx.store.ports))
+        incidents: dict[PortKey, tuple[str, str]] = {}
+        for st in stalls:
+            incidents[st.port] = (st.incident, f"the stalled port {st.port[0]} {st.port[1]}")
+        for loop in loops:
+            for pk in loop.members:
+                incidents[pk] = (loop.incident, f"the credit loop {', '.join(loop.names)}")
         return loops, stalls, incidents
+
+    @staticmethod
+    def _loop(comp: list[PortKey], stalled: dict[PortKey, dict[str, Any]], ports: dict[PortKey, PortEntry]) -> CreditLoop:
+        names = sorted(f"{d}:{p}" for d, p in comp)
+        return CreditLoop(comp, names, f"credit_loop:{names[0]}", sum(stalled[pk].get("tx_discards", 0) for pk in comp),
+                          {f"{d}:{p}": _member(stalled[(d, p)], ports.get((d, p))) for d, p in sorted(comp)},
+                          {pk: stalled[pk] for pk in comp})
+
+    def _tree_roots(self, comp: list[PortKey], succ: Any, stalled: dict[PortKey, dict[str, Any]], t: float) -> list[PortKey]:
+        """The roots when the cycle ``comp`` is a congestion tree, not a credit loop; else [].
+
+        In a credit loop the members hold each other's buffers: nothing drains but by the
+        head-of-queue lifetime expiring at the members' own heads (IBTA vol. 1, HOQLife;
+        OpenSM ``head_of_queue_lifetime`` 0x12, about 1.07 s between switches), so a loop that
+        moves at all discards on its members, and one that does not is frozen. Behind a dead
+        receiver the waits spread upstream through credit flow control (congestion spreading,
+        tree saturation: Mizero et al., "A Dynamic Congestion Management System for InfiniBand
+        Networks", Supercomputing Frontiers and Innovations 2017; Gran et al., CCGrid 2011) and,
+        on a fat tree's cables both ways, form cycles in the topology too; but those buffers drain
+        into the stalled ports toward the receiver, whose shorter lifetime (OpenSM
+        ``leaf_head_of_queue_lifetime`` 0x10, about 0.27 s, and ``leaf_vl_stall_count``, for
+        switch ports facing CAs: UFM Enterprise User Manual, "Appendix: UFM Subnet Manager
+        Default Properties") expires first and discards there: the members wait partly, keep
+        sending, and never reach their own lifetime. So a cycle is a tree when it reaches
+        stalled ports that face hosts (its roots) and none of its members discarded at its own
+        head within ``leaky_window``. (With an infinite lifetime, HOQLife >= 0x14, a frozen loop
+        that also reaches a stalled host port reads as a tree: its fully stalled members are
+        then reported as waiting behind that port.)"""
+        since = t - self.p.leaky_window
+        if any(self.discard_t.get(pk, since - 1) >= since for pk in comp):
+            return []  # discards at the members' own heads: a loop leaking through its lifetime
+        shape, topo = self._shape, self._topology
+        members, seen, roots = set(comp), set(comp), []
+        frontier = list(comp)
+        while frontier:
+            nxt = []
+            for pk in frontier:
+                for q in succ(pk):
+                    if q in seen:
+                        continue
+                    seen.add(q)
+                    nxt.append(q)
+                    pe = topo.peer(*q) if topo is not None else None
+                    if q in stalled and not stalled[q].get("leaky") and pe is not None and shape is not None \
+                            and shape.is_host(pe[0]) and q not in members:
+                        roots.append(q)
+            frontier = nxt
+        return sorted(roots)
 
     def _export_incidents(self) -> None:
         now = {(pk[0], pk[1], inc[0]) for pk, inc in self.incidents.items()}

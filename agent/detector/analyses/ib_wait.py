@@ -20,6 +20,7 @@ measured tick.
 from __future__ import annotations
 
 import functools
+from collections import deque
 
 from pydantic import Field
 
@@ -52,7 +53,7 @@ class IbParams(Params):
     # A port still holding data that was stalled or discarded within this window stays a
     # loop member. 60 s spans several HOQ lifetimes (OpenSM default for switches, 0x12:
     # about 1.07 s; opensm.conf head_of_queue_lifetime) and 6 polls at 10 s.
-    leaky_window_s: Seconds = 60.0
+    leaky_window: Seconds = 60.0
     # A leaking loop member in one poll: it waited at least half the interval (a majority:
     # the port is mostly blocked, not mostly sending) and sent below 5 % of line rate. Each
     # HOQ expiry (about one per lifetime, 1.07 s) frees the head packet's buffer and lets
@@ -62,6 +63,11 @@ class IbParams(Params):
     # of line rate), so it stays out. Only for graph membership: a cycle must form.
     loop_wait_fraction: Fraction = 0.5
     loop_line_fraction: Fraction = 0.05
+    # The fabric's normal wait (:class:`FabricNormal`): the median over the pass's InfiniBand
+    # ports, and the median of those over this window. 10 minutes span many phases of a
+    # training job's collectives (an all-to-all phase every few polls), so one phase neither
+    # makes nor moves the normal. Judgement call, no public source.
+    normal_window: Seconds = 600.0
 
 
 XMIT_WAIT = ("xmit_wait", ())
@@ -203,3 +209,46 @@ def wait_window(entry: PortEntry, tick: float | None, seconds: float) -> tuple[f
     tw = tx.window(seconds) if tx is not None else None
     f, r = fractions(w[0], tw[0] if tw is not None else None, w[1], tick)
     return f, r, w[1]
+
+
+class FabricNormal:
+    """The fabric's usual wait: per pass, the median of one wait measure (f_wait or r_wait) over
+    the InfiniBand ports whose XmitWait was read (a port whose XmitWait did not move waits 0),
+    and the median of those per-pass medians over ``window``.
+
+    Why a median over the fabric: credit waits are how a lossless fabric carries load. A busy
+    all-to-all makes every port wait a little, and its phases make every spine link wait more
+    for a poll (NVIDIA's XmitWait congestion assessment reads waits against the port's load,
+    ibdiagnet manual "Congestion Assessment on InfiniBand Links"; Omni-Path's performance manager
+    grades congestion against what the fabric does, opa-fm ``pa_categories.c``). Congestion worth
+    a finding is a port that waits well above what the fabric's typical port does (an incast root,
+    a slow receiver and the tree behind it), for a while. The median is the typical port, robust
+    to the congested few; the median over the window keeps one all-to-all phase from moving it.
+    """
+
+    __slots__ = ("points", "value")
+
+    def __init__(self) -> None:
+        self.points: deque[tuple[float, float]] = deque()
+        self.value: float | None = None
+
+    def add(self, t: float, waits: list[float], idle: int, window_s: float) -> None:
+        """One pass: the measure on the ports that waited, and how many read ports did not wait."""
+        n = len(waits) + idle
+        if n:
+            self.points.append((t, _median_with_zeros(sorted(waits), idle)))
+        while self.points and self.points[0][0] < t - window_s:
+            self.points.popleft()
+        values = sorted(v for _, v in self.points)
+        self.value = _median_with_zeros(values, 0) if values else None
+
+
+def _median_with_zeros(ordered: list[float], zeros: int) -> float:
+    """The median of ``ordered`` (sorted) together with ``zeros`` more values of 0."""
+    n = len(ordered) + zeros
+
+    def at(i: int) -> float:
+        return 0.0 if i < zeros else ordered[i - zeros]
+
+    mid = n // 2
+    return at(mid) if n % 2 else (at(mid - 1) + at(mid)) / 2

@@ -15,32 +15,46 @@ sending pause. Only ports with pause activity enter the graph, and only ports wh
 counters moved (or that are still active) are looked at, so a quiet fabric costs nothing.
 
 **Origin**: a sink of the graph, i.e. a paused port whose pauser is itself not blocked
-downstream. The pauser is reported as the origin when it has telemetry of its own (a
-monitored host NIC); otherwise the paused switch port facing it is (the switch side of an
-unmonitored host, or a port whose peer is unknown while the fabric has a topology).
+downstream, and not paused itself: an origin pauses without being paused (a sink whose pauser is
+a paused port waits on something further on, a deadlock forming or a storm elsewhere, and the
+ports behind it count as blocked). The direction of the edge comes from both ends' counters:
+the pauser's transmit side (pause sent) and the sink's receive side (pause received), with the
+pauser's own transmit to say it still sends (``pfc_storm``'s ``pause_edge``). The pauser is
+reported as the origin when it is polled (a monitored host NIC, or a switch port whose stuck
+backpressure keeps its peer paused: then the egress it holds is a victim); otherwise the
+paused switch port facing it is (the switch side of an unmonitored host, or a port whose peer
+is unknown while the fabric has a topology). A host NIC is also an origin by its own counters
+alone (:func:`.pfc_state.nic_stall`: pause sent all the time, next to nothing drained).
 Candidates are ranked by the pauser's confirmed NIC storm events, then tx pause fraction
 (or the paused side's rx fraction), then frame rate. Stormed ports are grouped under the
-best-ranked sink they reach: one tree per origin.
+best-ranked sink they reach: one tree per origin. A tree is reported when a member is stuck
+or the sink is held all the interval (frames only: no per-queue counter says more).
 
 **Coverage**: a reported tree covers every port with pause on its priority whose paused-by
-path leads into it, at any grade (:meth:`PfcAnalysis._cover`); :meth:`PfcResult.claimed`
-hands all of it to ``congestion`` as the storm's pause.
+path leads into it, at any grade (:meth:`PfcAnalysis._cover`); without a topology, the
+paused ports nobody knows a cable for, when one storm is in view on that priority
+(:meth:`PfcAnalysis._cover_unplaced`). :meth:`PfcResult.claimed` hands all of it to
+``congestion`` as the storm's pause.
 
-**Deadlock**: SCCs of size >= 2 in the sub-graph of stuck (or watchdog-fired) ports, and of
-ports paused now with a backlog that were stuck or watchdog-fired within
-``deadlock_window_s`` (a deadlock the watchdogs keep breaking re-forms). Storm trees exclude
-deadlock members and the ports blocked only behind a deadlock.
+**Deadlock**: judged once over every port paused in the pass, before any is called a storm:
+SCCs of size >= 2 (hairpins count) of paused ports with a backlog, at least one stuck or
+watchdog-fired now or within ``deadlock_window``, that cannot drain (:meth:`PfcAnalysis._phase`:
+every member stuck; the others stuck within the window, a deadlock the watchdogs keep breaking
+that re-forms; or the poll cycle it forms in). Storm trees exclude deadlock members and the
+ports blocked only behind a deadlock.
+
+**Watchdogs** (:mod:`.pfc_watchdog`): each switch PFC watchdog is cross-checked against its
+port's own counters (``result.watchdogs``); an event the counters contradict is no storm
+evidence.
 
 Exports ``fabricmon_port_pause_ratio{device,port,priority}`` (the rx pause fraction of the
 last interval, 0..1) and ``fabricmon_port_pfc_state{device,port,priority}`` (1 paused by its
 peer, 2 stuck: storm level), whichever rules are on: ``fabricmon correlate`` joins the state
 across shards, and it works for vendors that count pause frames only too.
 
-Growth: issue 27 takes pause direction from both ends' counters (:meth:`PfcAnalysis._contradicted`
-already compares the two ends of a cable; a per-cable record of both ends' states would sit
-beside :attr:`PfcAnalysis.states`). A whole-array pass (issue 29 item 3) replaces
-:meth:`PfcAnalysis._refresh`'s per-port loop with one classification over the moved rows
-(see :mod:`.pfc_state`); the graph stages below then start from the non-quiet rows only, as now.
+Growth: a whole-array pass (issue 29 item 3) replaces :meth:`PfcAnalysis._refresh`'s per-port
+loop with one classification over the moved rows (see :mod:`.pfc_state`); the graph stages
+below then start from the non-quiet rows only, as now.
 """
 
 from __future__ import annotations
@@ -48,16 +62,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fabricmon.agent.detector.analyses.fabric import FabricAnalysis
+from fabricmon.agent.detector.analyses.fabric import FabricAnalysis, FabricShape
 from fabricmon.agent.detector.analyses.pfc_state import (
     NIC_ERR,
     NIC_WARN,
     PFC_NAMES,
+    NicStall,
     PfcParams,
     PfcState,
     compute_state,
+    nic_stall,
     pause_active,
 )
+from fabricmon.agent.detector.analyses.pfc_watchdog import Verdict, WatchdogEpisodes, verdict
 from fabricmon.agent.detector.base import Analysis, DetectContext, ExportedGauge
 from fabricmon.agent.detector.common import RatioGauge, SeriesCache, SubIndex
 from fabricmon.agent.detector.pausegraph import PausedBy, best_sinks, deadlock_cycles
@@ -73,7 +90,7 @@ class Tree:
     origin_peer: PortKey | None  # the port on the other end of the origin's cable
     origin_state: PfcState | None
     victims: list[PfcState] = field(default_factory=list)
-    nic: str | None = None  # "error" | "warning": the origin NIC confirmed the storm
+    nic: str | None = None  # "error" | "warning": the NIC's storm counters; "stalled": its own pause and drain
     peer_state: PfcState | None = None  # the origin's cable peer when it is stormed (the origin's own evidence)
     confirmed: bool = False  # a member is stuck or watchdog-fired, not only held
     # Ports the storm reaches that are no victim finding: partly paused, or not polled (a host
@@ -81,6 +98,8 @@ class Tree:
     covered: list[PfcState] = field(default_factory=list)
     seen: list[float] = field(default_factory=list)  # poll times of the data the tree rests on
     dt: float | None = None
+    pauser_polled: bool = False  # the device that sends the pause is polled (the origin is its port)
+    stall: NicStall | None = None  # a NIC storm told by the NIC's own pause and drain counters
 
     @property
     def mixed(self) -> bool:
@@ -96,6 +115,7 @@ class Deadlock:
     members: list[PfcState]
     watchdog: bool  # every member's watchdog fired: the cycle was broken by it
     cycling: bool = False  # a member is in a recovered phase now (stuck within the window, paused now)
+    forming: bool = False  # the cycle closed during this interval: members paused, not all of them stuck yet
     blocked_behind: int = 0
     # Ports whose paused-by path leads into the cycle, at any grade, and endpoints the agent
     # does not poll that their switch port keeps pausing: the deadlock's pause, not congestion.
@@ -109,6 +129,7 @@ class PfcResult:
     trees: list[Tree] = field(default_factory=list)
     unattributed: list[PfcState] = field(default_factory=list)
     deadlocks: list[Deadlock] = field(default_factory=list)
+    watchdogs: list[Verdict] = field(default_factory=list)  # watchdogs their ports' counters contradict
     _claimed: set[tuple[PortKey, int | None]] | None = None
 
     def claimed(self) -> set[tuple[PortKey, int | None]]:
@@ -158,9 +179,15 @@ class PfcAnalysis(Analysis):
         names = {*PFC_NAMES, NIC_ERR[0], NIC_WARN[0]}
         self.relevant = SeriesCache(lambda name, sub: name in names)
         self.states: dict[PortKey, dict[int, PfcState]] = {}
-        self.nic: dict[PortKey, str] = {}  # port -> "error" | "warning" in its last interval
+        self.nic: dict[PortKey, str] = {}  # port -> "error" | "warning" | "stalled" in its last interval
+        self.stalls: dict[PortKey, NicStall] = {}  # the "stalled" NICs' numbers
+        self.shape: FabricShape | None = None  # the fabric analysis's: hosts, cable peers by store names
+        self.episodes = WatchdogEpisodes()
+        self.frozen: set[tuple[PortKey, int]] = set()  # watchdogs holding a storm they never counted
+        self._wd_prev: dict[PortKey, float | None] = {}
         self.blocked_t: dict[tuple[PortKey, int], float] = {}  # (port, priority) -> last time stuck or watchdog-fired
         self.victim_t: dict[tuple[PortKey, int], float] = {}  # (port, priority) -> last time a majority-paused victim
+        self.forming: dict[frozenset[PortKey], float] = {}  # a cycle -> when it was first seen forming
         # Ports with PFC activity still in view (a state, a watchdog event within the history,
         # a non-zero ratio to bring to 0): visited on every update until they are quiet.
         self.watch: set[PortKey] = set()
@@ -177,12 +204,23 @@ class PfcAnalysis(Analysis):
             ("device", "port", "priority"),
         )
         self.result = PfcResult()
+        self._topo = Topology()
 
     def update(self, ctx: DetectContext) -> None:
-        self.fabric = ctx.analysis(FabricAnalysis).layout
+        fabric = ctx.analysis(FabricAnalysis)
+        self.fabric = fabric.layout
+        self.shape = fabric.shape
         self.qmap = dict(self.fabric.priority_to_queue)
+        self._topo = ctx.topology
         self._refresh(ctx)
         self.result = self._analyze(ctx)
+
+    def peer(self, pk: PortKey) -> PortKey | None:
+        """The cable peer of a port by the store's names (:meth:`FabricShape.peer`)."""
+        return self.shape.peer(pk) if self.shape is not None else self._topo.peer(*pk)
+
+    def _is_host(self, device: str) -> bool:
+        return self.shape is not None and self.shape.is_host(device)
 
     def metrics(self) -> tuple[ExportedGauge, ExportedGauge]:
         return (self.pause_ratio.metric(), self.pfc_state.metric())
@@ -193,7 +231,8 @@ class PfcAnalysis(Analysis):
         ports = ctx.store.ports
         watch = self.watch
         candidates = ctx.moved(*PFC_NAMES, "pfc_rx_pause_transitions", NIC_ERR[0], NIC_WARN[0])
-        candidates.update(ctx.gauge_changed("pfc_watchdog_stormed"))
+        self._wd_prev = ctx.gauge_changed("pfc_watchdog_stormed")
+        candidates.update(self._wd_prev)
         candidates |= ctx.watched(watch)
         for pk in candidates:
             entry = ports.get(pk)
@@ -210,19 +249,28 @@ class PfcAnalysis(Analysis):
             del self.states[pk]
         for pk in [pk for pk in self.nic if pk not in ports]:
             del self.nic[pk]
+            self.stalls.pop(pk, None)
+        live = {(pk, prio) for pk, by in self.states.items() for prio in by}
+        self.episodes.forget(live)
+        self.frozen &= live
         if len(watch) > len(ports):
             watch.intersection_update(ports)
         self.index.forget_missing(ports)
         self.relevant.forget_missing(ports)
 
     def _nic_level(self, pk: PortKey, entry: PortEntry) -> None:
-        """A host NIC's pause-storm event in its last interval: "error", "warning" or none."""
+        """A host NIC's pause storm in its last interval: its storm counters' "error" or
+        "warning" event, or "stalled" by its own pause and drain counters (:func:`nic_stall`)."""
         err = entry.counter(*NIC_ERR)
         warn = entry.counter(*NIC_WARN)
+        self.stalls.pop(pk, None)
         if err is not None and err.delta:
             self.nic[pk] = "error"
         elif warn is not None and warn.delta:
             self.nic[pk] = "warning"
+        elif self._is_host(pk[0]) and (stall := nic_stall(entry, self.index.subs(pk, entry), self.p)) is not None:
+            self.nic[pk] = "stalled"
+            self.stalls[pk] = stall
         else:
             self.nic.pop(pk, None)
 
@@ -240,6 +288,11 @@ class PfcAnalysis(Analysis):
                 continue
             self.watch.add(pk)
             st = compute_state(pk, entry, prio, self.p, self.qmap)
+            key = (pk, prio)
+            if self.episodes.frozen(st, self._wd_prev.get(pk), pk in self._wd_prev):
+                self.frozen.add(key)
+            else:
+                self.frozen.discard(key)
             self.pause_ratio.set(rkey, st.rx_frac)
             self.pfc_state.set(rkey, 2.0 if st.stormed else 1.0 if st.paused else 0.0)
             if st.active:
@@ -261,8 +314,7 @@ class PfcAnalysis(Analysis):
 
     def _analyze(self, ctx: DetectContext) -> PfcResult:
         out = PfcResult()
-        topo = ctx.topology
-        have_topo = len(topo) > 0
+        have_topo = len(ctx.topology) > 0
         prios = sorted({prio for by in self.states.values() for prio in by})
         rooted: set[PortKey] = set()
         for prio in prios:
@@ -270,22 +322,60 @@ class PfcAnalysis(Analysis):
         for pk, level in sorted(self.nic.items()):
             if pk in rooted:
                 continue
-            prio = self._nic_prio(pk)
-            peer = topo.peer(*pk)
-            out.trees.append(Tree(prio, pk, peer, None, nic=level))
+            stall = self.stalls.get(pk)
+            prio = stall.prio if stall is not None else self._nic_prio(pk)
+            own = self.states.get(pk, {}).get(prio) if prio is not None else None
+            out.trees.append(Tree(prio, pk, self.peer(pk), own, nic=level, pauser_polled=True, stall=stall))
         for tree in out.trees:
             if tree.nic is None and tree.origin in self.nic:
                 tree.nic = self.nic[tree.origin]
+                tree.stall = self.stalls.get(tree.origin)
+        self._cover_unplaced(out)
+        out.watchdogs = self._watchdogs(out)
+        for tree in out.trees:  # evidence lists in port order, whatever the hash seed
+            tree.victims.sort(key=lambda v: v.pk)
+            tree.covered.sort(key=lambda c: c.pk)
+        for d in out.deadlocks:
+            d.covered.sort(key=lambda c: c.pk)
         return out
+
+    def _cover_unplaced(self, out: PfcResult) -> None:
+        """Ports paused on a storm's priority whose cable peer nobody knows (hosts polled
+        without a switch, a fabric without LLDP): with one storm on that priority in view and
+        no topology to follow, their pause is most likely its spread (a NIC storm pauses the
+        hosts sending to it: Guo et al., SIGCOMM 2016, section 4.1), so it is the storm's pause
+        (``also_paused``), not separate congestion; they are no victim finding (no path is known)."""
+        by_prio: dict[int | None, list[Tree]] = {}
+        for t in out.trees:
+            by_prio.setdefault(t.prio, []).append(t)
+        claimed = out.claimed()
+        out._claimed = None
+        for prio, trees in by_prio.items():
+            if len(trees) != 1 or prio is None:
+                continue
+            for pk, by in sorted(self.states.items()):
+                st = by.get(prio)
+                if st is None or (pk, prio) in claimed or self.peer(pk) is not None or not (st.rx_bound or 0.0) > 0:
+                    continue
+                trees[0].covered.append(st)
+
+    def _watchdogs(self, out: PfcResult) -> list[Verdict]:
+        """Every watchdog its port's counters contradict this pass (pfc_watchdog.py)."""
+        members = {(m.pk, m.prio) for d in out.deadlocks for m in d.members}
+        found = []
+        for pk, by in sorted(self.states.items()):
+            for prio, st in sorted(by.items()):
+                v = verdict(st, self.p, (pk, prio) in members, (pk, prio) in self.frozen)
+                if v is not None:
+                    found.append(v)
+        return found
 
     def _analyze_prio(self, ctx: DetectContext, prio: int, have_topo: bool, out: PfcResult, rooted: set[PortKey]) -> None:
         """One priority: its paused ports, their deadlocks, then storm trees and what they cover."""
-        topo = ctx.topology
         nodes = self._nodes(ctx, prio)
         if not nodes:
             return
-        graph = PausedBy(nodes, (lambda pk: topo.peer(*pk)) if have_topo else (lambda _pk: None),
-                         lambda pk: self._blocks(nodes[pk]))
+        graph = PausedBy(nodes, self.peer if have_topo else (lambda _pk: None), lambda pk: self._blocks(nodes[pk]))
         ps = _Pass(prio, nodes, graph)
         self._deadlocks(ctx.t, ps, have_topo)
         trees = self._trees(ctx, ps, have_topo, out)
@@ -302,23 +392,23 @@ class PfcAnalysis(Analysis):
     def _nodes(self, ctx: DetectContext, prio: int) -> dict[PortKey, PfcState]:
         """The paused ports of ``prio``: by their own counters (unless the cable's other end,
         polled later, contradicts them), and the peers that a sender says it pauses."""
-        topo, store = ctx.topology, ctx.store
+        store = ctx.store
         nodes: dict[PortKey, PfcState] = {}
         senders: list[PfcState] = []
         for by in self.states.values():
             st = by.get(prio)
             if st is None:
                 continue
-            if st.paused and not self._contradicted(st, topo, store, "pfc_tx_pause"):
+            if st.paused and not self._contradicted(st, store, "pfc_tx_pause"):
                 nodes[st.pk] = st
             if st.sends:
                 senders.append(st)
         for s in senders:  # a port whose peer says it pauses it is paused, even without counters of its own
-            peer = topo.peer(*s.pk)
+            peer = self.peer(s.pk)
             if peer is None or peer in nodes:
                 continue
             entry = store.ports.get(peer)
-            if entry is not None and self._contradicted(s, topo, store, "pfc_rx_pause"):
+            if entry is not None and self._contradicted(s, store, "pfc_rx_pause"):
                 continue
             if entry is not None:
                 st = compute_state(peer, entry, prio, self.p, self.qmap)
@@ -333,35 +423,74 @@ class PfcAnalysis(Analysis):
         return nodes
 
     def _deadlocks(self, t: float, ps: _Pass, have_topo: bool) -> None:
-        """Cycles among stuck / watchdog-fired ports only (every member condition holds) that
-        cannot drain. A member is stuck now, or paused now with a backlog and stuck or
-        watchdog-fired within ``deadlock_window_s``: a deadlock the watchdogs keep breaking
-        re-forms. When each port was last stuck is kept without a topology too."""
+        """Cycles of paused ports that cannot drain, judged once over every port paused in this
+        pass, before any of them is called a storm. A cycle counts when at least one member is
+        stuck or watchdog-fired now or within ``deadlock_window`` and every member is paused
+        now with a backlog (the others may still be closing: a cycle fills one egress after
+        the other, so in the poll it forms its last members are paused only part of it; Hu et
+        al., HotNets 2016). A watchdog that keeps breaking it lets it re-form: members then sit
+        in a recovered phase. When each port was last stuck is kept without a topology too."""
         nodes, prio = ps.nodes, ps.prio
-        limit = t - self.p.deadlock_window_s
-        for pk, st in nodes.items():
-            if st.has_data and (st.stuck is not None or st.wd_recent):
-                self.blocked_t[(pk, prio)] = t
+        limit = t - self.p.deadlock_window
+        before = self._note_blocked(t, ps, limit)
         dl_nodes = [pk for pk, st in nodes.items() if st.has_data and not st.inferred and (
-            st.stuck is not None or st.wd_recent or (self._blocks(st) and self.blocked_t.get((pk, prio), limit - 1) >= limit))]
-        if len(self.blocked_t) > 4 * len(nodes) + 64:
-            for key in [k for k, v in self.blocked_t.items() if v < limit]:
-                del self.blocked_t[key]
+            st.stuck is not None or st.wd_recent or (st.paused and self._blocks(st)))]
         if not have_topo or len(dl_nodes) < 2:
             return
         for comp in deadlock_cycles(dl_nodes, lambda pk: ps.graph.successors(pk, hairpin=True)):
             members = sorted((nodes[pk] for pk in comp), key=lambda s: s.pk)
+            phase = self._phase(members, before)
+            if phase == "forming":
+                # A cycle closes within one poll cycle: its devices report one after another, so
+                # it may look half-formed for the rest of that cycle, no longer.
+                first = self.forming.setdefault(frozenset(comp), t)
+                if t - first > 0.5 * max((m.dt or 0.0) for m in members):
+                    phase = None
+            if phase is None:
+                continue
             ps.deadlocks.append(Deadlock(prio, members, watchdog=all(m.wd_recent for m in members),
-                                         cycling=any(m.stuck is None and not m.wd_recent for m in members)))
+                                         cycling=phase == "cycling", forming=phase == "forming"))
             ps.in_deadlock.update(comp)
+
+    def _note_blocked(self, t: float, ps: _Pass, limit: float) -> dict[PortKey, bool]:
+        """Whether each node was stuck or watchdog-fired within the window before this pass;
+        then note the ones that are now, and forget what is older than the window."""
+        before = {pk: self.blocked_t.get((pk, ps.prio), limit - 1) >= limit for pk in ps.nodes}
+        for pk, st in ps.nodes.items():
+            if st.has_data and (st.stuck is not None or st.wd_recent):
+                self.blocked_t[(pk, ps.prio)] = t
+        if len(self.blocked_t) > 4 * len(ps.nodes) + 64:
+            for key in [k for k, v in self.blocked_t.items() if v < limit]:
+                del self.blocked_t[key]
+        for cycle in [c for c, v in self.forming.items() if v < limit]:
+            del self.forming[cycle]
+        return before
+
+    @staticmethod
+    def _phase(members: list[PfcState], before: dict[PortKey, bool]) -> str | None:
+        """Whether a cycle of paused ports is a deadlock, and in which phase: "stuck" (every
+        member stuck or watchdog-fired), "cycling" (the others were stuck within the window: a
+        deadlock the watchdogs broke, re-forming), "forming" (the cycle's first poll: one
+        member stuck, the others filling). A cycle that keeps a member moving while others
+        were already stuck is draining, no deadlock; nor is one with nothing stuck (load)."""
+        waiting = [m for m in members if m.stuck is None and not m.wd_recent]
+        if len(waiting) == len(members) and not any(before[m.pk] for m in members):
+            return None
+        if not waiting:
+            return "stuck"
+        if all(before[m.pk] for m in waiting):
+            return "cycling"
+        return "forming"
 
     def _trees(self, ctx: DetectContext, ps: _Pass, have_topo: bool, out: PfcResult) -> dict[PortKey, Tree]:
         """Storm trees: the best sink each stormed (or held) port drains to, grouped by origin.
-        A port that waits only behind a deadlock counts for it; a stormed port with no sink and
-        no topology is unattributed."""
-        topo, nodes = ctx.topology, ps.nodes
-        best, blocked = best_sinks(list(nodes), ps.graph.successors, lambda pk: self._score(pk, ps.prio, nodes, topo),
-                                   ps.in_deadlock)
+        A sink whose pauser is itself paused is no origin (an origin pauses without being
+        paused: a port held by a paused port waits on something further on, a deadlock
+        forming or another storm). A port that waits only behind a deadlock counts for it; a
+        stormed port with no sink and no topology is unattributed."""
+        nodes = ps.nodes
+        best, blocked = best_sinks(list(nodes), ps.graph.successors, lambda pk: self._score(pk, ps.prio, nodes),
+                                   ps.in_deadlock, lambda pk: not self._pauser_paused(pk, nodes))
         trees: dict[PortKey, Tree] = {}
         for pk, st in sorted(nodes.items()):
             if not (st.stormed or st.held) or not st.has_data or pk in ps.in_deadlock:
@@ -374,26 +503,39 @@ class PfcAnalysis(Analysis):
                 elif st.stormed:
                     out.unattributed.append(st)
                 continue
-            self._join(trees, sink, st, ps, topo, ctx.store)
+            self._join(trees, sink, st, ps, ctx.store)
         return trees
 
-    def _join(self, trees: dict[PortKey, Tree], sink: PortKey, st: PfcState, ps: _Pass, topo: Topology,
-              store: CounterStore) -> None:
-        """Put a stormed port into the tree of the origin its sink stands for."""
-        origin, origin_peer = self._origin(sink, topo, store)
+    def _pauser_paused(self, sink: PortKey, nodes: dict[PortKey, PfcState]) -> bool:
+        pauser = self.peer(sink)
+        st = nodes.get(pauser) if pauser is not None else None
+        return st is not None and st.has_data and not st.inferred
+
+    def _join(self, trees: dict[PortKey, Tree], sink: PortKey, st: PfcState, ps: _Pass, store: CounterStore) -> None:
+        """Put a stormed port into the tree of the origin its sink stands for. The direction of
+        the origin's edge comes from both ends: the pauser sends XOFF (its transmit side) and is
+        not paused itself, the sink receives it (its receive side). When the pauser is a polled
+        switch port, the egress it holds is a victim like the ports behind it (it is stuck, and
+        its switch pauses its own feeders); a NIC's (or an unpolled pauser's) cable is the
+        origin's own, reported once."""
+        origin, origin_peer = self._origin(sink, store)
         tree = trees.get(origin)
         if tree is None:
             ost = self.states.get(origin, {}).get(ps.prio) or ps.nodes.get(origin)
-            tree = trees[origin] = Tree(ps.prio, origin, origin_peer, ost)
+            tree = trees[origin] = Tree(ps.prio, origin, origin_peer, ost, pauser_polled=origin != sink)
             for end in (ost, ps.nodes.get(sink)):
                 if end is not None and end.has_data:
                     tree.seen.append(end.seen)
+            if tree.pauser_polled and ost is None:  # the pauser's counters showed no pause: when were they read?
+                tree.seen.append(store.ports[origin].seen)
         tree.seen.append(st.seen)
         tree.dt = tree.dt or st.dt
-        if st.stormed:
-            tree.confirmed = True
+        if st.stormed or (st.held and st.pk == sink):
+            tree.confirmed = True  # stuck, or held all the interval by a pauser that is not paused itself
         if st.pk == origin_peer:
             tree.peer_state = st
+            if tree.pauser_polled and not self._is_host(origin[0]):
+                tree.victims.append(st)
         elif st.pk != origin:  # the origin's cable is the origin, not a victim
             tree.victims.append(st)
 
@@ -414,9 +556,8 @@ class PfcAnalysis(Analysis):
         the senders into the cycle are paused as long as it lasts, in grades as its watchdogs
         break and re-form it; that pause is the deadlock's (``Deadlock.covered``).
         """
-        topo = ctx.topology
         light = self._light(ctx, ps)
-        graph = PausedBy(light, lambda pk: topo.peer(*pk), lambda pk: self._blocks(light[pk]))
+        graph = PausedBy(light, self.peer, lambda pk: self._blocks(light[pk]))
         waiters: dict[PortKey, list[PortKey]] = {}
         for pk in light:
             for q in graph.successors(pk):
@@ -429,7 +570,7 @@ class PfcAnalysis(Analysis):
             for pk in (tree.origin, tree.origin_peer, *(v.pk for v in tree.victims)):
                 if pk is not None:
                     owner.setdefault(pk, tree)
-        hold = ctx.t - self.p.victim_hold_s
+        hold = ctx.t - self.p.victim_hold
         if len(self.victim_t) > 4 * len(light) + 64:
             for key in [k for k, v in self.victim_t.items() if v < hold]:
                 del self.victim_t[key]
@@ -448,7 +589,7 @@ class PfcAnalysis(Analysis):
     def _light(self, ctx: DetectContext, ps: _Pass) -> dict[PortKey, PfcState]:
         """The graph's nodes plus every port with any pause on the priority, and the unpolled
         ports a peer says it pauses: coverage follows pause at any grade."""
-        topo, prio = ctx.topology, ps.prio
+        prio = ps.prio
         light: dict[PortKey, PfcState] = dict(ps.nodes)
         for by in self.states.values():
             st = by.get(prio)
@@ -458,7 +599,7 @@ class PfcAnalysis(Analysis):
             st = snd.get(prio)
             if st is None or not ((st.tx_frac or 0.0) > 0 or (st.tx_fps or 0.0) > 0):
                 continue
-            peer = topo.peer(*st.pk)
+            peer = self.peer(st.pk)
             if peer is not None and peer not in light and peer not in ctx.store.ports:
                 light[peer] = PfcState(peer, prio, has_data=False, rx_frac=st.tx_frac, rx_fps=st.tx_fps, paused=True,
                                        inferred=True)
@@ -466,7 +607,7 @@ class PfcAnalysis(Analysis):
 
     def _reached(self, owner: Tree | Deadlock, st: PfcState, prio: int, t: float, hold: float) -> None:
         """A port the storm or deadlock reaches: a victim of the storm when it is paused by its
-        own counters (or was a victim within ``victim_hold_s``), else covered. A port whose own
+        own counters (or was a victim within ``victim_hold``), else covered. A port whose own
         receive counters say it is not paused, whatever its peer reports sending, is no victim."""
         if isinstance(owner, Deadlock):
             owner.covered.append(st)
@@ -485,7 +626,7 @@ class PfcAnalysis(Analysis):
         it); an empty queue blocks nobody. Unknown backlog counts unless configured otherwise."""
         return st.backlog is True or st.wd_recent or (st.backlog is None and self.p.backlog_unknown_ok)
 
-    def _contradicted(self, st: PfcState, topo: Topology, store: CounterStore, side: str) -> bool:
+    def _contradicted(self, st: PfcState, store: CounterStore, side: str) -> bool:
         """Both ends of a cable see the same pause: one end's PAUSED (or SENDS) state is
         stale when the other end polled later, has counters for that direction (``side``
         pfc_tx_pause or pfc_rx_pause) and no longer shows it. Targets are polled one after
@@ -501,7 +642,7 @@ class PfcAnalysis(Analysis):
         extremes; watchdog cycling keeps near the detection time's share). Otherwise the
         later end must no longer show the state at all, and a port's own watchdog event is
         then not overruled."""
-        peer = topo.peer(*st.pk)
+        peer = self.peer(st.pk)
         entry = store.ports.get(peer) if peer is not None else None
         if entry is None or entry.seen <= st.seen:
             return False
@@ -519,8 +660,8 @@ class PfcAnalysis(Analysis):
             return False
         return not (other.sends if side == "pfc_tx_pause" else other.paused)
 
-    def _score(self, sink: PortKey, prio: int, nodes: dict[PortKey, PfcState], topo: Topology) -> tuple:
-        pauser = topo.peer(*sink)
+    def _score(self, sink: PortKey, prio: int, nodes: dict[PortKey, PfcState]) -> tuple:
+        pauser = self.peer(sink)
         ps = self.states.get(pauser, {}).get(prio) if pauser else None
         sk = nodes[sink]
         confirmed = pauser is not None and pauser in self.nic
@@ -528,9 +669,8 @@ class PfcAnalysis(Analysis):
         tx_fps = ps.tx_fps if ps is not None and ps.tx_fps is not None else (sk.rx_fps or 0.0)
         return (confirmed, tx_frac, tx_fps, sink)
 
-    @staticmethod
-    def _origin(sink: PortKey, topo: Topology, store: CounterStore) -> tuple[PortKey, PortKey | None]:
-        pauser = topo.peer(*sink)
+    def _origin(self, sink: PortKey, store: CounterStore) -> tuple[PortKey, PortKey | None]:
+        pauser = self.peer(sink)
         if pauser is not None and pauser in store.ports:
             return pauser, sink
         return sink, pauser

@@ -10,8 +10,13 @@ thresholds and their sources are documented there, and the thresholds are set un
   ``credit_deadlock``, critical, role ``member``, one finding per member port, evidence
   ``cycle`` (the member ports), ``blocked_because`` and ``members``: per member its wait, what
   it sent (share of line rate) and its head-of-queue discards. ``raise_polls`` 2.
-* A **stalled** port outside any cycle: ``congestion``, critical, evidence ``stalled: true``
-  (a dead or slow receiver, a stuck HCA), ``raise_polls`` 2.
+* A **stalled** port outside any cycle (it holds data and sends nothing: a dead or slow
+  receiver, a stuck HCA): ``credit_deadlock``, critical, role ``stalled`` (fabricmon's addition
+  to the finding vocabulary, docs/recording-format.md), evidence ``stalled: true`` and
+  ``blocked_because`` and, when waits behind it form cycles (a congestion tree, not a loop),
+  ``congestion_tree``, ``raise_polls`` 2. It is the same fault class as a loop (credits that
+  never come back, HOQ-lifetime drops), so it raises the same alert (FabricmonCreditDeadlock),
+  never a congestion alert: congestion is a port that still transmits.
 
 Both carry the ``incident`` id the analysis exports as ``fabricmon_port_incident``;
 ``packet_loss`` puts the same id on the discards of those ports and ``congestion`` leaves
@@ -23,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from fabricmon.agent.detector.analyses.ib import CreditLoop, IbAnalysis, Stall
+from fabricmon.agent.detector.analyses.ib import CongestionTree, CreditLoop, IbAnalysis, Stall
 from fabricmon.agent.detector.base import DetectContext, Observation, Rule
 from fabricmon.core.topology import Topology
 
@@ -43,22 +48,30 @@ def _loop_summary(loop: CreditLoop) -> str:
             f"reports credit loops) and drain one member link")
 
 
-def _stall_observation(stall: Stall, topo: Topology) -> Observation:
+def _stall_observation(stall: Stall, topo: Topology, trees: list[CongestionTree]) -> Observation:
+    """A stalled port, with the cycles of waits behind it that are its congestion tree, not a loop."""
     pk = stall.port
     peer = topo.peer(*pk)
     toward = f" toward {peer[0]} {peer[1]}" if peer else ""
     first = f"check {peer[0]} {peer[1]} (a dead or slow receiver)" if peer else "check the receiver on this link"
+    ev: dict[str, Any] = {**stall.evidence, "incident": stall.incident}
+    tree = sorted({f"{d}:{p}" for t in trees if pk in t.roots for d, p in t.cycle})
+    behind = ""
+    if tree:
+        ev["congestion_tree"] = tree
+        behind = (f"; {len(tree)} ports behind it wait in cycles without discarding: its congestion tree, not a credit "
+                  f"loop")
     return Observation(
-        kind="congestion", severity="critical", device=pk[0], port=pk[1],
+        kind="credit_deadlock", severity="critical", device=pk[0], port=pk[1], role="stalled",
         summary=f"{pk[0]} port {pk[1]} is stalled{toward}: it holds data and sends nothing "
-                f"({'; '.join(stall.evidence['blocked_because'])}). First {first}",
-        evidence={**stall.evidence, "incident": stall.incident},
+                f"({'; '.join(stall.evidence['blocked_because'])}){behind}. First {first}",
+        evidence=ev,
     )
 
 
 class CreditDeadlockRule(Rule):
     name = "credit_deadlock"
-    kinds = ("credit_deadlock", "congestion")
+    kinds = ("credit_deadlock",)
     needs = ("ib",)
     raise_polls = 2
     clear_polls = 2
@@ -77,4 +90,4 @@ class CreditDeadlockRule(Rule):
                                   summary=summary, evidence=ev)
         for stall in ib.stalls:
             if stall.port[0] in fresh:
-                yield _stall_observation(stall, ctx.topology)
+                yield _stall_observation(stall, ctx.topology, ib.trees)

@@ -12,14 +12,21 @@ so a cycle counts only when every member is stuck:
   Heavy load or incast keeps ports transmitting, so they never enter the sub-graph: the
   zero-false-deadlock target rests on requiring every member condition.
 * **Broken by watchdogs** (raised in 1 poll): every member's PFC watchdog fired within
-  max(``watchdog_window_s`` = 10 s, the poll interval) and the ports form a cycle: a
+  max(``watchdog_window`` = 10 s, the poll interval) and the ports form a cycle: a
   deadlock the watchdogs broke.
 * **Recovery cycling** (decided over a window of polls, like a leaking credit loop): a
   watchdog breaks the deadlock, the routes that formed it are still there, and it re-forms.
   A member may then be in a recovered phase when polled; one that is paused now (graph
-  level, with a backlog) and was stuck or watchdog-fired within ``deadlock_window_s`` (60 s)
+  level, with a backlog) and was stuck or watchdog-fired within ``deadlock_window`` (60 s)
   stays a member, so the cycle is one finding over its whole life (evidence
   ``recovery_cycling``).
+
+* **In the poll it forms** (``raise_polls`` 2, counted from that poll): a cycle fills one
+  egress after the other, so in the interval it closes one member is stuck and the others are
+  paused only part of it. The cycle is judged once over every port paused in the pass, before
+  any of them is called a storm: a cycle of paused ports with a backlog, one of them stuck,
+  is a deadlock forming during the poll cycle it first appears in (its devices report one
+  after another); one that keeps a member moving after that is draining, no deadlock.
 
 Each member is reported with role ``member`` and the cycle's priority; one finding per
 member, and the storm rule stays silent for them and for ports blocked behind the cycle.
@@ -68,6 +75,8 @@ class PfcDeadlockRule(Rule):
                 how = "its members' PFC watchdogs break it; it re-forms while the routes that made it remain"
             elif d.cycling:
                 how = "watchdog recovery does not hold: the members are stuck again or still paused between recoveries"
+            elif d.forming:
+                how = "it closed during this interval: a member already sends nothing, the others are filling"
             else:
                 how = "all paused with no transmit progress"
             members = {n: _member_words(m) for n, m in zip(names, d.members, strict=True)}
@@ -85,6 +94,7 @@ class PfcDeadlockRule(Rule):
                             f"cycle (a routing loop or a down link rerouting lossless traffic): check the routes through "
                             f"{', '.join(names[:4])}",
                     evidence={**m.evidence(), "cycle": names, "watchdog_broken": d.watchdog, "recovery_cycling": d.cycling,
+                              "forming": d.forming,
                               "blocked_behind": d.blocked_behind, "members": members, "paused_behind": behind[:20]},
                     raise_polls=need,
                 )
