@@ -23,6 +23,7 @@ from fabricmon.agent.exporter.exposition import Family
 from fabricmon.agent.exporter.server import Exporter, make_app, start_server
 from fabricmon.agent.recording import RecordingWriter
 from fabricmon.agent.scheduler import Scheduler
+from fabricmon.agent.web.ids import external_url
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ class Agent:
         specs = [t.spec for t in planned]
         recorder = RecordingWriter(self.record_path, specs, description="fabricmon record") if self.record_path else None
         self.pipeline = build_pipeline(cfg, specs, recorder=recorder, wall_clock=True, exposition=True)
+        self.pipeline.external_url = external_url(cfg.web.external_url, self.listen, self.ssl_context is not None)
         state_dir = state.default_state_dir(cfg.global_.state_dir)
         keeper = state.StateKeeper(state.state_path(state_dir), self.pipeline.store, self.pipeline.detector) if state_dir else None
         self.keeper = keeper
@@ -129,6 +131,7 @@ class Agent:
         except (ConfigError, ValueError, OSError) as exc:
             log.error("reload failed, keeping the running config: %s", exc)
             self.exporter.reload_ok = False
+            self.exporter.web.reload_error = (time.time(), str(exc))
             self.exporter.request_render()
             return False
         for name in list(self.scheduler.targets):
@@ -138,9 +141,11 @@ class Agent:
             self.scheduler.add(target)
         self.pipeline.set_targets([t.spec for t in planned])
         self.pipeline.reconfigure(**configured)
+        self.pipeline.external_url = external_url(new.config.web.external_url, self.listen, self.ssl_context is not None)
         self._fingerprints = fresh
         self.loaded = new
         self.exporter.reload_ok = True
+        self.exporter.web.reload_error = None
         self.exporter.reload_t = time.time()
         self.exporter.request_render()
         log.info("configuration reloaded from %s: %d targets (%d restarted)", new.path, len(fresh), len(built))

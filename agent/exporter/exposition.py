@@ -70,7 +70,17 @@ def fmt_value(v: float) -> str:
         return "+Inf" if v > 0 else "-Inf"
     if float(v).is_integer() and abs(v) < 1e15:
         return str(int(v))
-    return repr(float(v))
+    return FLOAT % v
+
+
+# A value that is not whole is printed to 16 significant digits, not the 17 a shortest
+# round-trip repr (Python's repr, Go's strconv 'g' -1 in client_golang) needs for a sum of
+# scaled deltas: 1751 ms counted as 1.751 s is stored as 1.7510000000000001, which 17 digits
+# print and 16 print as 1.751. A float64 carries 15.95 decimal digits, so the 17th is the noise
+# of the arithmetic, not of the counter; the value Prometheus parses is within one unit in the
+# last place of ours, and the rounding keeps every counter's order (no false reset).
+# tests/test_exposition_float.py checks the text against what a real Prometheus stores.
+FLOAT = "%.16g"
 
 
 def format_values(values: np.ndarray | Sequence[float]) -> list[int | float | str]:
@@ -89,7 +99,10 @@ def format_values(values: np.ndarray | Sequence[float]) -> list[int | float | st
     idx = np.flatnonzero(whole)
     for i, x in zip(idx.tolist(), v[idx].astype(np.int64).tolist(), strict=True):
         out[i] = x
-    for i in np.flatnonzero(~np.isfinite(v)).tolist():
+    finite = np.isfinite(v)
+    for i in np.flatnonzero(finite & ~whole).tolist():
+        out[i] = FLOAT % out[i]
+    for i in np.flatnonzero(~finite).tolist():
         out[i] = fmt_value(out[i])
     return out
 

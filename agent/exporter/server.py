@@ -177,7 +177,9 @@ def make_app(exporter: Exporter, middlewares: list | None = None) -> web.Applica
 
     async def handle_ready(request: web.Request) -> web.Response:
         if p.ready:
-            return web.Response(text="ready\n")
+            # Still ready (it serves what it has), but a rule that failed may be missing findings: say which.
+            problems = p.detector.status().problems()
+            return web.Response(text="ready\n" + "".join(f"detector: {line}\n" for line in problems))
         waiting = sorted(n for n, s in p.targets.items() if s.polls == 0)
         return web.Response(status=503, text=f"not ready: waiting for the first poll of {', '.join(waiting) or 'any target'}\n")
 

@@ -39,6 +39,27 @@ def register(app: web.Application, cache: WebCache) -> None:
             raise web.HTTPNotFound(text="no such finding (it may have ended and aged out of the recent list)\n")
         return web.Response(body=body, content_type="text/html", charset="utf-8")
 
+    async def group(request: web.Request) -> web.Response:
+        body = cache.group(request.match_info["gid"])
+        if body is None:
+            raise web.HTTPNotFound(text="no such group at this pass (groups follow the topology: see /fabric)\n")
+        return web.Response(body=body, content_type="text/html", charset="utf-8")
+
+    async def device(request: web.Request) -> web.Response:
+        body = cache.device(request.match_info["name"])
+        if body is None:
+            raise web.HTTPNotFound(text="no such device: no source reports it and no cable names it\n")
+        return web.Response(body=body, content_type="text/html", charset="utf-8")
+
+    async def search(request: web.Request) -> web.Response:
+        q = request.query.get("q", "")
+        if len(q) > 256:
+            raise web.HTTPBadRequest(text="?q= is at most 256 characters\n")
+        return web.Response(body=cache.search(q), content_type="text/html", charset="utf-8")
+
+    async def runbooks(request: web.Request) -> web.Response:
+        return web.Response(body=cache.runbooks(), content_type="text/html", charset="utf-8")
+
     async def target(request: web.Request) -> web.Response:
         body = cache.target(request.match_info["name"])
         if body is None:
@@ -73,6 +94,10 @@ def register(app: web.Application, cache: WebCache) -> None:
 
     app.router.add_get("/", summary)
     app.router.add_get("/fabric", fabric)
+    app.router.add_get("/fabric/groups/{gid}", group)
+    app.router.add_get("/devices/{name}", device)
+    app.router.add_get("/search", search)
+    app.router.add_get("/runbooks", runbooks)
     app.router.add_get("/findings/{fid}", finding)
     app.router.add_get("/targets/{name}", target)
     app.router.add_get("/jobs/{jid:.+}", job)  # a Kubernetes job id holds a slash
