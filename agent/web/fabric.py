@@ -188,15 +188,13 @@ def fabric_page(p: Pipeline, findings: list[Finding], idx: FabricIndex, demo: bo
     sections = []
     for _, name, groups in idx.layout.tiers:
         n = sum(len(g.members) for g in groups)
-        tiles = "".join(_tile(g.id, g.name, f"{len(g.members)} switch{'es' if len(g.members) > 1 else ''}", idx.group_heat(g), g.why)
-                        for g in groups)
-        sections.append(f"<section class='tier' data-tier='{escape(name)}'><h2>{escape(name)} ({n} switches, {len(groups)} "
-                        f"group{'s' if len(groups) > 1 else ''})</h2><div class='tiles'>{tiles}</div></section>")
+        tiles = "".join(_tile(g.id, g.name, _n(len(g.members), "switch"), idx.group_heat(g), g.why) for g in groups)
+        sections.append(f"<section class='tier' data-tier='{escape(name)}'><h2>{escape(name)} ({_n(n, 'switch')}, "
+                        f"{_n(len(groups), 'group')})</h2><div class='tiles'>{tiles}</div></section>")
     if idx.layout.hosts:
         n = sum(len(g.members) for g in idx.layout.hosts)
-        tiles = "".join(_tile(g.id, g.name, f"{len(g.members)} host{'s' if len(g.members) > 1 else ''}", idx.group_heat(g), g.why)
-                        for g in idx.layout.hosts)
-        sections.append(f"<section class='tier' data-tier='hosts'><h2>hosts ({n}, {len(idx.layout.hosts)} groups)</h2>"
+        tiles = "".join(_tile(g.id, g.name, _n(len(g.members), "host"), idx.group_heat(g), g.why) for g in idx.layout.hosts)
+        sections.append(f"<section class='tier' data-tier='hosts'><h2>hosts ({n}, {_n(len(idx.layout.hosts), 'group')})</h2>"
                         f"<div class='tiles'>{tiles}</div></section>")
     boxes = len(idx.layout.group_of)
     picture = ""
@@ -207,6 +205,10 @@ def fabric_page(p: Pipeline, findings: list[Finding], idx: FabricIndex, demo: bo
     body = (f"<h1>Fabric</h1><p>{len(p.topology.links())} cables, {len(p.store.devices)} described devices, "
             f"{len(findings)} active findings.</p>{LEGEND}{''.join(sections)}{picture}")
     return page("fabric", body, demo, refresh=30, base=root(p))
+
+
+def _n(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "es" if word.endswith("ch") else "s")
 
 
 def _device_rows(p: Pipeline, idx: FabricIndex, devices: list[str]) -> str:

@@ -49,6 +49,8 @@ def percent(ratio: float) -> str:
     """A 0..1 ratio as a percentage: ``19.3 %``, ``0.0125 %``, ``100 %``."""
     if not isinstance(ratio, int | float) or isinstance(ratio, bool) or not math.isfinite(ratio):
         return number(ratio)
+    if 0 < abs(ratio) < 1e-4:
+        return "<0.01 %"
     return f"{number(ratio * 100, 3)} %"
 
 

@@ -30,6 +30,7 @@ SUMMARY_ROWS = 200
 RECENT_ENDED = 20
 REFRESH_S = 10
 STYLE = """*{box-sizing:border-box}body{font-family:sans-serif;margin:1em;color:#222;max-width:100%}
+main p,main li,main h1,main h2,main td,main code{overflow-wrap:anywhere}
 table{border-collapse:collapse;margin-bottom:1em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
 th[scope=row]{font-weight:normal;color:#555;white-space:nowrap}table.kv table{margin:0}
 .scroll{overflow-x:auto;max-width:100%}nav{display:flex;flex-wrap:wrap;gap:.3em 1em;align-items:center}
@@ -41,8 +42,8 @@ svg.graph rect{fill:#eef5ee;stroke:#585}svg.graph rect.critical,svg.graph rect.o
 svg.graph rect.warning{fill:#fec;stroke:#c80}svg.graph rect.member,svg.graph rect.subject,svg.graph rect.victim,svg.graph rect.stalled,
 svg.graph rect.watchdog{fill:#fde;stroke:#b36}svg.graph rect.ended{fill:#eee;stroke:#999}
 svg.graph rect.hosts{fill:#eef}.muted{color:#777}.sev-critical{color:#b00}.sev-warning{color:#a60}
-.tiles{display:flex;flex-wrap:wrap;gap:6px}.tile{display:block;border:1px solid #bbb;border-radius:4px;padding:4px 6px;width:11.5em;
-text-decoration:none;color:#222;background:#fff}.tile b{display:block;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.tiles{display:flex;flex-wrap:wrap;gap:6px}.tile{display:block;border:1px solid #bbb;border-radius:4px;padding:4px 6px;width:13em;
+text-decoration:none;color:#222;background:#fff}.tile b{display:block;font-size:13px;overflow-wrap:anywhere}
 .tile.critical{border:2px solid #c22}.tile.warning{border:2px solid #e90}.heat{display:flex;gap:2px;margin-top:3px}
 .heat span{flex:1;font-size:10px;text-align:center;padding:1px 0;border-radius:2px}
 .h0{background:#eef5ee}.h1{background:#fff3c4}.h2{background:#ffd591}.h3{background:#ff9c6e}.h4{background:#f5222d;color:#fff}"""
@@ -288,7 +289,7 @@ def finding_page(p: Pipeline, f: Finding, pool: list[Finding], demo: bool, histo
 <p><b>{escape(f.summary)}</b></p>
 <p>{ident} · id <code>{finding_id(f)}</code> · <a href='{device_href(f.device)}'>device page</a> · <a href='#runbook'>runbook</a></p>
 <h2>Picture</h2><figure id="picture">{pictures.finding_picture(f, pool, p.topology, href)}</figure>
-<h2>Evidence</h2>{text.table(f.evidence) or '<p class="muted">None recorded.</p>'}
+<h2>Evidence</h2>{scroll(text.table(f.evidence)) if f.evidence else '<p class="muted">None recorded.</p>'}
 {jobs_section(f.evidence)}
 <h2>Timeline</h2>{scroll('<table><tr><th>time</th><th>age</th><th>event</th></tr>' + _timeline(f, rel, now) + '</table>')}
 <h2>Signals of this {escape(f.kind.replace('_', ' '))}{(' ' + escape(f.role)) if f.role else ''}</h2>

@@ -44,7 +44,7 @@ plane) built once per generation here.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from fabricmon.agent.detector.base import Analysis, DetectContext, Params
@@ -261,10 +261,11 @@ class FabricShape:
         component of the leaves and spines), the plane (two tiers), or for the tiers above the
         pods, the set of pods a switch reaches."""
         placed = _named_places(switches, self.store, names)
+        short = _shortener(switches)
         pods: dict[str, str] = {}
         if top >= 2:
             for comp in self._components({s for s in switches if tier[s] <= 1 and s not in placed}):
-                pods.update(dict.fromkeys(comp, "pod " + _span([s for s in comp if tier[s] == 0] or comp)))
+                pods.update(dict.fromkeys(comp, "pod " + _span([short(s) for s in comp if tier[s] == 0] or [short(s) for s in comp])))
         else:
             for n, comp in enumerate(self._components({s for s in switches if s not in placed})):
                 pods.update(dict.fromkeys(comp, f"plane {n + 1}" if len(comp) < len(switches) else "fabric"))
@@ -345,6 +346,26 @@ def _named_places(switches: set[str], store: CounterStore, names: Names | None) 
 def _host_place(host: str, names: Names | None) -> str:
     n = names.get(host) if names else None
     return " ".join(f"{k} {v}" for k, v in (("plane", n.plane), ("pod", n.pod), ("rail", n.rail)) if v) if n else ""
+
+
+def _shortener(names: set[str]) -> Callable[[str], str]:
+    """A name without what every name of the set shares: the prefix up to a separator
+    (``MF0;``) and a model suffix from ``:`` or ``/`` (``:MQM8700/U1``), for group names."""
+    ordered = sorted(names)
+    if len(ordered) < 2:
+        return lambda s: s
+    head = _common(ordered[0], ordered[-1])
+    for s in ordered:
+        head = _common(head, s)
+    while head and head[-1].isalnum():
+        head = head[:-1]
+    tail = ordered[0][::-1]
+    for s in ordered:
+        tail = _common(tail, s[::-1])
+    tail = tail[::-1]
+    cut = min((tail.find(c) for c in ":/" if c in tail), default=-1)
+    tail = tail[cut:] if cut >= 0 else ""
+    return lambda s: s[len(head):len(s) - len(tail)] or s
 
 
 def _span(names: list[str]) -> str:
