@@ -48,7 +48,8 @@ KNOWN_FAILURES_ISSUE_27: dict[str, str] = {
     "scenarios_physics/ib_old_firmware_counter_clear": "stalled port reported as congestion, not credit_deadlock/stalled",
     "scenarios_physics/ib_stalled_hca_mixed_generations": "stalled port reported as congestion, not credit_deadlock/stalled",
     "demo": "demo/demo below",
-    "demo/demo": "stalled port reported as congestion, not credit_deadlock/stalled",
+    "demo/demo": "stalled HCA port reported as congestion, not credit_deadlock/stalled; no pfc_storm/watchdog finding for the "
+                 "watchdog that cycles through gpu08's storm (wd_cycling_hidden_rx's physics)",
     # Hard negatives: findings on healthy fabrics.
     "scenarios_negatives": "the negatives below",
     "scenarios_negatives/neg_arista_converged": "congestion warnings for DCQCN marking 1-3 % (the fabric's normal)",

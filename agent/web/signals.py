@@ -118,7 +118,6 @@ MARGIN_SHARE = 0.25  # ... or this share of its life, whichever is longer
 MARGIN_MAX_S = 3600.0
 
 PortKey = tuple[str, str]
-SeriesKey = tuple[str, str, str, tuple[Any, ...]]
 
 
 def involved(f: Finding) -> list[PortKey]:
@@ -145,7 +144,9 @@ class PortHistory:
 
     def __init__(self) -> None:
         self.until: dict[PortKey, float | None] = {}  # None while a finding on it is active
-        self.points: dict[SeriesKey, list[tuple[float, float]]] = {}
+        self.points: dict[PortKey, dict[tuple[str, tuple[Any, ...]], list[tuple[float, float]]]] = {}  # port -> series -> points
+        self._seen: dict[PortKey, float] = {}  # the port's last update sampled: a port not updated since is skipped
+        self._watched: dict[int, tuple[object, list[tuple[int, str, tuple[Any, ...]]]]] = {}  # per schema: its watched rows
 
     def observe(self, p: Pipeline, t: float) -> None:
         """After a detection pass: which ports to follow, then one point per watched series."""
@@ -163,21 +164,28 @@ class PortHistory:
                         want[pk] = max(want.get(pk) or 0.0, f.end + margin(f))
         for pk in [k for k in self.until if k not in want]:
             del self.until[pk]
-        gone = {pk for pk in self.points if (pk[0], pk[1]) not in want}
-        for sk in [sk for sk in self.points if (sk[0], sk[1]) in gone]:
-            del self.points[sk]
+            self._seen.pop(pk, None)
+            self.points.pop(pk, None)
         for pk, until in want.items():
             self._sample(p, pk, t, first=pk not in self.until)
             self.until[pk] = until
 
+    def _rows(self, schema: Any) -> list[tuple[int, str, tuple[Any, ...]]]:
+        """The watched (offset, name, sub) of a port schema (ports of one kind share a schema)."""
+        hit = self._watched.get(id(schema))
+        if hit is None or hit[0] is not schema:
+            hit = self._watched[id(schema)] = (schema, [(off, n, sub) for off, (n, sub) in enumerate(schema.keys) if n in WATCHED])
+        return hit[1]
+
     def _sample(self, p: Pipeline, pk: PortKey, t: float, first: bool) -> None:
         entry = p.store.port(pk)
-        if entry is None:
+        if entry is None or (not first and self._seen.get(pk) == entry.seen):
             return
-        for name, sub, se in entry.counters():
-            if name not in WATCHED:
-                continue
-            pts = self.points.setdefault((pk[0], pk[1], name, sub), [])
+        self._seen[pk] = entry.seen
+        mine = self.points.setdefault(pk, {})
+        for off, name, sub in self._rows(entry.schema):
+            se = entry.view(off)
+            pts = mine.setdefault((name, sub), [])
             if first and not pts:
                 pts.extend(se.history)  # the store's kept points: the time before the finding
             elif not pts or se.poll_t > pts[-1][0]:
@@ -185,14 +193,14 @@ class PortHistory:
             _thin(pts)
         for (name, sub), g in entry.gauges.items():
             if name in WATCHED_GAUGES:
-                pts = self.points.setdefault((pk[0], pk[1], name, sub), [])
+                pts = mine.setdefault((name, sub), [])
                 if not pts or t > pts[-1][0]:
                     pts.append((t, float(g.value)))
                     _thin(pts)
 
     def series(self, device: str, port: str, name: str) -> Iterable[tuple[tuple[Any, ...], list[tuple[float, float]]]]:
-        for (d, pt, n, sub), pts in self.points.items():
-            if d == device and pt == port and n == name:
+        for (n, sub), pts in self.points.get((device, port), {}).items():
+            if n == name:
                 yield sub, pts
 
 
