@@ -240,19 +240,22 @@ def related(f: Finding, pool: list[Finding]) -> list[Finding]:
     loss it causes), the same storm (origin), the same cycle, or the same priority and start
     (the members of one deadlock); whatever their kind."""
     ev = f.evidence
-    inc, origin = ev.get("incident"), ev.get("origin") if f.kind == "pfc_storm" else None
-    mine = {f"{f.device}:{f.port}", *(str(x) for x in ev.get("cycle") or [])}
+    inc = ev.get("incident")
+    me = f"{f.device}:{f.port}"
+    mine = {me, *(str(x) for x in ev.get("cycle") or [])}
     out = []
     for g in pool:
         if g is f:
             continue
         gev = g.evidence
-        if ((inc is not None and gev.get("incident") == inc)
-                or (f.kind == g.kind == "pfc_storm" and pictures.storm_group(f, [g]))
-                or (origin and gev.get("origin") == origin)
-                or (gev.get("cycle") and f"{f.device}:{f.port}" in {str(x) for x in gev["cycle"]})
-                or (ev.get("cycle") and f"{g.device}:{g.port}" in mine)
-                or (g.kind == f.kind and g.priority == f.priority and g.start == f.start)):
+        if inc is not None or gev.get("incident") is not None:  # both name their incident: it decides
+            same = inc is not None and gev.get("incident") == inc
+        else:
+            same = bool((f.kind == g.kind == "pfc_storm" and pictures.storm_group(f, [g]))
+                        or (gev.get("cycle") and me in {str(x) for x in gev["cycle"]})
+                        or (ev.get("cycle") and f"{g.device}:{g.port}" in mine)
+                        or (g.kind == f.kind and g.priority == f.priority and g.start == f.start and g.role == f.role == "member"))
+        if same:
             out.append(g)
     return out
 
