@@ -233,7 +233,7 @@ DEMO_T0 = 1764691200.0  # the recording's first poll (tools/scenarios/writer.T0)
 def test_demo_fills_every_panel_within_two_minutes(live) -> None:
     """A real Prometheus scraping the demo's replay gets data for every panel query of every
     dashboard over the window in which the replay covered the recording's first two minutes."""
-    prom, _, start, end, missing = live
+    prom, _, _, end, missing = live
     assert DEMO not in missing
     lo, hi = DEMO_WINDOW
     assert hi < end, "the demo's replay never reached its second minute"
@@ -251,6 +251,34 @@ def test_demo_fills_every_panel_within_two_minutes(live) -> None:
     print(f"demo window {hi - lo:.1f} s, {checked} panels checked, {len(empty)} empty")
     assert checked > 60
     assert not empty, f"panels without data in the demo's first two minutes ({len(empty)} of {checked}):\n" + "\n".join(empty)
+
+
+def test_exposed_floats_are_what_prometheus_stores(live) -> None:
+    """Every fractional value of the demo's /metrics reads back from a real Prometheus as the
+    same text: Prometheus prints the float it stored as its shortest round-trip form (Go's
+    strconv 'f' -1), so ours is that form too, with no 17th digit of arithmetic noise
+    (``1.7510000000000001`` for 1751 ms). The replay has finished: the values no longer move."""
+    import urllib.request
+
+    prom, instances, *_ = live
+    port = next(i for i, s in instances.items() if s == DEMO)
+    with urllib.request.urlopen(f"http://{port}/metrics", timeout=30) as r:
+        body = r.read().decode()
+    ours = {}
+    for m in re.finditer(r'^(fabricmon_(?:pfc|port_pause|port_xmit_wait|queue_ecn)\w*)\{([^}]*)\} (\S+)$', body, re.M):
+        if "." in m.group(3):
+            ours[(m.group(1), m.group(2))] = m.group(3)
+    assert len(ours) > 20
+    got = {}
+    for series in prom.query('{__name__=~"fabricmon_(pfc|port_pause|port_xmit_wait|queue_ecn).*", scenario="demo"}'):
+        lb = series["metric"]
+        block = ",".join(f'{k}="{v}"' for k, v in lb.items() if k not in ("__name__", "instance", "job", "scenario"))
+        got[(lb["__name__"], block)] = series["value"][1]
+    compared = [(k, v, got[k]) for k, v in ours.items() if k in got]
+    assert len(compared) > 20, (list(ours)[:3], list(got)[:3])
+    differ = [c for c in compared if c[1] != c[2]]
+    assert not differ, differ[:10]
+    assert all(len(v.replace("-", "").replace(".", "").lstrip("0")) <= 16 for _, v, _ in compared)
 
 
 def test_rules_load_and_evaluate_cleanly(live) -> None:
