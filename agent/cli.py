@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from fabricmon.agent import __version__
-from fabricmon.agent.config import DEFAULT_LISTEN, ConfigError, load
+from fabricmon.agent.config import DEFAULT_LISTEN, ConfigError, check_file, load, position_order
 from fabricmon.agent.recording import Limits, RecordingError, iter_lines
 from fabricmon.agent.web.ids import external_url, finding_json
 from fabricmon.core.model import Finding
@@ -36,40 +36,47 @@ def _setup_logging(level: str) -> None:
             handler.addFilter(RedactFilter())
 
 
-def _load_config(path: str | None):
+def _load_config(path: str | None, exit_code: int = 1):
+    """The loaded config (None without a path); its problems printed and SystemExit(exit_code)
+    when it has any. Deprecation warnings go to the log."""
     if path is None:
         return None
     try:
-        return load(path)
+        loaded = load(path)
     except ConfigError as exc:
         for p in exc.problems:
             print(p, file=sys.stderr)
-        raise SystemExit(1) from None
+        raise SystemExit(exit_code) from None
+    for w in loaded.warnings:
+        log.warning("%s", w)
+    return loaded
 
 
 # ---------------------------------------------------------------------- check-config
 def cmd_check_config(args: argparse.Namespace) -> int:
-    """Every problem of the file in one run; then (unless --syntax-only) what the daemon needs
-    at start: the web config, every secret, the commands sources run (warnings)."""
+    """Every problem of the file in one run, in the file's order: the file itself, then (unless
+    --syntax-only) what the daemon needs at start for every part that is valid on its own: the
+    web config, the state directory, every secret and file, the commands sources run (warnings)."""
     try:
-        loaded = load(args.file)
-    except ConfigError as exc:
-        for p in exc.problems:
-            print(p, file=sys.stderr)
-        print(f"{args.file}: {len(exc.problems)} problem(s)", file=sys.stderr)
-        return 1
-    if not args.syntax_only:
-        from fabricmon.agent import preflight
+        checked = check_file(args.file)
+    except ConfigError as exc:  # unreadable, or not a YAML mapping: nothing else can be checked
+        problems, warnings, checked = list(exc.problems), [], None
+    else:
+        problems, warnings = list(checked.problems), list(checked.warnings)
+        if not args.syntax_only:
+            from fabricmon.agent import preflight
 
-        found = preflight.check(loaded)
-        for line in (*found.errors, *found.warnings):
-            print(line, file=sys.stderr)
-        if found.errors:
-            print(f"{args.file}: {len(found.errors)} problem(s)", file=sys.stderr)
-            return 1
-    n = len(loaded.config.enabled_targets())
+            found = preflight.check(checked, credentials_dir=args.credentials_dir)
+            problems += found.errors
+            warnings += found.warnings
+    for line in position_order([*problems, *warnings], args.file):
+        print(line, file=sys.stderr)
+    if problems or checked is None or checked.config is None:
+        print(f"{args.file}: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    n = len(checked.config.enabled_targets())
     what = "syntax OK" if args.syntax_only else "OK"
-    print(f"{args.file}: {what} ({n} enabled target(s), {len(loaded.config.links)} static link(s))")
+    print(f"{args.file}: {what} ({n} enabled target(s), {len(checked.config.links)} static link(s))")
     return 0
 
 
@@ -94,8 +101,14 @@ def cmd_run(args: argparse.Namespace) -> int:
               "for the built-in demo, run: fabricmon demo", file=sys.stderr)
         return 2
     loaded = _load_config(args.config)
+    from fabricmon.agent import state
     from fabricmon.agent.runtime import Agent
 
+    state_dir = state.default_state_dir(loaded.config.global_.state_dir)
+    problem = state.prepare_dir(state_dir) if state_dir else None
+    if problem is not None:
+        print(f"{args.config}: {problem}", file=sys.stderr)
+        return 1
     ssl_ctx, middlewares = _web_security(args, loaded)
     try:
         asyncio.run(Agent(loaded, listen=args.listen, ssl_context=ssl_ctx, middlewares=middlewares,
@@ -108,8 +121,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_record(args: argparse.Namespace) -> int:
     loaded = _load_config(args.config)
-    from fabricmon.agent.config import parse_duration
     from fabricmon.agent.runtime import Agent
+    from fabricmon.core.durations import parse_duration
 
     try:
         duration = parse_duration(args.duration) if args.duration else None
@@ -118,7 +131,8 @@ def cmd_record(args: argparse.Namespace) -> int:
         return 2
     print(f"recording every poll to {args.out}" + (f" for {duration:g} s" if duration else " until interrupted"), file=sys.stderr)
     try:
-        asyncio.run(Agent(loaded, listen=args.listen or "", record_path=args.out, duration=duration).run())
+        # A recording only: the daemon's state file (state_dir, $STATE_DIRECTORY) is neither restored nor written.
+        asyncio.run(Agent(loaded, listen=args.listen or "", record_path=args.out, duration=duration, keep_state=False).run())
     except OSError as exc:
         print(f"error: cannot record to {args.out}: {exc.strerror or exc}", file=sys.stderr)
         return 2
@@ -297,7 +311,7 @@ async def _replay_serve(args, loaded, out: _FindingsOut, speed: float | None, li
     from fabricmon.agent.replay import replay_paced, replay_pipeline
 
     header = next(iter_lines(args.file, limits=limits))[1]
-    pipeline = replay_pipeline(header, args.file, loaded, out.write, limits)
+    pipeline = replay_pipeline(header, args.file, loaded, out.write, limits, exposition=True)  # the config's levels, as served live
     pipeline.external_url = out.base_url
     exporter = Exporter(pipeline)
     exporter.render_now()
@@ -365,7 +379,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 AUDIT_EXIT_CODES = """exit codes:
   0  no check failed (every check passed, or could not be verified: unknown)
   1  at least one check failed
-  2  could not audit (unreadable or invalid recording or config, no input given)"""
+  2  could not audit (unreadable or invalid recording or config, no input given), or no target
+     delivered data (every target down: nothing could be verified)"""
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -376,12 +391,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print("fabricmon audit needs a recording to read or --config.file FILE to poll the configured targets once",
               file=sys.stderr)
         return 2
-    try:
-        loaded = load(args.config) if args.config else None
-    except ConfigError as exc:
-        for p in exc.problems:
-            print(p, file=sys.stderr)
-        return 2
+    loaded = _load_config(args.config, exit_code=2)
     pipeline_log = logging.getLogger("fabricmon.agent.pipeline")
     level = pipeline_log.level
     if args.log_level != "debug":  # failed targets are listed in the audit's notes
@@ -401,6 +411,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json(), indent=1, sort_keys=False))
     else:
         print(audit.format_text(result), end="")
+    if not result.read:
+        print("error: no target delivered data (every target failed): nothing could be verified", file=sys.stderr)
+        return 2
     return 1 if result.failed else 0
 
 
@@ -440,8 +453,8 @@ def _job_from_agent(args: argparse.Namespace, window: float | None) -> tuple[dic
 
 def cmd_job(args: argparse.Namespace) -> int:
     """Where a job runs in the fabric and which findings touch it: from a recording, or a running agent."""
-    from fabricmon.agent.config import parse_duration
     from fabricmon.agent.jobs.view import format_text, job_view
+    from fabricmon.core.durations import parse_duration
 
     try:
         window = parse_duration(args.window) if args.window else None
@@ -528,13 +541,19 @@ def _positive_int(text: str) -> int:
     return v
 
 
+LOG_LEVELS = ["debug", "info", "warning", "error"]
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="fabricmon", description="Live telemetry agent for InfiniBand and RoCEv2 GPU-cluster fabrics.")
     ap.add_argument("--version", action="version", version=f"fabricmon {__version__}")
-    ap.add_argument("--log.level", dest="log_level", default="info", choices=["debug", "info", "warning", "error"])
+    ap.add_argument("--log.level", dest="log_level", default="info", choices=LOG_LEVELS)
     sub = ap.add_subparsers(dest="command", required=True)
     for add in (_agent_commands, _replay_command, _check_commands, _job_command, _correlate_command):
         add(sub)
+    for command in sub.choices.values():  # also after the command: `fabricmon run --log.level debug ...`
+        command.add_argument("--log.level", dest="log_level", default=argparse.SUPPRESS, choices=LOG_LEVELS,
+                             help="log level (default info); also accepted before the command")
     return ap
 
 
@@ -593,7 +612,11 @@ def _check_commands(sub: Any) -> None:
     chk = sub.add_parser("check-config", help="validate a configuration file and what it needs at start; exits 1 on problems")
     chk.add_argument("file")
     chk.add_argument("--syntax-only", action="store_true",
-                     help="check the file only: not the web config, secrets or commands (for builds without the secrets)")
+                     help="check the file only: not the web config, state directory, secrets, files or commands "
+                          "(for builds without the secrets)")
+    chk.add_argument("--credentials-dir", metavar="DIR",
+                     help="read /run/credentials/<unit>/<name> paths as DIR/<name>: check, outside the unit, a config "
+                          "whose secrets the unit gets with LoadCredential=<name>:DIR/<name>")
     chk.set_defaults(func=cmd_check_config)
 
     ev = sub.add_parser("eval", help="score the detector on recordings with truth lines")

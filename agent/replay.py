@@ -73,15 +73,18 @@ def keeps(config: LoadedConfig | None) -> Callable[[Poll], bool]:
 
 
 def replay_pipeline(header: dict[str, Any], path: str | Path, config: LoadedConfig | None = None,
-                    on_finding_end: Callable[[Finding], None] | None = None, limits: Limits | None = None) -> Pipeline:
+                    on_finding_end: Callable[[Finding], None] | None = None, limits: Limits | None = None,
+                    exposition: bool = False) -> Pipeline:
     """The pipeline for a recording with this header: its targets (this shard's), the config's
-    settings (the config model's defaults without one) and the replay's target limit."""
+    settings (the config model's defaults without one) and the replay's target limit.
+    ``exposition``: export at the config's levels (``exposition:``), as the live agent does
+    (``replay --serve``, so Prometheus scrapes what a live agent would serve)."""
     limits = limits or Limits()
     specs = specs_from_header(header, path, limits.max_targets)
     if config is not None:
         specs = [s for s in specs if in_shard(s.name, s.source, config.config.shard)]
     return build_pipeline(config.config if config is not None else None, specs, on_finding_end=on_finding_end,
-                          max_targets=limits.max_targets)
+                          max_targets=limits.max_targets, exposition=exposition)
 
 
 class _Reader:

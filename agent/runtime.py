@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 class Agent:
     def __init__(self, loaded: LoadedConfig, listen: str | None = None, record_path: str | None = None,
                  duration: float | None = None, ssl_context=None, middlewares: list | None = None,
-                 enable_lifecycle: bool = False) -> None:
+                 enable_lifecycle: bool = False, keep_state: bool = True) -> None:
         self.loaded = loaded
         self.enable_lifecycle = enable_lifecycle  # POST /-/reload only with --web.enable-lifecycle, as in Prometheus
         self.listen = listen if listen is not None else loaded.config.web.listen_address
@@ -44,6 +44,7 @@ class Agent:
         g = loaded.config.global_
         self.scheduler = Scheduler(self._on_poll, g.max_concurrency, g.jitter, g.backoff_max)
         self.keeper: state.StateKeeper | None = None  # with a state_dir, from run()
+        self.keep_state = keep_state  # False for `fabricmon record`: the daemon's state file is not its to restore or write
 
     async def run(self) -> None:
         loaded = self.loaded
@@ -53,7 +54,7 @@ class Agent:
         recorder = RecordingWriter(self.record_path, specs, description="fabricmon record") if self.record_path else None
         self.pipeline = build_pipeline(cfg, specs, recorder=recorder, wall_clock=True, exposition=True)
         self.pipeline.external_url = external_url(cfg.web.external_url, self.listen, self.ssl_context is not None)
-        state_dir = state.default_state_dir(cfg.global_.state_dir)
+        state_dir = state.default_state_dir(cfg.global_.state_dir) if self.keep_state else None
         keeper = state.StateKeeper(state.state_path(state_dir), self.pipeline.store, self.pipeline.detector) if state_dir else None
         self.keeper = keeper
         self.exporter = Exporter(self.pipeline, extra_families=self.families)
@@ -148,5 +149,7 @@ class Agent:
         self.exporter.web.reload_error = None
         self.exporter.reload_t = time.time()
         self.exporter.request_render()
+        for w in new.warnings:  # deprecated spellings, as at start
+            log.warning("%s", w)
         log.info("configuration reloaded from %s: %d targets (%d restarted)", new.path, len(fresh), len(built))
         return True

@@ -13,6 +13,8 @@ and sharding read those.
 from __future__ import annotations
 
 import abc
+import ipaddress
+import re
 import reprlib
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -133,6 +135,16 @@ class Executable(NamedTuple):
     switch: str | None = None  # an options field that turns the command off (e.g. "ethtool"), or None
 
 
+class LocalFile(NamedTuple):
+    """A file a source reads to poll (:attr:`Collector.files`): check-config proves it can be
+    read (and, for a ``ca`` file, loaded as a CA bundle), as the user running the check."""
+
+    option: str  # the options-model field that names the file (e.g. "ca_file")
+    # "ca": PEM CA certificates, read only over HTTPS/TLS while certificates are verified;
+    # "tls": a client certificate or key, read only over HTTPS/TLS; "file": any readable file.
+    kind: str = "file"
+
+
 def address_problem(kind: AddressKind, source: str, address: str, default_port: int | None = None) -> str | None:
     """Why ``address`` does not fit a source of this kind, or None when it does."""
     a = address.strip()
@@ -148,13 +160,50 @@ def address_problem(kind: AddressKind, source: str, address: str, default_port: 
     if a.count(":") == 1 or (a.startswith("[") and "]:" in a):  # host:port, [v6]:port; a bare IPv6 literal has 2+ colons
         port = f" (default {default_port})" if default_port else ""
         return f"address {a!r}: give the host alone and the port as port:{port}"
+    return host_problem(a)
+
+
+# A DNS label (RFC 1123 section 2.1: letters, digits, hyphens, not at either end, 1-63 characters).
+# An underscore is accepted too: resolvers look such names up, and internal zones hold them.
+_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+
+
+def host_problem(host: str) -> str | None:
+    """Why ``host`` is neither an IPv4 or IPv6 address nor a DNS name, or None.
+
+    ``127.0.0.300`` is refused here rather than at every poll: a name made of digits only
+    is an IPv4 address or nothing (RFC 1123 section 2.1: a top-level label is never all
+    digits, so a resolver would not look it up as a name either)."""
+    if host.startswith("[") and host.endswith("]"):
+        return f"address {host!r}: write an IPv6 address without brackets: {host[1:-1]}"
+    try:
+        ipaddress.ip_address(host)  # IPv4, IPv6, IPv6 with a zone (fe80::1%eth0)
+        return None
+    except ValueError:
+        pass
+    if ":" in host:
+        return f"address {host!r} is not a valid IPv6 address"
+    labels = host.removesuffix(".").split(".")
+    if all(label.isdigit() for label in labels):
+        return f"address {host!r} is not a valid IPv4 address (four numbers from 0 to 255)"
+    if len(host) > 253:
+        return f"address {host[:40]!r}... is longer than a DNS name can be (253 characters)"
+    bad = next((label for label in labels if not _LABEL.fullmatch(label)), None)
+    if bad is not None:
+        return (f"address {host!r} is neither an IP address nor a DNS name: label {bad!r} (letters, digits and hyphens, "
+                "1 to 63 of them, no hyphen at either end)")
+    if labels[-1].isdigit():
+        return f"address {host!r} is not a DNS name: its last label is all digits"
     return None
 
 
 class SourceOptions(BaseModel):
-    """Base of each collector's per-target options; unknown keys are errors."""
+    """Base of each collector's per-target options: closed (an unknown key is an error) and
+    strict, for every source at once: a boolean option takes ``true``/``false`` only (YAML's
+    ``yes``/``no`` are booleans too), never a string such as ``"yes"``, and a number is never a
+    string (``port: "161"``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ParseOptions(BaseModel):
@@ -189,7 +238,7 @@ class Collector(abc.ABC):
     A source declares what the agent needs of it as class attributes (defaults here):
     ``address_kind`` (config validation checks the target's address against it),
     ``default_port`` (named when an address carries a port), ``executables`` (preflight looks
-    them up on PATH) and ``self_sharding`` (sharding gives such a target to every agent, with
+    them up on PATH), ``files`` (preflight reads them) and ``self_sharding`` (sharding gives such a target to every agent, with
     its own shard in its options, instead of to one agent by its name's hash). Secret options
     are derived from ``options_model``: every field ``X`` that also has ``X_file`` and ``X_env``.
     """
@@ -202,6 +251,7 @@ class Collector(abc.ABC):
     address_kind: ClassVar[AddressKind] = AddressKind.REMOTE
     default_port: ClassVar[int | None] = None  # e.g. 161 snmp, 443 ufm
     executables: ClassVar[tuple[Executable, ...]] = ()
+    files: ClassVar[tuple[LocalFile, ...]] = ()  # files its options name, read at poll time
     # Splits itself by its own shard options (``num_shards`` and ``shard``, as UFM Telemetry's
     # endpoint does): every agent polls it for its own share.
     self_sharding: ClassVar[bool] = False
@@ -223,6 +273,16 @@ class Collector(abc.ABC):
         """(option, command) of every command a target with these options runs."""
         return [(e.option, getattr(options, e.option)) for e in cls.executables
                 if e.switch is None or getattr(options, e.switch)]
+
+    @classmethod
+    def local_files(cls, options: SourceOptions) -> list[tuple[LocalFile, str]]:
+        """(declaration, path) of every file a target with these options reads (:attr:`files`
+        that are set): plain HTTP (``scheme: http``) reads no TLS file, and
+        ``tls_insecure_skip_verify`` no CA bundle."""
+        tls = getattr(options, "scheme", "https") == "https"
+        verify = not getattr(options, "tls_insecure_skip_verify", False)
+        return [(f, path) for f in cls.files if (path := getattr(options, f.option))
+                and (f.kind == "file" or (tls and (f.kind == "tls" or verify)))]
 
     @classmethod
     def shard_options(cls, options: SourceOptions, index: int, count: int) -> SourceOptions:

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from pydantic import model_validator
 
-from fabricmon.collectors.base import Collector, ErrorReason, FetchError, SourceOptions, resolve_secret
+from fabricmon.collectors.base import Collector, ErrorReason, FetchError, LocalFile, SourceOptions, resolve_secret
 from fabricmon.core import secrets
 
 DEFAULT_MAX_BODY = 256 * 1024 * 1024  # a full-fabric UFM ports list can be tens of MB
@@ -53,6 +53,10 @@ class HttpAuth:
         if self.kind == "token":
             return {"Authorization": f"{self.token_scheme} {self.secret}"}
         return {}
+
+
+# The files a TLS client reads (Collector.files): the CA bundle and a client certificate and key.
+TLS_FILES = (LocalFile("ca_file", "ca"), LocalFile("cert_file", "tls"), LocalFile("key_file", "tls"))
 
 
 class TlsPasswordOptions(SourceOptions):
@@ -318,6 +322,7 @@ class RestCollector(Collector):
     token_scheme: ClassVar[str] = "Bearer"
 
     options_model: ClassVar[type[SourceOptions]] = RestOptions
+    files = TLS_FILES
 
     def __init__(self, name: str, address: str, options: SourceOptions) -> None:
         super().__init__(name, address, options)

@@ -28,14 +28,20 @@ from aiohttp import web
 from tests.pki import LOOPBACK
 
 
-async def serve_app(app: web.Application, tls: tuple[Path, Path] | None) -> tuple[web.AppRunner, int]:
-    """Serve ``app`` on a free loopback port (TLS with ``(cert, key)`` when given): (runner, port)."""
+async def serve_app(app: web.Application, tls: tuple[Path, Path] | None,
+                    client_ca: Path | None = None) -> tuple[web.AppRunner, int]:
+    """Serve ``app`` on a free loopback port (TLS with ``(cert, key)`` when given): (runner, port).
+    With ``client_ca``, a client certificate signed by it is asked for and verified (optional:
+    a client without one still connects, and the app decides)."""
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
     await runner.setup()
     ctx = None
     if tls:
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.load_cert_chain(str(tls[0]), str(tls[1]))
+        if client_ca is not None:
+            ctx.load_verify_locations(str(client_ca))
+            ctx.verify_mode = ssl.CERT_OPTIONAL
     site = web.TCPSite(runner, LOOPBACK, 0, ssl_context=ctx)
     await site.start()
     return runner, runner.addresses[0][1]
@@ -204,12 +210,16 @@ class KubeApiStandIn:
     ``{"kind", "apiVersion", "metadata": {"resourceVersion", "continue"}, "items"}``, ``limit``
     pages with a ``continue`` token (an unknown token is ``410 Gone`` with a ``Status``), the
     ``status.phase`` field selector, and ``401`` with a ``Status`` body for a missing or wrong
-    token. ``seen`` logs every request (path with query, headers)."""
+    token. With ``client_ca``, a verified client certificate signed by it authenticates instead
+    of a token (the API server's X509 client-certificate authentication; its CN is the user),
+    and ``users`` logs those CNs. ``seen`` logs every request (path with query, headers)."""
 
     pods: list[dict[str, Any]]
     token: str
     tls: tuple[Path, Path]
+    client_ca: Path | None = None
     seen: list[Seen] = field(default_factory=list)
+    users: list[str] = field(default_factory=list)
     port: int = 0
     _runner: web.AppRunner | None = None
 
@@ -224,7 +234,7 @@ class KubeApiStandIn:
 
     async def _pods(self, request: web.Request) -> web.Response:
         self.seen.append(Seen(request.path_qs, dict(request.query), dict(request.headers)))
-        if request.headers.get("Authorization") != f"Bearer {self.token}":
+        if request.headers.get("Authorization") != f"Bearer {self.token}" and not self._client_cert_user(request):
             return self.status(401, "Unauthorized", "Unauthorized")
         pods = self.pods
         selector = request.query.get("fieldSelector", "")
@@ -247,10 +257,19 @@ class KubeApiStandIn:
             meta["remainingItemCount"] = len(pods) - start - limit
         return web.json_response({"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": page})
 
+    def _client_cert_user(self, request: web.Request) -> bool:
+        """Whether the connection presented a client certificate the client CA verified (the TLS
+        layer checked the chain; an unverified one never gets here), logging its CN."""
+        cert = request.transport.get_extra_info("peercert") if request.transport else None
+        if not cert:
+            return False
+        self.users.extend(v for rdn in cert.get("subject", ()) for k, v in rdn if k == "commonName")
+        return True
+
     async def __aenter__(self) -> KubeApiStandIn:
         app = web.Application()
         app.router.add_get("/api/v1/pods", self._pods)
-        self._runner, self.port = await serve_app(app, self.tls)
+        self._runner, self.port = await serve_app(app, self.tls, self.client_ca)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

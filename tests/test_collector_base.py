@@ -85,7 +85,7 @@ def test_rest_client_certificate_loads_or_fails_as_tls(tmp_path):
     """cert_file/key_file (the keys the REST and gNMI sources share): a good pair loads into the
     TLS context; a missing or mismatched one is the poll's ``tls`` error naming the options."""
     from fabricmon.collectors.http_util import RestOptions, make_ssl_context
-    from tests.http_standins import self_signed_cert
+    from tests.pki import self_signed_cert
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

@@ -17,7 +17,7 @@ from fabricmon.agent.replay import replay_recording
 from fabricmon.agent.runtime import Agent
 from tests.conftest import public_fixture
 from tests.gnmi_standin import GnmiStandIn, sonic_port_notifications
-from tests.http_standins import self_signed_cert
+from tests.pki import self_signed_cert
 from tests.test_golden_e2e import stable
 
 pytestmark = pytest.mark.fixtures

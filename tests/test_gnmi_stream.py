@@ -16,7 +16,7 @@ from fabricmon.collectors.gnmi import GnmiCollector, GnmiOptions
 from fabricmon.core.model import TargetSpec
 from tests.conftest import free_port, public_fixture
 from tests.gnmi_standin import GnmiStandIn, sonic_port_notifications
-from tests.http_standins import self_signed_cert
+from tests.pki import self_signed_cert
 
 pytestmark = pytest.mark.fixtures
 T0 = 1_700_000_000_000_000_000

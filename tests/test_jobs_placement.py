@@ -6,7 +6,6 @@ import logging
 
 from fabricmon.agent.config import load_text
 from fabricmon.agent.jobs.export import job_families
-from fabricmon.agent.jobs.stage import JobStage
 from fabricmon.agent.pipeline import Pipeline
 from fabricmon.core.model import DeviceInfo, Gauge, JobInfo, Link, ParseResult, PortInfo
 
@@ -17,7 +16,7 @@ def fabric(static: str = "") -> Pipeline:
     """An Ethernet leaf whose LLDP names its hosts, a host-source NIC, and an InfiniBand leaf with
     CAs named by node description and by GUID."""
     cfg = load_text(static).config if static else None
-    p = Pipeline([], [], jobs=JobStage.of(cfg.jobs if cfg else None))
+    p = Pipeline([], [], jobs=cfg.jobs if cfg else None)
     # the host source on gpu01 (FQDN) and gpu03: NIC ports with netdev aliases and port GUIDs
     p.store_result("gpu01-node", T0, ParseResult(
         devices=[DeviceInfo("gpu01.cluster", "host")],

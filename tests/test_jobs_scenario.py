@@ -21,7 +21,7 @@ from fabricmon.agent.detector import rules as rules_mod
 from fabricmon.agent.exporter.server import Exporter
 from fabricmon.agent.pipeline import Pipeline
 from fabricmon.agent.recording import RecordingWriter, read_polls
-from fabricmon.agent.replay import build_pipeline, replay_recording, specs_from_header
+from fabricmon.agent.replay import replay_pipeline, replay_recording, specs_from_header
 from fabricmon.agent.web.ids import finding_id
 from tests.conftest import ROOT
 from tests.test_browser import serve
@@ -40,7 +40,7 @@ def truth() -> dict:
 def mid_storm() -> Pipeline:
     """The pipeline half-way through the storm (its findings active)."""
     header, polls, _ = read_polls(REC)
-    p = build_pipeline(header, REC)
+    p = replay_pipeline(header, REC)
     t_mid = polls[0].t + 170.0  # the storm runs from poll 10 to poll 24, 10 s apart
     for poll in polls:
         if poll.t > t_mid:

@@ -14,7 +14,8 @@ import pytest
 
 from fabricmon.collectors.base import FetchError
 from fabricmon.collectors.kubernetes import KubernetesCollector, KubernetesOptions
-from tests.http_standins import KubeApiStandIn, self_signed_cert
+from tests.http_standins import KubeApiStandIn
+from tests.pki import make_pki, self_signed_cert
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.test-service-account-token"
 
@@ -136,6 +137,44 @@ async def test_kubeconfig_gives_token_and_ca(cert, tmp_path) -> None:
     async with KubeApiStandIn(PODS, TOKEN, cert) as srv:
         _, result = await poll(collector(srv, kubeconfig=cfg))
     assert len(result.inventory) == 3
+
+
+def b64(path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["data", "files"])
+async def test_kubeconfig_client_certificate_authenticates_without_a_token(cert, tmp_path, inline) -> None:
+    """X509 client-certificate authentication, the kubeconfig shape kubeadm writes for an admin:
+    ``client-certificate-data``/``client-key-data`` inline, or ``client-certificate``/``client-key``
+    paths. The stand-in asks for a certificate of its client CA and lets a verified one in with no
+    token; its CN is the user the API server sees."""
+    (tmp_path / "pki").mkdir()
+    pki = make_pki(tmp_path / "pki")
+    user = ({"client-certificate-data": b64(pki["client.crt"]), "client-key-data": b64(pki["client.key"])} if inline
+            else {"client-certificate": str(pki["client.crt"]), "client-key": str(pki["client.key"])})
+    cfg = kubeconfig(tmp_path, cert, user)
+    async with KubeApiStandIn(PODS, TOKEN, cert, client_ca=pki["client-ca.crt"]) as srv:
+        _, result = await poll(collector(srv, kubeconfig=cfg))
+    assert len(result.inventory) == 3
+    assert srv.users and set(srv.users) == {"prometheus"}
+    assert all("Authorization" not in s.headers for s in srv.seen)
+
+
+async def test_kubeconfig_client_certificate_of_another_ca_is_refused(cert, tmp_path) -> None:
+    """A client certificate the API server's client CA did not sign is refused: an error naming
+    the target, never a poll that looks empty. Under TLS 1.3 the server judges the client's
+    certificate after the client has finished its side of the handshake, so the client sees the
+    connection closed under its request (``connection``), not a handshake error (RFC 8446 §4.4.2.4)."""
+    (tmp_path / "pki").mkdir()
+    pki = make_pki(tmp_path / "pki")
+    cfg = kubeconfig(tmp_path, cert, {"client-certificate-data": b64(pki["client-foreign.crt"]),
+                                      "client-key-data": b64(pki["client-foreign.key"])})
+    async with KubeApiStandIn(PODS, TOKEN, cert, client_ca=pki["client-ca.crt"]) as srv:
+        with pytest.raises(FetchError) as err:
+            await poll(collector(srv, kubeconfig=cfg))
+    assert err.value.reason in {"tls", "connection"}, err.value
+    assert "127.0.0.1" in str(err.value) and srv.users == [] and srv.seen == []
 
 
 async def test_kubeconfig_credential_plugins_are_refused_with_the_reason(cert, tmp_path) -> None:

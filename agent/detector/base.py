@@ -20,10 +20,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from fabricmon.agent.config import parse_duration
 from fabricmon.agent.store import Changes, CounterStore, PortKey
+from fabricmon.core.durations import bounded
 from fabricmon.core.topology import Topology
 from fabricmon.core.vocabulary import PriorityMap
 
@@ -31,9 +31,9 @@ SEVERITY_RANK = {"warning": 1, "critical": 2}
 DAY = 86400.0
 # A share of time or of line rate, 0..1.
 Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
-# Seconds, written as the rest of the config writes durations (10s, 5m, 250ms) or as a number;
-# a window longer than a day is not a detection window.
-Seconds = Annotated[float, BeforeValidator(parse_duration), Field(ge=0.0, le=DAY)]
+# Seconds, written as the rest of the config writes durations (10s, 5m, 250ms): the one duration
+# type (fabricmon.core.durations); a window longer than a day is not a detection window.
+Seconds = bounded(0.0, DAY, "a detection window longer than a day is not a detection window")
 
 
 class Params(BaseModel):

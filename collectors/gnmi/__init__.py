@@ -10,9 +10,12 @@ from pydantic import Field, model_validator
 from fabricmon.collectors.base import AddressKind, Collector, ParseOptions, SourceOptions, resolve_secret
 from fabricmon.collectors.gnmi import parse as gnmi_parse
 from fabricmon.collectors.gnmi import profiles as gnmi_profiles
-from fabricmon.collectors.http_util import TlsPasswordOptions, read_pem
+from fabricmon.collectors.http_util import TLS_FILES, TlsPasswordOptions, read_pem
+from fabricmon.core.durations import bounded
 from fabricmon.core.model import ParseResult, TargetSpec
 
+# A sample interval of more than a day is not streaming telemetry; gNMI counts it in ns (uint64).
+SampleInterval = bounded(0.001, 86400.0, "a SAMPLE subscription between 1 ms and a day")
 DEFAULT_PORT = 9339  # gNMI's IANA-registered port; SONiC's server commonly listens on 8080 or 50051
 
 
@@ -25,7 +28,7 @@ class GnmiOptions(TlsPasswordOptions):
     interfaces: list[str] | None = None
     # stream (default; falls back to poll, then get, when the device refuses), or force one.
     mode: Literal["stream", "poll", "get"] | None = None
-    sample_interval: float | None = Field(None, gt=0, le=86400)  # seconds; default: the poll interval
+    sample_interval: SampleInterval | None = None  # default: the poll interval
     max_notifications_per_poll: int = Field(200_000, ge=1)
     max_updates_per_poll: int = Field(4_000_000, ge=1)
     max_message_bytes: int = Field(64 << 20, ge=4096, le=1 << 30)
@@ -49,6 +52,7 @@ class GnmiCollector(Collector):
     parse_options_model: ClassVar[type[ParseOptions]] = gnmi_parse.GnmiParseOptions
     address_kind: ClassVar[AddressKind] = AddressKind.REMOTE
     default_port: ClassVar[int | None] = DEFAULT_PORT
+    files = TLS_FILES  # gNMI always runs over TLS here
 
     options: GnmiOptions
 

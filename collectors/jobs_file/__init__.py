@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from fabricmon.collectors.base import AddressKind, Collector, ErrorReason, SourceOptions
+from fabricmon.collectors.base import AddressKind, Collector, ErrorReason, LocalFile, SourceOptions
 from fabricmon.collectors.files import read_bounded
 from fabricmon.collectors.jobs_file.parse import JobsFileParseOptions, LabelName, parse_payload
 from fabricmon.core.model import ParseResult, TargetSpec
@@ -30,6 +30,7 @@ class JobsFileCollector(Collector):
     every_shard: ClassVar[bool] = True  # a job inventory: every shard joins its findings to the jobs
     options_model: ClassVar[type[SourceOptions]] = JobsFileOptions
     parse_options_model = JobsFileParseOptions
+    files = (LocalFile("path"),)
 
     async def fetch(self) -> dict[str, Any]:
         o: JobsFileOptions = self.options  # type: ignore[assignment]

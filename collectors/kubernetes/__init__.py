@@ -11,8 +11,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from fabricmon.collectors.base import AddressKind, Collector, FetchError, SourceOptions, resolve_secret
-from fabricmon.collectors.http_util import ClientSlot, HttpAuth, RestOptions, base_url
+from fabricmon.collectors.base import AddressKind, Collector, FetchError, LocalFile, SourceOptions, resolve_secret
+from fabricmon.collectors.http_util import TLS_FILES, ClientSlot, HttpAuth, RestOptions, base_url
 from fabricmon.collectors.kubernetes import kubeconfig
 from fabricmon.collectors.kubernetes.fetch import list_pods
 from fabricmon.collectors.kubernetes.parse import DEFAULT_JOB_LABEL_KEYS, DEFAULT_RESOURCES, KubernetesParseOptions, parse_payload
@@ -49,6 +49,7 @@ class KubernetesCollector(Collector):
     every_shard: ClassVar[bool] = True  # a job inventory: every shard joins its findings to the jobs
     options_model: ClassVar[type[SourceOptions]] = KubernetesOptions
     parse_options_model = KubernetesParseOptions
+    files = (*TLS_FILES, LocalFile("kubeconfig"))
 
     def __init__(self, name: str, address: str, options: SourceOptions) -> None:
         super().__init__(name, address, options)

@@ -4,7 +4,7 @@ The agent runs on a node with an IB port (the target address is empty or ``local
 validation refuses any other, see ``address_kind``). Each poll
 queries every switch (all its connected ports in one ``perfquery -x -l <lid> <ports>`` call)
 and every CA port; nodes whose extended error counters are not real (CapMask2 bit 1 clear)
-get a basic call too. The topology is refreshed every ``topology_interval`` seconds and
+get a basic call too. The topology is refreshed every ``topology_interval`` (a duration: ``10m``) and
 travels in the payload only when it was refreshed, with each device's PortSamplesControl
 (``perfquery -c``: the XmitWait tick). See README.md.
 """
@@ -18,6 +18,7 @@ from pydantic import Field
 from fabricmon.collectors.base import AddressKind, Collector, Executable, SourceOptions
 from fabricmon.collectors.perfquery.fetch import PerfqueryFetcher
 from fabricmon.collectors.perfquery.parse import PerfqueryState, parse_payload
+from fabricmon.core.durations import Duration
 from fabricmon.core.model import ParseResult, TargetSpec
 
 
@@ -26,9 +27,9 @@ class PerfqueryOptions(SourceOptions):
     perfquery_path: str = "perfquery"
     # Passed to both commands, e.g. ["-C", "mlx5_0", "-P", "1"] to pick the local HCA port.
     extra_args: list[str] = Field(default_factory=list)
-    topology_interval: float = Field(600.0, gt=0)
+    topology_interval: Duration = Field(600.0, gt=0)  # between ibnetdiscover runs
     concurrency: int = Field(4, ge=1, le=64)
-    command_timeout: float = Field(10.0, gt=0)
+    command_timeout: Duration = Field(10.0, gt=0)
     include_cas: bool = True  # also query CA (HCA) ports, not only switches
     # Read each device's PortSamplesControl.Tick (``perfquery -c``) on topology refreshes.
     samples_control: bool = True

@@ -13,9 +13,10 @@ from typing import Any, ClassVar
 from pydantic import Field, model_validator
 
 from fabricmon.collectors.base import AddressKind, Collector, Executable, FetchError, SourceOptions, resolve_secret
-from fabricmon.collectors.http_util import ClientSlot, HttpAuth, RestOptions, base_url
+from fabricmon.collectors.http_util import TLS_FILES, ClientSlot, HttpAuth, RestOptions, base_url
 from fabricmon.collectors.slurm.fetch import reduce, run_json
 from fabricmon.collectors.slurm.parse import Label, SlurmParseOptions, parse_payload
+from fabricmon.core.durations import Duration
 from fabricmon.core.model import ParseResult, TargetSpec
 
 
@@ -24,7 +25,7 @@ class SlurmOptions(SourceOptions):
     # Read `scontrol show job --json` instead of `squeue --json` (Slurm 23.02 and later).
     scontrol: bool = False
     scontrol_path: str = "scontrol"
-    command_timeout: float = Field(30.0, gt=0)
+    command_timeout: Duration = Field(30.0, gt=0)
     labels: list[Label] = Field(default_factory=list)
 
 
@@ -73,6 +74,7 @@ class SlurmRestCollector(_JobSource):
     address_kind: ClassVar[AddressKind] = AddressKind.REMOTE
     default_port: ClassVar[int | None] = 6820
     options_model: ClassVar[type[SourceOptions]] = SlurmRestOptions
+    files = TLS_FILES
 
     def __init__(self, name: str, address: str, options: SourceOptions) -> None:
         super().__init__(name, address, options)
