@@ -177,3 +177,31 @@ async def test_runbooks_are_served_and_each_finding_page_carries_its_own():
         fpage = await (await client.get(f"/findings/{finding_id(f)}")).text()
         assert "<section id='runbook'><h2>Runbook: FabricmonPacketLoss</h2>" in fpage and "href='runbooks#fabricmonpacketloss'" in fpage
         assert "<b>Meaning.</b>" in fpage and "**" not in fpage
+
+
+def test_a_stalled_port_page_says_what_it_holds_and_why():
+    """Issue 31 item 5: the stalled port's evidence in words (blocked because, sent, its peer
+    received, the XmitWait tick's origin), its picture the cable with the held data's direction,
+    its signals XmitWait, sent, discards and the peer's receive; the same for a stalled port
+    still filed as congestion with ``stalled: true`` (before the stalled role)."""
+    ev = {"stalled": True, "xmit_wait_ticks_per_s": 3125000000, "sent_bytes_per_s": 0, "xmit_wait_fraction": 1.0,
+          "xmit_wait_tick_from": "device generation (Quantum-2)", "peer_received_bytes_per_s": 0, "tx_discards": 381.0,
+          "blocked_because": ["its cable peer node05 mlx5_0 1 received 0.00% of line rate", "381 packets discarded at the head of the queue"],
+          "incident": "stall:ib-leaf03:1"}
+    links = [Link("ib-leaf03", "1", "node05 mlx5_0", "1")]
+    for kind, role in (("credit_deadlock", "stalled"), ("congestion", None)):
+        f = Finding(kind, "critical", "ib-leaf03", "1", None, role, 100.0, peer_device="node05 mlx5_0", peer_port="1",
+                    rule="credit_deadlock", evidence=ev)
+        assert text.stalled(f)
+        page = views.finding_page(_pipeline_with([f], links), f, [f], False)
+        evidence = page.split("<h2>Evidence</h2>")[1].split("<h2>")[0]
+        for words in ("stalled (holds data, sends nothing)</th><td>yes", "why it is blocked</th><td><ul class='because'><li>its cable peer",
+                      "<li>381 packets discarded", "sent</th><td>0 bit/s", "its cable peer received</th><td>0 bit/s",
+                      "XmitWait (waiting for credits)</th><td>3.12 Gticks/s", "XmitWait tick from</th><td>device generation (Quantum-2)"):
+            assert words in evidence, (kind, words)
+        picture = page.split('id="picture"')[1].split("</svg>")[0]
+        assert re.search(r'class="edge paused[^"]*" data-from="ib-leaf03" data-to="node05 mlx5_0"', picture), picture
+        assert "holds data, no credits back" in picture
+        assert [s.name for s in signals.signals_for(f)] == ["xmit_wait", "tx_bytes", "tx_discards", "rx_bytes"]
+    member = Finding("credit_deadlock", "critical", "sw1", "3", None, "member", 100.0, evidence={"stalled": True, "cycle": ["sw1:3", "sw2:4"]})
+    assert not text.stalled(member)  # a loop member is drawn as its loop

@@ -70,17 +70,21 @@ def fmt_value(v: float) -> str:
         return "+Inf" if v > 0 else "-Inf"
     if float(v).is_integer() and abs(v) < 1e15:
         return str(int(v))
-    return FLOAT % v
+    return short(v)
 
 
-# A value that is not whole is printed to 16 significant digits, not the 17 a shortest
-# round-trip repr (Python's repr, Go's strconv 'g' -1 in client_golang) needs for a sum of
-# scaled deltas: 1751 ms counted as 1.751 s is stored as 1.7510000000000001, which 17 digits
-# print and 16 print as 1.751. A float64 carries 15.95 decimal digits, so the 17th is the noise
-# of the arithmetic, not of the counter; the value Prometheus parses is within one unit in the
-# last place of ours, and the rounding keeps every counter's order (no false reset).
-# tests/test_exposition_float.py checks the text against what a real Prometheus stores.
-FLOAT = "%.16g"
+def short(v: float) -> str:
+    """A value that is not whole, rounded to 16 significant digits, then printed as the shortest
+    text that reads back as that float (Python's repr, Go's strconv 'g' -1 in client_golang and
+    Prometheus). The rounding drops the 17th digit a sum of scaled deltas carries: 1751 ms
+    counted as 1.751 s is stored as 1.7510000000000001, which a plain repr prints; a float64
+    carries 15.95 decimal digits, so that digit is the arithmetic's noise, not the counter's.
+    The shortest form is what Prometheus prints back for the value it parsed (16 fixed digits
+    would print ``0.0009980039920141129`` where it prints ``0.000998003992014113``), and the
+    rounding keeps every counter's order (no false reset). tests/test_dashboards_prometheus.py
+    (test_exposed_floats_are_what_prometheus_stores) compares the text with a real Prometheus."""
+    text = repr(float(f"{v:.16g}"))
+    return text[:-2] if text.endswith(".0") else text  # a whole value from 10^15 on: 1412079363126402
 
 
 def format_values(values: np.ndarray | Sequence[float]) -> list[int | float | str]:
@@ -101,7 +105,7 @@ def format_values(values: np.ndarray | Sequence[float]) -> list[int | float | st
         out[i] = x
     finite = np.isfinite(v)
     for i in np.flatnonzero(finite & ~whole).tolist():
-        out[i] = FLOAT % out[i]
+        out[i] = short(out[i])
     for i in np.flatnonzero(~finite).tolist():
         out[i] = fmt_value(out[i])
     return out

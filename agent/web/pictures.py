@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from fabricmon.agent.detector.analyses.fabric import FabricShape
+from fabricmon.agent.web import text
 from fabricmon.agent.web.svg import NODE_W, SEVERITY_COLOUR, Edge, Node, circle, gap_for, graph, layered
 from fabricmon.core.model import Finding
 from fabricmon.core.names import Names
@@ -137,8 +138,8 @@ def port_picture(f: Finding, topo: Topology) -> str:
     if peer is not None and peer[0] != f.device:
         nodes[peer[0]] = Node(peer[0], peer[0], sub=peer[1])
         colour = "#999" if f.end is not None else SEVERITY_COLOUR.get(f.severity, "#999")
-        if f.role == "stalled":
-            edges.append(Edge(f.device, peer[0], f"{f.port or ''} holds data, {peer[1]} returns no credits", "paused"))
+        if text.stalled(f):
+            edges.append(Edge(f.device, peer[0], "holds data, no credits back", "paused"))
         else:
             edges.append(Edge(f.device, peer[0], f"{f.port or ''} — {peer[1]}", colour=colour))
     size = layered(nodes, [[n] for n in nodes], dx=NODE_W + gap_for(edges))
@@ -148,7 +149,7 @@ def port_picture(f: Finding, topo: Topology) -> str:
 def finding_picture(f: Finding, pool: list[Finding], topo: Topology, href: Href) -> str:
     if f.kind == "pfc_storm" and f.role != "watchdog":
         return storm_picture(f, pool, topo, href)
-    if f.kind in ("pfc_deadlock", "credit_deadlock") and f.role != "stalled":
+    if f.kind in ("pfc_deadlock", "credit_deadlock") and not text.stalled(f):
         return cycle_picture(f, pool, href)
     return port_picture(f, topo)
 

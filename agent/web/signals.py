@@ -62,7 +62,6 @@ def _ratio(v: float) -> str:
 
 
 BITS = Signal("transmitted", "tx_bytes", fmt=lambda v: text.si(v, "bit/s"), scale=8.0)
-RECEIVED = Signal("received", "rx_bytes", fmt=lambda v: text.si(v, "bit/s"), scale=8.0)
 PAUSE_SENT_FRAMES = Signal("pause frames sent", "pfc_tx_pause_frames", "priority")
 PAUSE_RX_FRAMES = Signal("pause frames received", "pfc_rx_pause_frames", "priority")
 HOLDS_PEER = Signal("share of time it holds its peer paused", "pfc_tx_pause_seconds", "priority", _ratio)
@@ -106,6 +105,8 @@ SIGNALS: dict[tuple[str, str | None], tuple[Signal, ...]] = {
 
 
 def signals_for(f: Finding) -> tuple[Signal, ...]:
+    if text.stalled(f):  # however the detector files it (issue 31: credit_deadlock, role stalled)
+        return STALL
     return SIGNALS.get((f.kind, f.role)) or SIGNALS.get((f.kind, None), (BITS,))
 
 

@@ -216,11 +216,9 @@ def sparkline(points: list[tuple[float, float]], w: int = 180, h: int = 32, span
             f'<polyline fill="none" stroke="#36c" stroke-width="1.5" points="{pts}"/></svg>')
 
 
-HEAT = ("#eef5ee", "#fff3c4", "#ffd591", "#ff9c6e", "#f5222d")  # 0 = none .. 4 = worst
-
-
 def heat_level(v: float | None, steps: tuple[float, ...]) -> int:
-    """0..4: how far ``v`` climbs the ``steps`` (four thresholds, ascending)."""
+    """0..4: how far ``v`` climbs the ``steps`` (four thresholds, ascending); the page's CSS
+    classes ``h0`` (none) .. ``h4`` (worst) colour it (views.STYLE)."""
     if v is None or v != v or v <= 0:
         return 0
     return 1 + sum(v >= s for s in steps[1:]) if v >= steps[0] else 0

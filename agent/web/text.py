@@ -88,9 +88,41 @@ _BY_SUFFIX: tuple[tuple[str, Any], ...] = (
 _TIMES = ("start", "end", "since", "until", "t", "at")
 
 
+# Evidence keys whose words are not their own (the unit goes to the value: "sent 0 bit/s").
+# A stalled InfiniBand port's (agent/detector/analyses/ib.py) first: it is read at 3 a.m.
+LABELS = {
+    "stalled": "stalled (holds data, sends nothing)",
+    "blocked_because": "why it is blocked",
+    "held_data_because": "why it holds data",
+    "sent_bytes_per_s": "sent",
+    "peer_received_bytes_per_s": "its cable peer received",
+    "xmit_wait_ticks_per_s": "XmitWait (waiting for credits)",
+    "xmit_wait_fraction": "share of the interval waiting (XmitWait x tick)",
+    "xmit_wait_ratio": "XmitWait / (XmitWait + XmitData)",
+    "xmit_wait_tick_from": "XmitWait tick from",
+    "xmit_wait_at_cap": "XmitWait at its 32-bit cap",
+    "xmit_wait_saturated": "XmitWait saturated",
+    "tx_discards": "discarded at the queue head (this interval)",
+    "last_blocked_s_ago": "last seen blocked",
+    "leaky": "leaky (discards at the queue head)",
+    "sent_line_fraction": "sent (share of line rate)",
+    "rx_pause_fraction": "share of time held paused by its peer",
+    "tx_pause_fraction": "share of time holding its peer paused",
+    "tx_progress": "transmit progress",
+}
+# Keys whose unit the suffix does not say.
+_UNITS = {"xmit_wait_ticks_per_s": lambda v: si(v, "ticks/s"), "last_blocked_s_ago": lambda v: f"{seconds(v)} ago"}
+
+
+def stalled(f: Any) -> bool:
+    """A stalled port's finding (``credit_deadlock`` role ``stalled``; before that role existed,
+    any finding whose evidence says ``stalled: true`` about its port alone, not a loop member)."""
+    return f.role == "stalled" or (f.evidence.get("stalled") is True and not f.evidence.get("cycle"))
+
+
 def label(key: str) -> str:
     """``rx_pause_frames_per_s`` -> ``rx pause frames per s``: keys read as words."""
-    return key.replace("_", " ")
+    return LABELS.get(key) or key.replace("_", " ")
 
 
 def value(key: str, v: Any) -> str:
@@ -100,6 +132,8 @@ def value(key: str, v: Any) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, int | float):
+        if key in _UNITS:
+            return escape(_UNITS[key](v))
         for suffix, fmt in _BY_SUFFIX:
             if key.endswith(suffix):
                 return escape(fmt(v))
@@ -111,6 +145,8 @@ def value(key: str, v: Any) -> str:
     if isinstance(v, list | tuple):
         if v and all(isinstance(x, dict) for x in v):
             return rows_table(v)
+        if len(v) > 1 and all(isinstance(x, str) and " " in x for x in v):  # sentences: one a line
+            return "<ul class='because'>" + "".join(f"<li>{escape(x)}</li>" for x in v) + "</ul>"
         return escape(", ".join(_scalar(x) for x in v)) if v else "<span class='muted'>none</span>"
     return escape(str(v))
 

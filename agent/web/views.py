@@ -46,7 +46,8 @@ svg.graph rect.hosts{fill:#eef}.muted{color:#777}.sev-critical{color:#b00}.sev-w
 text-decoration:none;color:#222;background:#fff}.tile b{display:block;font-size:13px;overflow-wrap:anywhere}
 .tile.critical{border:2px solid #c22}.tile.warning{border:2px solid #e90}.heat{display:flex;gap:2px;margin-top:3px}
 .heat span{flex:1;font-size:10px;text-align:center;padding:1px 0;border-radius:2px}
-.h0{background:#eef5ee}.h1{background:#fff3c4}.h2{background:#ffd591}.h3{background:#ff9c6e}.h4{background:#f5222d;color:#fff}"""
+.h0{background:#eef5ee}.h1{background:#fff3c4}.h2{background:#ffd591}.h3{background:#ff9c6e}.h4{background:#f5222d;color:#fff}
+ul.because{margin:0;padding-left:1.2em}"""
 
 
 def root(p: Pipeline) -> str:
