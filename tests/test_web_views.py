@@ -205,3 +205,42 @@ def test_a_stalled_port_page_says_what_it_holds_and_why():
         assert [s.name for s in signals.signals_for(f)] == ["xmit_wait", "tx_bytes", "tx_discards", "rx_bytes"]
     member = Finding("credit_deadlock", "critical", "sw1", "3", None, "member", 100.0, evidence={"stalled": True, "cycle": ["sw1:3", "sw2:4"]})
     assert not text.stalled(member)  # a loop member is drawn as its loop
+
+
+def test_a_device_page_shows_the_loss_no_class_was_found_for():
+    """INTERFACES 4: drops the detector cannot place on a class are no finding but a column of
+    the port's row on its device page, with their stage, count and last rate, and why (the cell's
+    title). The ``loss`` analysis that counts them (issue 27, branch det-eth) is stood in for by
+    an object with its ``unattributed_at``; without it the column is absent."""
+    from dataclasses import dataclass
+
+    from fabricmon.agent.web import fabric
+
+    @dataclass
+    class Drops:  # the fields of det-eth's UnattributedDrops that the page reads
+        stage: str
+        total: float
+        rate: float | None
+        counters: tuple[str, ...]
+        why: str
+        would_tell: str
+        stage_words: str
+
+    cache = _replayed("lossless_drops_arista")
+    p = cache.pipeline
+    device, port = sorted(pk for pk in p.store.ports if pk[0] == "leaf01")[0]
+    idx = fabric.FabricIndex.build(p, cache.findings)
+    assert "loss not placed on a class" not in fabric.device_page(p, idx, device, False)
+
+    class Loss:
+        def unattributed_at(self, d: str, q: str) -> tuple[Drops, ...]:
+            return (Drops("egress_queue", 1234.0, 5.5, ("queue_drops",), "the queue carries priorities 0 and 3", "a per-priority drop counter",
+                          "egress queue"),) if (d, q) == (device, port) else ()
+
+    real = p.detector.analysis
+    p.detector.analysis = lambda name: Loss() if name == "loss" else real(name)
+    page = fabric.device_page(p, idx, device, False)
+    assert "<th>loss not placed on a class</th>" in page
+    cell = re.search(rf"<tr[^>]*><td>{re.escape(port)}</td>.*?</tr>", page).group(0)
+    assert "1234 packets, 5.5/s last · egress queue" in cell
+    assert "title='the queue carries priorities 0 and 3; a per-priority drop counter would tell (queue_drops)'" in cell

@@ -271,20 +271,31 @@ def group_page(p: Pipeline, idx: FabricIndex, gid: str, demo: bool) -> str | Non
     return page(g.name, body, demo, refresh=30, base=root(p))
 
 
-def unattributed_loss(p: Pipeline, device: str) -> dict[str, str]:
-    """Port -> loss on it that no evidence places on a class (INTERFACES 4: a drop counter that
-    does not name its class, on a port carrying lossy traffic too): not a finding, shown on the
-    port's row. The detector branch of issue 27 (det-eth) exports it; until it is merged no
-    analysis provides it and the column stays hidden. Reads any detector gauge named
-    ``fabricmon_port_unattributed_*`` with device and port labels."""
+def unattributed_loss(p: Pipeline, device: str, ports: list[str]) -> dict[str, str]:
+    """Port -> HTML of the loss on it that no evidence places on a class (INTERFACES 4: a drop
+    counter that does not name its class, on a port carrying lossy traffic too): not a finding,
+    shown on the port's row, per stage with its count since the agent started, its last rate,
+    and (as the cell's title) why the class is unknown and which counter would tell.
+
+    The ``loss`` analysis of the issue 27 detector work (branch det-eth,
+    ``LossAnalysis.unattributed_at``) provides it; on a detector without that analysis the
+    column stays hidden."""
+    try:
+        analysis = p.detector.analysis("loss")
+    except KeyError:
+        return {}
+    at = getattr(analysis, "unattributed_at", None)
+    if at is None:
+        return {}
     out: dict[str, str] = {}
-    for m in p.detector.metrics():
-        if not m.name.startswith("fabricmon_port_unattributed_") or m.labels[:2] != ("device", "port"):
-            continue
-        for values, v in m.values:
-            if values[0] == device and v:
-                stage = dict(zip(m.labels, values, strict=False)).get("stage", "")
-                out[values[1]] = (out.get(values[1], "") + " " + f"{text.number(v, 3)}/s {stage}".strip()).strip()
+    for port in ports:
+        parts = []
+        for u in at(device, port):
+            rate = f", {text.number(u.rate, 3)}/s last" if u.rate else ""
+            title = f"{u.why}; {u.would_tell} would tell ({', '.join(u.counters)})"
+            parts.append(f"<span title='{escape(title)}'>{text.number(u.total, 4)} packets{rate} · {escape(u.stage_words)}</span>")
+        if parts:
+            out[port] = "<br>".join(parts)
     return out
 
 
@@ -304,7 +315,7 @@ def device_page(p: Pipeline, idx: FabricIndex, device: str, demo: bool) -> str |
                          ("part of", idx.shape.inside(device) or ""), ("target", p.store.device_target.get(device, ""))])
     now = p.now()
     fs = sorted(idx.device_findings.get(device, []), key=lambda f: (-pictures.SEVERITY_RANK.get(f.severity, 0), f.start))
-    loss = unattributed_loss(p, device)
+    loss = unattributed_loss(p, device, [port for _, port in ports[:MAX_DEVICE_PORTS]])
     rows = []
     for dev, port in ports[:MAX_DEVICE_PORTS]:
         e = p.store.ports[(dev, port)]
@@ -320,7 +331,7 @@ def device_page(p: Pipeline, idx: FabricIndex, device: str, demo: bool) -> str |
                     f"<td>{text.percent(h.wait) if h.wait is not None else ''}</td>"
                     f"<td>{text.number(h.errors, 3) + '/s' if h.errors else ''}</td>"
                     f"<td>{text.number(drops, 3) + '/s' if drops else ''}</td>"
-                    + (f"<td>{escape(loss.get(port, ''))}</td>" if loss else "")
+                    + (f"<td>{loss.get(port, '')}</td>" if loss else "")
                     + f"<td>{_finding_link(h.worst, h.findings)}</td></tr>")
     more = f"<p class='muted'>{len(ports) - MAX_DEVICE_PORTS} more ports not listed.</p>" if len(ports) > MAX_DEVICE_PORTS else ""
     loss_head = "<th>loss not placed on a class</th>" if loss else ""
