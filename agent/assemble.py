@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricmon import collectors
-from fabricmon.agent.config import Config, LoadedConfig, TargetConfig
+from fabricmon.agent.config import Config, ConfigError, LoadedConfig, TargetConfig
 from fabricmon.agent.detector import rules as rules_mod
 from fabricmon.agent.exporter.metrics import ExpositionPolicy
 from fabricmon.agent.pipeline import Pipeline
@@ -36,7 +36,16 @@ def settings(cfg: Config, exposition: bool = False) -> dict[str, Any]:
                               shard_index=cfg.shard.index, shard_count=cfg.shard.count) if exposition else None
     return {"rules": rules_mod.build(cfg.rules), "analyses": cfg.detector.analyses(), "fabric": cfg.fabric.priority_map(),
             "static_links": cfg.static_links(), "detect_min_interval": cfg.detector.min_interval, "exposition_policy": policy,
-            "jobs": cfg.jobs, "names": names.load(cfg.names.files, cfg.names.map)}
+            "jobs": cfg.jobs, "names": _names(cfg)}
+
+
+def _names(cfg: Config) -> names.Names:
+    """The ``names:`` maps; a file that is missing or does not parse is a config problem
+    (``check-config`` reports it at its line: agent/preflight.py)."""
+    try:
+        return names.load(cfg.names.files, cfg.names.map)
+    except ValueError as exc:
+        raise ConfigError([str(exc)]) from None
 
 
 def build_pipeline(config: Config | None, specs: Iterable[TargetSpec], *, recorder: RecordingWriter | None = None,

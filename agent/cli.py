@@ -670,6 +670,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except ConfigError as exc:  # a part of the config read after the file (the names: maps)
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
