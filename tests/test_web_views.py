@@ -154,6 +154,8 @@ async def test_landing_page_shows_a_failed_reload_and_ready_names_failed_rules()
     async with TestClient(TestServer(make_app(exporter))) as client:
         home = await (await client.get("/")).text()
         assert "id='reload'" in home and "The last configuration reload failed" in home and "ecn_warning_ratio" in home
+        assert "<h2 id='detector'>Detector</h2>" in home and "<b>1 rule(s) failed</b>" in home
+        assert "rule broken failed 1 time(s); last: ValueError: bad input" in home
         ready = await client.get("/ready")
         body = await ready.text()
         assert ready.status == 200 and "detector: rule broken failed 1 time(s); last: ValueError: bad input" in body
