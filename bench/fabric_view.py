@@ -58,10 +58,14 @@ def one(ports: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         fab, _ = write_recording(path, nports=ports)
         built = time.perf_counter() - t0
-        with serve(path) as base:
+        # One poll of one perfquery target is one recording line, just under 1 KB per port (72.5 MB
+        # at 100,000 ports): over the replay's default 64 MiB line limit (agent/recording.Limits).
+        with serve(path, args=("--max-line-bytes", str(max(64 << 20, 2048 * ports)))) as base:
             browser = asyncio.run(_browser(base))  # the pass's first /fabric: groups and heat built, then the page
             first, again_s = _get(f"{base}/fabric")
             groups = re.findall(rb"href='(fabric/groups/[^']+)'", first)
+            if not groups:
+                raise SystemExit(f"{ports} ports: /fabric shows no group: the replay read no poll ({first[-600:]!r})")
             gpage, group_s = _get(f"{base}/{groups[len(groups) // 2].decode()}")
             dev = re.findall(rb"href='(devices/[^']+)'", gpage)[0]
             dpage, device_s = _get(f"{base}/{dev.decode()}")

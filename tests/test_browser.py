@@ -51,15 +51,16 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve(recording: Path, speed: float | None = None) -> Iterator[str]:
-    """``fabricmon replay --serve RECORDING``: ``--fast`` until it finished, or paced at ``speed`` once it answers.
+def serve(recording: Path, speed: float | None = None, args: tuple[str, ...] = ()) -> Iterator[str]:
+    """``fabricmon replay --serve RECORDING``: ``--fast`` until it finished, or paced at ``speed`` once it answers;
+    ``args``: more replay options (``--max-line-bytes`` for a poll of more than 50,000 ports).
 
     Yields the base URL; stops the process afterwards.
     """
     port = _free_port()
     listen = f"127.0.0.1:{port}"
     pace = ["--fast"] if speed is None else ["--speed", str(speed)]
-    cmd = [sys.executable, "-m", "fabricmon.agent", "replay", *pace, "--quiet", str(recording), "--serve", listen]
+    cmd = [sys.executable, "-m", "fabricmon.agent", "replay", *pace, *args, "--quiet", str(recording), "--serve", listen]
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True)
         try:
