@@ -38,11 +38,10 @@ def selene(tmp_path_factory):
     public_fixture("ib/Mellanox__ufm_sdk_3.0/topo__selene.compute.txt")
     _require_chromium()
     from bench.fabric import write_recording
-    from fabricmon.collectors.perfquery.parse import parse_ibnetdiscover
 
     path = tmp_path_factory.mktemp("selene") / "selene.jsonl.gz"
     fab, plant = write_recording(path)
-    topo = parse_ibnetdiscover(fab.ibnetdiscover)
+    topo = fab.topology  # the recording's ibnetdiscover text, parsed
     with serve(path) as base:
         yield base, topo, plant
 

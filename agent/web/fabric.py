@@ -188,12 +188,12 @@ def fabric_page(p: Pipeline, findings: list[Finding], idx: FabricIndex, demo: bo
     sections = []
     for _, name, groups in idx.layout.tiers:
         n = sum(len(g.members) for g in groups)
-        tiles = "".join(_tile(g.id, g.name, _n(len(g.members), "switch"), idx.group_heat(g), g.why) for g in groups)
+        tiles = "".join(_tile(g.id, g.name, _n(len(g.members), SWITCH_WORD), idx.group_heat(g), g.why) for g in groups)
         sections.append(f"<section class='tier' data-tier='{escape(name)}'><h2>{escape(name)} ({_n(n, 'switch')}, "
                         f"{_n(len(groups), 'group')})</h2><div class='tiles'>{tiles}</div></section>")
     if idx.layout.hosts:
         n = sum(len(g.members) for g in idx.layout.hosts)
-        tiles = "".join(_tile(g.id, g.name, _n(len(g.members), "host"), idx.group_heat(g), g.why) for g in idx.layout.hosts)
+        tiles = "".join(_tile(g.id, g.name, _n(len(g.members), HOST_WORD), idx.group_heat(g), g.why) for g in idx.layout.hosts)
         sections.append(f"<section class='tier' data-tier='hosts'><h2>hosts ({n}, {_n(len(idx.layout.hosts), 'group')})</h2>"
                         f"<div class='tiles'>{tiles}</div></section>")
     boxes = len(idx.layout.group_of)
@@ -205,6 +205,9 @@ def fabric_page(p: Pipeline, findings: list[Finding], idx: FabricIndex, demo: bo
     body = (f"<h1>Fabric</h1><p>{len(p.topology.links())} cables, {len(p.store.devices)} described devices, "
             f"{len(findings)} active findings.</p>{LEGEND}{''.join(sections)}{picture}")
     return page("fabric", body, demo, refresh=30, base=root(p))
+
+
+SWITCH_WORD, HOST_WORD = ("switch", "host")  # the device kinds a tile counts, as words
 
 
 def _n(n: int, word: str) -> str:
@@ -299,6 +302,24 @@ def unattributed_loss(p: Pipeline, device: str, ports: list[str]) -> dict[str, s
     return out
 
 
+def _port_row(p: Pipeline, idx: FabricIndex, dev: str, port: str, loss: dict[str, str]) -> str:
+    """One port's row of a device page (the loss column only when some port has such loss)."""
+    e = p.store.ports[(dev, port)]
+    h = idx.port_heat.get((dev, port), Heat())
+    up = e.gauges.get(("link_up", ()))
+    tx, rx = p.store.rate(dev, port, "tx_bytes"), p.store.rate(dev, port, "rx_bytes")
+    drops = sum(r for n in DROPS if (r := p.store.rate(dev, port, n)))
+    return (f"<tr class='{escape(h.worst.severity) if h.worst else ''}'><td>{escape(port)}</td>"
+            f"<td>{_peer_link(p.topology.peer(dev, port), idx)}</td><td>{'' if up is None else 'up' if up.value else 'DOWN'}</td>"
+            f"<td>{text.bits_per_s(tx) if tx is not None else ''}</td><td>{text.bits_per_s(rx) if rx is not None else ''}</td>"
+            f"<td>{text.percent(h.pause) if h.pause is not None else ''}</td>"
+            f"<td>{text.percent(h.wait) if h.wait is not None else ''}</td>"
+            f"<td>{text.number(h.errors, 3) + '/s' if h.errors else ''}</td>"
+            f"<td>{text.number(drops, 3) + '/s' if drops else ''}</td>"
+            + (f"<td>{loss.get(port, '')}</td>" if loss else "")
+            + f"<td>{_finding_link(h.worst, h.findings)}</td></tr>")
+
+
 def device_page(p: Pipeline, idx: FabricIndex, device: str, demo: bool) -> str | None:
     """``/devices/<name>``: what the device is, its group, its findings, its ports with their
     peers, state, rates and worst finding."""
@@ -311,28 +332,12 @@ def device_page(p: Pipeline, idx: FabricIndex, device: str, demo: bool) -> str |
     label = idx.labels.get(device, device)
     facts = text.fields([("kind", info.kind if info else ""), ("GUID", info.guid if info else ""),
                          ("description", info.description if info else ""), ("model", info.model if info else ""),
-                         ("host", idx.layout.host_of.get(device, "") if idx.layout.host_of.get(device) != device else ""),
+                         ("on host", idx.layout.host_of.get(device, "") if idx.layout.host_of.get(device) != device else ""),
                          ("part of", idx.shape.inside(device) or ""), ("target", p.store.device_target.get(device, ""))])
     now = p.now()
     fs = sorted(idx.device_findings.get(device, []), key=lambda f: (-pictures.SEVERITY_RANK.get(f.severity, 0), f.start))
     loss = unattributed_loss(p, device, [port for _, port in ports[:MAX_DEVICE_PORTS]])
-    rows = []
-    for dev, port in ports[:MAX_DEVICE_PORTS]:
-        e = p.store.ports[(dev, port)]
-        h = idx.port_heat.get((dev, port), Heat())
-        peer = p.topology.peer(dev, port)
-        up = e.gauges.get(("link_up", ()))
-        tx, rx = p.store.rate(dev, port, "tx_bytes"), p.store.rate(dev, port, "rx_bytes")
-        drops = sum(r for n in DROPS if (r := p.store.rate(dev, port, n)))
-        rows.append(f"<tr class='{escape(h.worst.severity) if h.worst else ''}'><td>{escape(port)}</td>"
-                    f"<td>{_peer_link(peer, idx)}</td><td>{'' if up is None else 'up' if up.value else 'DOWN'}</td>"
-                    f"<td>{text.bits_per_s(tx) if tx is not None else ''}</td><td>{text.bits_per_s(rx) if rx is not None else ''}</td>"
-                    f"<td>{text.percent(h.pause) if h.pause is not None else ''}</td>"
-                    f"<td>{text.percent(h.wait) if h.wait is not None else ''}</td>"
-                    f"<td>{text.number(h.errors, 3) + '/s' if h.errors else ''}</td>"
-                    f"<td>{text.number(drops, 3) + '/s' if drops else ''}</td>"
-                    + (f"<td>{loss.get(port, '')}</td>" if loss else "")
-                    + f"<td>{_finding_link(h.worst, h.findings)}</td></tr>")
+    rows = [_port_row(p, idx, dev, port, loss) for dev, port in ports[:MAX_DEVICE_PORTS]]
     more = f"<p class='muted'>{len(ports) - MAX_DEVICE_PORTS} more ports not listed.</p>" if len(ports) > MAX_DEVICE_PORTS else ""
     loss_head = "<th>loss not placed on a class</th>" if loss else ""
     table = scroll("<table id='ports'><tr><th>port</th><th>cabled to</th><th>link</th><th>transmit</th><th>receive</th><th>pause</th>"
@@ -364,13 +369,7 @@ def search(p: Pipeline, idx: FabricIndex, q: str) -> list[tuple[str, str, str]]:
         return []
     low = q.lower()
     guid = norm_guid(q) if any(c.isdigit() for c in q) else ""
-    out: list[tuple[str, str, str]] = []
-    for pk, e in p.store.ports.items():
-        if guid and e.info is not None and e.info.guid == guid:
-            out.append(("port GUID", pk[0], pk[1]))
-    for d, info in p.store.devices.items():
-        if guid and info.guid == guid:
-            out.append(("GUID", d, ""))
+    out = _by_guid(p, guid) if guid else []
     dev, sep, port = q.rpartition(":") if ":" in q else q.rpartition(" ")
     if sep and (dev, port) in p.store.ports:
         out.append(("port", dev, port))
@@ -381,8 +380,14 @@ def search(p: Pipeline, idx: FabricIndex, q: str) -> list[tuple[str, str, str]]:
             break
         host = idx.layout.host_of.get(d, "")
         if d not in exact and (low in d.lower() or low in idx.labels[d].lower() or low in host.lower()):
-            out.append(("host" if low in host.lower() and low not in d.lower() else "device", d, ""))
+            out.append(("host name" if low in host.lower() and low not in d.lower() else "device", d, ""))
     return list(dict.fromkeys(out))[:MAX_SEARCH]
+
+
+def _by_guid(p: Pipeline, guid: str) -> list[tuple[str, str, str]]:
+    """The ports, then the devices, whose GUID is ``guid``."""
+    out = [("port GUID", pk[0], pk[1]) for pk, e in p.store.ports.items() if e.info is not None and e.info.guid == guid]
+    return out + [("GUID", d, "") for d, info in p.store.devices.items() if info.guid == guid]
 
 
 def search_page(p: Pipeline, idx: FabricIndex, q: str, demo: bool) -> str:

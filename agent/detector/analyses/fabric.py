@@ -62,7 +62,7 @@ AGGREGATION_NODE = "Aggregation Node"
 # "Quantum-2 Mellanox Technologies" (seen in the fixtures' ibnetdiscover outputs).
 VENDOR_DEFAULT = re.compile(r"\bMellanox Technologies\b|\bNVIDIA Technologies\b", re.IGNORECASE)
 # rdma-ndd's default node description is "%h %d": host name, then the RDMA device (rdma-ndd(8)).
-_HOST_DEVICE = re.compile(r"^(?P<host>\S+)\s+(?P<dev>\S*\d\S*)$")
+_HOST_DEVICE = re.compile(r"^(?P<hostname>\S+)\s+(?P<dev>\S*\d\S*)$")
 TIER_NAMES = ("leaf", "spine", "core")
 
 
@@ -261,14 +261,7 @@ class FabricShape:
         component of the leaves and spines), the plane (two tiers), or for the tiers above the
         pods, the set of pods a switch reaches."""
         placed = _named_places(switches, self.store, names)
-        short = _shortener(switches)
-        pods: dict[str, str] = {}
-        if top >= 2:
-            for comp in self._components({s for s in switches if tier[s] <= 1 and s not in placed}):
-                pods.update(dict.fromkeys(comp, "pod " + _span([short(s) for s in comp if tier[s] == 0] or [short(s) for s in comp])))
-        else:
-            for n, comp in enumerate(self._components({s for s in switches if s not in placed})):
-                pods.update(dict.fromkeys(comp, f"plane {n + 1}" if len(comp) < len(switches) else "fabric"))
+        pods = self._pods({s for s in switches if s not in placed}, tier, top, len(switches), _shortener(switches))
         peers = self.peers()
         # A spine's position in its pod (its index in the pod's spines by name): the cores cabled
         # to the same positions form one core group (a folded Clos wires core c to spine c mod k
@@ -287,15 +280,19 @@ class FabricShape:
                 key[s] = ("to spine " + _numbers(at) + " of each pod", "cabling: the spine positions it reaches")
             else:
                 key[s] = (f"tier {tier[s]}", "cabling: hops from the hosts")
-        out: dict[int, dict[str, Group]] = {}
-        for s in sorted(switches):
-            name, why = key[s]
-            t = tier[s]
-            g = out.setdefault(t, {}).get(name)
-            if g is None:
-                g = out[t][name] = Group(f"t{t}:{name}", name, t, why=why)
-            g.members.append(s)
-        return {t: sorted(gs.values(), key=lambda g: g.members[0]) for t, gs in out.items()}
+        return _by_key(switches, tier, key)
+
+    def _pods(self, switches: set[str], tier: dict[str, int], top: int, total: int, short: Callable[[str], str]) -> dict[str, str]:
+        """Switch -> its pod (three tiers or more: a component of the leaves and spines, named by
+        its leaves' ``short`` names) or plane (two tiers: a component of the fabric)."""
+        pods: dict[str, str] = {}
+        if top >= 2:
+            for comp in self._components({s for s in switches if tier[s] <= 1}):
+                pods.update(dict.fromkeys(comp, "pod " + _span([short(s) for s in comp if tier[s] == 0] or [short(s) for s in comp])))
+        else:
+            for n, comp in enumerate(self._components(switches)):
+                pods.update(dict.fromkeys(comp, f"plane {n + 1}" if len(comp) < total else "fabric"))
+        return pods
 
     def _host_groups(self, host_of: dict[str, str], group_of: dict[str, str], names: Names | None,
                      max_groups: int) -> list[Group]:
@@ -327,7 +324,20 @@ class FabricShape:
 
 def _host_part(name: str) -> str:
     m = _HOST_DEVICE.match(name.strip())
-    return m.group("host") if m else name.strip()
+    return m.group("hostname") if m else name.strip()
+
+
+def _by_key(switches: set[str], tier: dict[str, int], key: dict[str, tuple[str, str]]) -> dict[int, list[Group]]:
+    """Per tier, the groups of the switches that share a (name, why) key, ordered by first member."""
+    out: dict[int, dict[str, Group]] = {}
+    for s in sorted(switches):
+        name, why = key[s]
+        t = tier[s]
+        g = out.setdefault(t, {}).get(name)
+        if g is None:
+            g = out[t][name] = Group(f"t{t}:{name}", name, t, why=why)
+        g.members.append(s)
+    return {t: sorted(gs.values(), key=lambda g: g.members[0]) for t, gs in out.items()}
 
 
 def _named_places(switches: set[str], store: CounterStore, names: Names | None) -> dict[str, tuple[str, str]]:
