@@ -15,26 +15,37 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricmon import collectors
-from fabricmon.agent.config import Config, LoadedConfig, TargetConfig
+from fabricmon.agent.config import Config, ConfigError, LoadedConfig, TargetConfig
 from fabricmon.agent.detector import rules as rules_mod
 from fabricmon.agent.exporter.metrics import ExpositionPolicy
 from fabricmon.agent.pipeline import Pipeline
 from fabricmon.agent.recording import RecordingWriter
 from fabricmon.agent.scheduler import ScheduledTarget
+from fabricmon.core import names
 from fabricmon.core.model import Finding, TargetSpec
 
 
 def settings(cfg: Config, exposition: bool = False) -> dict[str, Any]:
     """What a config sets in a pipeline, as :meth:`Pipeline.reconfigure` takes it (a reload
     applies the same): rules, the analyses' parameters (``detector: {pfc:, ib:}``), the
-    ``fabric:`` layout, static links, detection coalescing, the ``jobs:`` settings and, with ``exposition`` (a live
+    ``fabric:`` layout, static links, detection coalescing, the ``jobs:`` settings, the ``names:``
+    maps (read here: a reload reads them again) and, with ``exposition`` (a live
     agent), the export levels and shard. Without it everything is exported in full and no shard
     info is shown, so a replay's /metrics is the same whatever shard or levels its config names."""
     policy = ExpositionPolicy(level=cfg.exposition.level, groups=dict(cfg.exposition.groups), targets=cfg.target_levels(),
                               shard_index=cfg.shard.index, shard_count=cfg.shard.count) if exposition else None
     return {"rules": rules_mod.build(cfg.rules), "analyses": cfg.detector.analyses(), "fabric": cfg.fabric.priority_map(),
             "static_links": cfg.static_links(), "detect_min_interval": cfg.detector.min_interval, "exposition_policy": policy,
-            "jobs": cfg.jobs}
+            "jobs": cfg.jobs, "names": _names(cfg)}
+
+
+def _names(cfg: Config) -> names.Names:
+    """The ``names:`` maps; a file that is missing or does not parse is a config problem
+    (``check-config`` reports it at its line: agent/preflight.py)."""
+    try:
+        return names.load(cfg.names.files, cfg.names.map)
+    except ValueError as exc:
+        raise ConfigError([str(exc)]) from None
 
 
 def build_pipeline(config: Config | None, specs: Iterable[TargetSpec], *, recorder: RecordingWriter | None = None,

@@ -17,6 +17,7 @@ from typing import IO, Any
 from fabricmon.agent import __version__
 from fabricmon.agent.config import DEFAULT_LISTEN, ConfigError, check_file, load, position_order
 from fabricmon.agent.recording import Limits, RecordingError, iter_lines
+from fabricmon.agent.web.ids import external_url, finding_json
 from fabricmon.core.model import Finding
 
 log = logging.getLogger("fabricmon")
@@ -192,6 +193,7 @@ async def _run_demo(listen: str, speed: float, path: Path, loops: int | None = N
         return 1
     header = next(iter_lines(path))[1]
     pipeline = replay_pipeline(header, path)
+    pipeline.external_url = external_url(None, listen)
     exporter = Exporter(pipeline, demo=True)
     exporter.render_now()
     runner = await start_server(make_app(exporter), listen)
@@ -235,8 +237,9 @@ Findings appear as the faults in the recording unfold (the first within about {9
 class _FindingsOut:
     """Where findings go as JSON lines; OSError when the path cannot be written."""
 
-    def __init__(self, target: str | None) -> None:
+    def __init__(self, target: str | None, base_url: str = "") -> None:
         self.fh: IO[str] | None = None
+        self.base_url = base_url  # each finding's url (fabricmon addition) is its page under it
         if target == "-":
             self.fh = sys.stdout
         elif target:
@@ -244,7 +247,7 @@ class _FindingsOut:
 
     def write(self, f: Finding) -> None:
         if self.fh is not None:
-            self.fh.write(json.dumps(f.to_json(), sort_keys=False) + "\n")
+            self.fh.write(json.dumps(finding_json(f, self.base_url), sort_keys=False) + "\n")
             self.fh.flush()
 
     def close(self) -> None:
@@ -279,12 +282,20 @@ def _replay_config(args: argparse.Namespace) -> str | None:
     return str(beside)
 
 
+def _replay_url(args: argparse.Namespace, loaded) -> str:
+    """The external URL finding links are built on: the config's ``web.external_url``, else the
+    ``--serve`` address; without either, links stay paths (``/findings/<id>``)."""
+    web = loaded.config.web if loaded else None
+    tls = bool(getattr(args, "web_config_file", None) or (web and web.config_file))
+    return external_url(web.external_url if web else None, args.serve, tls)
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     loaded = _load_config(_replay_config(args))
     limits = Limits(max_line_bytes=args.max_line_bytes, max_total_bytes=args.max_total_bytes, max_targets=args.max_targets)
     speed = None if args.fast else (args.speed if args.speed is not None else (1.0 if args.serve else None))
     try:
-        out = _FindingsOut(args.findings_out)
+        out = _FindingsOut(args.findings_out, _replay_url(args, loaded))
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         print(f"error: cannot write findings to {args.findings_out!r}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
         return 2
@@ -324,6 +335,7 @@ async def _replay_serve(args, loaded, out: _FindingsOut, speed: float | None, li
 
     header = next(iter_lines(args.file, limits=limits))[1]
     pipeline = replay_pipeline(header, args.file, loaded, out.write, limits, exposition=True)  # the config's levels, as served live
+    pipeline.external_url = out.base_url
     exporter = Exporter(pipeline)
     exporter.render_now()
     ssl_ctx, middlewares = _web_security(args, loaded)
@@ -702,6 +714,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except ConfigError as exc:  # a part of the config read after the file (the names: maps)
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

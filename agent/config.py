@@ -76,9 +76,23 @@ class GlobalConfig(Strict):
         return self
 
 
+def _external_url(v: str | None) -> str | None:
+    """``http(s)://host[:port][/path]``: where people reach the agent (a reverse proxy's address)."""
+    if v is None:
+        return None
+    m = re.fullmatch(r"(https?)://([^/?#\s]+)(/[^?#\s]*)?", v)
+    if m is None:
+        raise ValueError(f"{v!r} is not an http:// or https:// URL like https://fabricmon.example.com/fabricmon")
+    return v.rstrip("/")
+
+
 class WebConfig(Strict):
     listen_address: str = DEFAULT_LISTEN
     config_file: str | None = None  # exporter-toolkit web config (TLS, basic auth)
+    # Like Prometheus' --web.external-url: the URL finding links (/api/findings, the findings
+    # file, the url label of fabricmon_finding_active, so alert annotations) are built on. A
+    # path is the prefix a reverse proxy strips; unset: derived from listen_address.
+    external_url: Annotated[str | None, AfterValidator(_external_url)] = None
 
 
 class RecordingConfig(Strict):
@@ -226,6 +240,15 @@ class JobsConfig(Strict):
         return {h: [(e.switch, e.port, e.nic) for e in entries] for h, entries in self.hosts.items()}
 
 
+class NamesConfig(Strict):
+    """Names no source gives (agent/core/names.py): ``files`` are node-name-maps
+    (``0x<GUID> "name"``, as infiniband-diags and OpenSM read them) or YAML maps (device name or
+    GUID -> name, or -> {name, pod, rail, plane}); ``map`` is the same inline, and wins."""
+
+    files: list[str] = Field(default_factory=list)
+    map: dict[str, str | dict[str, str]] = Field(default_factory=dict)
+
+
 class TargetConfig(BaseModel):
     """A target: generic fields here, source options validated by the collector."""
 
@@ -260,6 +283,7 @@ class Config(Strict):
     exposition: ExpositionConfig = Field(default_factory=ExpositionConfig)
     fabric: FabricConfig = Field(default_factory=FabricConfig)
     jobs: JobsConfig = Field(default_factory=JobsConfig)
+    names: NamesConfig = Field(default_factory=NamesConfig)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 

@@ -26,6 +26,7 @@ from fabricmon.agent.store import CounterStore, PortKey
 from fabricmon.core import secrets
 from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import Counters, Finding, Gauge, Link, ParseResult, Poll, TargetSpec
+from fabricmon.core.names import Names
 from fabricmon.core.topology import Topology
 from fabricmon.core.vocabulary import COUNTERS, GAUGES, NAMESPACE, PriorityMap
 
@@ -121,13 +122,14 @@ class Pipeline:
         exposition_policy: ExpositionPolicy | None = None,
         analyses: Mapping[str, Any] | None = None,
         jobs: JobsConfig | None = None,
+        names: Names | None = None,
     ) -> None:
         self.store = CounterStore(history=history, stale_after=stale_after)
         self.identity = Identity()  # GUID -> name, so one device seen through two sources is one device
         self.topology = Topology()
         self.detector = Detector(rules, analyses)  # analyses: the config's detector: {pfc:, ib:} parameters
         self.jobs = JobStage(jobs)  # job inventories and which jobs each finding touches (agent/jobs)
-        self._configure(fabric, static_links, detect_min_interval, exposition_policy)
+        self._configure(fabric, static_links, detect_min_interval, exposition_policy, names)
         self.specs: dict[str, TargetSpec] = {}
         self.targets = TargetStatuses()
         self.parse_state: dict[str, Any] = {}  # target -> its collector's parse state (Collector.new_state)
@@ -142,6 +144,12 @@ class Pipeline:
         self.clock = 0.0  # latest poll time seen
         self.generation = 0  # bumped by every ingest: the exporter renders when it changes
         self.ended: list[Finding] = []  # recently ended findings, newest last (bounded)
+        # Called after every detection pass with (pipeline, t): the web view's history of the
+        # ports findings involve (agent/web/signals.py) keeps their whole life from here.
+        self.after_detect: list[Callable[[Pipeline, float], None]] = []
+        # The agent's external URL (agent/web/ids.external_url): finding URLs in /metrics, the API
+        # and the pages are built on it. Set by whoever serves the pipeline; "" builds paths.
+        self.external_url = ""
         self._last_detect: float | None = None
         self._pending_ports: set[PortKey] = set()
         self._pending_devices: set[str] = set()
@@ -149,16 +157,18 @@ class Pipeline:
 
     def reconfigure(self, rules: list[Rule], *, fabric: PriorityMap | None, static_links: Iterable[Link],
                     detect_min_interval: float, exposition_policy: ExpositionPolicy | None,
-                    analyses: Mapping[str, Any] | None = None, jobs: JobsConfig | None = None) -> None:
+                    analyses: Mapping[str, Any] | None = None, jobs: JobsConfig | None = None,
+                    names: Names | None = None) -> None:
         """What a config sets (at start, and again on reload): the rules and the analyses'
         parameters, the fabric layout, static links, detection coalescing, the export policy and
         the job view's settings."""
         self.detector.configure(rules, analyses)
         self.jobs.configure(jobs)
-        self._configure(fabric, static_links, detect_min_interval, exposition_policy)
+        self._configure(fabric, static_links, detect_min_interval, exposition_policy, names)
 
     def _configure(self, fabric: PriorityMap | None, static_links: Iterable[Link], detect_min_interval: float,
-                   exposition_policy: ExpositionPolicy | None) -> None:
+                   exposition_policy: ExpositionPolicy | None, names: Names | None) -> None:
+        self.names = names or Names()  # config ``names:``: node names and places no source gives (the fabric view)
         self.fabric = fabric or PriorityMap()  # config ``fabric:``: lossless priorities and maps
         self.topology.set_static(static_links)
         self.detect_min_interval = detect_min_interval
@@ -344,6 +354,8 @@ class Pipeline:
         if len(self.ended) > 500:
             del self.ended[: len(self.ended) - 500]
         self.jobs.annotate(self.detector.active, self.ended, self.store, self.topology, t, lambda: self.ready)
+        for observe in self.after_detect:
+            observe(self, t)
 
     def findings(self) -> list[Finding]:
         """Active findings in ``Finding.sort_key`` order (start time, kind, device, port, priority)."""

@@ -96,6 +96,7 @@ def check(checked: Checked, credentials_dir: str | None = None) -> Preflight:
         except (ValueError, OSError) as exc:  # WebConfigError is a ValueError; ssl errors are OSErrors
             result.errors.append(_at(path, pos, ("web", "config_file"), f"the web config does not load: {exc}"))
     _check_state_dir(checked, result)
+    _check_names(checked, result)
     switches = checked.sections.get("collectors") or {}
     for target in checked.targets:
         if target.config.enabled and switches.get(target.config.source, True):
@@ -116,6 +117,18 @@ def _check_state_dir(checked: Checked, result: Preflight) -> None:
         result.errors.append(_at(checked.path, checked.positions, loc, error))
     elif note is not None:
         result.warnings.append(_at(checked.path, checked.positions, loc, f"warning: {note}"))
+
+
+def _check_names(checked: Checked, result: Preflight) -> None:
+    """Each ``names:`` file is readable and parses as a node-name-map or a YAML map."""
+    from fabricmon.core import names
+
+    section = checked.sections.get("names")
+    for i, path in enumerate(section.files if section is not None else []):
+        try:
+            names.load([path])
+        except ValueError as exc:
+            result.errors.append(_at(checked.path, checked.positions, ("names", "files", i), str(exc)))
 
 
 def _check_target(checked: Checked, i: int, source: str, options: Any, credentials_dir: str | None, result: Preflight) -> None:

@@ -28,6 +28,7 @@ from fabricmon.agent.exporter.server import Exporter, make_app, start_server
 from fabricmon.agent.looplag import LoopLag
 from fabricmon.agent.recording import RecordingWriter
 from fabricmon.agent.scheduler import Scheduler
+from fabricmon.agent.web.ids import external_url
 from fabricmon.agent.worker import PipelineWorker
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class Agent:
         self.recorder = recorder = RecordingWriter(self.record_path, specs, description="fabricmon record") if self.record_path else None
         self.pipeline = build_pipeline(cfg, specs, recorder=recorder, wall_clock=True, exposition=True)
         self.worker = worker = PipelineWorker()
+        self.pipeline.external_url = external_url(cfg.web.external_url, self.listen, self.ssl_context is not None)
         state_dir = state.default_state_dir(cfg.global_.state_dir) if self.keep_state else None
         keeper = state.StateKeeper(state.state_path(state_dir), self.pipeline.store, self.pipeline.detector,
                                    run=worker.read) if state_dir else None
@@ -147,6 +149,7 @@ class Agent:
         except (ConfigError, ValueError, OSError) as exc:
             log.error("reload failed, keeping the running config: %s", exc)
             self.exporter.reload_ok = False
+            self.exporter.web.reload_error = (time.time(), str(exc))
             self.exporter.request_render()
             return False
         for commit in commits:
@@ -161,11 +164,13 @@ class Agent:
         def apply() -> None:  # on the pipeline worker: never while a poll is ingested or rendered
             self.pipeline.set_targets(specs)
             self.pipeline.reconfigure(**configured)
+            self.pipeline.external_url = external_url(new.config.web.external_url, self.listen, self.ssl_context is not None)
 
         await self.worker.call(apply)
         self._fingerprints = fresh
         self.loaded = new
         self.exporter.reload_ok = True
+        self.exporter.web.reload_error = None
         self.exporter.reload_t = time.time()
         self.exporter.request_render()
         for w in new.warnings:  # deprecated spellings, as at start

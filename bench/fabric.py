@@ -162,3 +162,60 @@ class Fabric:
                 out.append(f'{name}{{node_guid="{p.node_guid}",port_guid="{p.node_guid}",port_num="{p.port}",'
                            f'node_desc="{p.device}"}} {self.value(i, j, k)} {t_ms}')
         return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------------ a replayable recording
+T0 = 1764691200.0  # 2025-12-02T16:00:00Z, as the scenario corpus
+# The planted fault of :func:`write_recording`: from poll PLANT_POLL on, one spine-facing leaf
+# port's LinkDownedCounter and SymbolErrorCounter climb (a failing cable): link_degraded.
+PLANT_POLL = 2
+
+
+def write_recording(path: Path, nports: int = 25_704, polls: int = 4, interval: float = 10.0,
+                    plant: tuple[str, int] | None = None) -> tuple[Fabric, tuple[str, int]]:
+    """The fabric polled ``polls`` times by one ``perfquery`` target (its first poll carries the
+    ``ibnetdiscover`` topology), written as a recording (docs/recording-format.md) at ``path``.
+
+    ``plant``: (switch, port) whose link fails from :data:`PLANT_POLL` on (default: the first
+    uplink of the first leaf, a switch with adapters other than aggregation nodes). Returns the
+    fabric and the planted port."""
+    import gzip
+    import json
+
+    fab = Fabric(nports, switch_ports=True)
+    if plant is None:
+        topo = fab.topology
+        kind = {n.guid: (n.kind, n.description) for n in topo.nodes.values()}
+        leaves = [n for n in sorted(topo.nodes.values(), key=lambda n: n.name) if n.kind == "switch"
+                  and any(kind.get(p.peer_guid, ("", ""))[0] == "ca" and "Aggregation" not in kind[p.peer_guid][1] for p in n.ports.values())]
+        plant = next((n.name, num) for n in leaves for num, p in sorted(n.ports.items()) if kind.get(p.peer_guid, ("",))[0] == "switch")
+    at = next(i for i, p in enumerate(fab.ports) if (p.device, p.port) == plant)
+    down, sym = FIELDS.index("LinkDownedCounter"), FIELDS.index("SymbolErrorCounter")
+    with gzip.open(path, "wt", encoding="utf-8", compresslevel=1) as fh:
+        fh.write(json.dumps({"type": "header", "format": "fabricmon-recording", "version": 1, "created": "2025-12-02T16:00:00Z",
+                             "description": f"Selene-shaped fabric, {fab.nports} switch ports; {plant[0]} port {plant[1]} fails",
+                             "targets": [{"name": "selene", "source": "perfquery"}]}) + "\n")
+        for k in range(polls):
+            texts = fab.perfquery_texts(k)
+            if k >= PLANT_POLL:
+                texts = [_bump(t, fab.ports[at], {FIELDS[down]: 1 + k - PLANT_POLL, FIELDS[sym]: 5000 * (k - PLANT_POLL + 1)})
+                         for t in texts]
+            payload: dict[str, object] = {"perfquery": texts}
+            if k == 0:
+                payload["ibnetdiscover"] = fab.ibnetdiscover
+            fh.write(json.dumps({"type": "poll", "target": "selene", "source": "perfquery", "t": T0 + k * interval,
+                                 "duration_s": 1.0, "ok": True, "payload": payload}) + "\n")
+    return fab, plant
+
+
+def _bump(text: str, p: PortRef, extra: dict[str, int]) -> str:
+    """``text`` with the counters of port ``p`` raised by ``extra``."""
+    head = f"# Port extended counters: Lid {p.lid} port {p.port} "
+    i = text.find(head)
+    if i < 0:
+        return text
+    end = text.find("# Port", i + len(head))
+    block = text[i:end if end >= 0 else len(text)]
+    for f, n in extra.items():
+        block = re.sub(rf"^({f}:\.*)(\d+)$", lambda m, n=n: f"{m.group(1)}{int(m.group(2)) + n}", block, flags=re.M)
+    return text[:i] + block + (text[end:] if end >= 0 else "")

@@ -29,7 +29,7 @@ from grafana_foundation_sdk.builders import bargauge, dashboard, heatmap, promet
 from grafana_foundation_sdk.builders.common import VizLegendOptions
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.common import DataSourceRef, LegendDisplayMode, LegendPlacement
-from grafana_foundation_sdk.models.dashboard import DataTransformerConfig, VariableRefresh, VariableSort
+from grafana_foundation_sdk.models.dashboard import DashboardLinkType, DataTransformerConfig, VariableRefresh, VariableSort
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 ROOT = Path(__file__).resolve().parent
@@ -88,7 +88,14 @@ class P:
     h: int = 8
     max: float | None = None
     hide: list[str] = field(default_factory=list)  # table columns to hide
+    link: str = ""  # a data link: each finding row or series opens its page on the agent (the url label)
     levels: tuple[str, ...] = BOTH  # exposition levels it shows data at (FULL: raw counters only)
+
+
+# Finding series carry their page's URL (label url, under the agent's web.external_url): a click on
+# a row of a table, or on a series of a timeline, opens the finding's evidence on the agent.
+ROW_LINK = "${__data.fields.url}"
+SERIES_LINK = "${__field.labels.url}"
 
 
 def _target(q: Q, ref: str) -> prometheus.Dataquery:
@@ -134,6 +141,9 @@ def _panel(spec: P, pid: int) -> Any:
         b = b.min(0)
     if spec.max is not None:
         b = b.max(spec.max)
+    if spec.link:
+        b = b.data_links([dashboard.DashboardLink("Open the finding page (evidence, picture, runbook)")
+                          .type(DashboardLinkType.LINK).url(spec.link).target_blank(True)])
     for i, q in enumerate(spec.queries):
         b = b.with_target(_target(q, chr(ord("A") + i)))
     return b
@@ -387,10 +397,10 @@ def findings() -> Any:
     return build_dashboard("fabricmon-findings", "fabricmon / Findings",
                            "Detector findings over time, storm trees (origin and victims), deadlock cycles and failed lossless-checklist items.", [
         ("Timeline", [
-            P("timeline", "Findings timeline", [Q(active, key)], "none", "nic_pause_storm_arista", w=24, h=10),
+            P("timeline", "Findings timeline", [Q(active, key)], "none", "nic_pause_storm_arista", w=24, h=10, link=SERIES_LINK),
             P("table", "Active findings with start time", [Q(f"fabricmon_finding_start_timestamp_seconds{{{DP}}} * 1000", table=True)],
-              "dateTimeAsIso", "nic_pause_storm_arista", "kind, severity, device, port, priority and role of each active finding.",
-              w=16, hide=["instance"]),
+              "dateTimeAsIso", "nic_pause_storm_arista", "kind, severity, device, port, priority and role of each active finding; "
+              "a row opens the finding's page on the agent.", w=16, hide=["instance", "id"], link=ROW_LINK),
             P("bargauge", "Findings raised over the dashboard range",
               [Q("sum by (kind, severity) (increase(fabricmon_findings_total[$__range]))", "{{kind}} {{severity}}", instant=True)],
               "none", "nic_pause_storm_arista", w=8),
@@ -406,7 +416,8 @@ def findings() -> Any:
         ("Storm trees", [
             P("table", "PFC storm ports by role (with the peer they face)",
               [Q(f'fabricmon_finding_active{{kind="pfc_storm", {DP}}} {PEER_JOIN}', table=True)], "none", "nic_pause_storm_arista",
-              "origin: pauses its peer without being paused; victim: paused by the tree.", w=16, hide=["Value", "instance", "kind"]),
+              "origin: pauses its peer without being paused; victim: paused by the tree.", w=16, hide=["Value", "instance", "kind", "id"],
+              link=ROW_LINK),
             P("bargauge", "Storm ports by priority and role",
               [Q(f'count by (priority, role) (fabricmon_finding_active{{kind="pfc_storm", {DP}}})', "p{{priority}} {{role}}", instant=True)],
               "none", "nic_pause_storm_arista", w=8),
@@ -416,13 +427,13 @@ def findings() -> Any:
               [Q(f'fabricmon_finding_active{{kind=~"pfc_deadlock|credit_deadlock", role="member", {DP}}} {PEER_JOIN}', table=True)],
               "none", "ib_credit_loop",
               "Every member pauses (or waits for credits from) the next one; the peer columns show the cycle.", w=14,
-              hide=["Value", "instance"]),
+              hide=["Value", "instance", "id"], link=ROW_LINK),
             P("table", "Stalled InfiniBand ports (with the receiver they wait for)",
               [Q(f'fabricmon_finding_active{{kind="credit_deadlock", role="stalled", {DP}}} {PEER_JOIN}', table=True)],
               "none", "ib_stalled_port",
               "A port stalled alone: it holds data and its cable peer (the peer columns: a dead or slow receiver, a stuck HCA) "
               "returns no credits. Same alert as a credit loop (FabricmonCreditDeadlock); the ports waiting behind it are "
-              "congestion findings that name it.", w=10, hide=["Value", "instance", "kind", "role"]),
+              "congestion findings that name it.", w=10, hide=["Value", "instance", "kind", "role", "id"], link=ROW_LINK),
         ]),
         # No scenario of tests/scenarios carries configuration state (the audit recordings live in
         # tests/scenarios_audit), so these panels have no scenario: the live test checks their queries.
@@ -430,7 +441,8 @@ def findings() -> Any:
             P("table", "Failed checklist items (misconfig, with the other end of the cable)",
               [Q(f'fabricmon_finding_active{{kind="misconfig", {DP}}} {PEER_JOIN}', table=True)], "none", "",
               "check: the checklist item; device/port: the end to fix first; peer: the other end. "
-              "`fabricmon audit` lists what passed and what could not be verified.", w=16, hide=["Value", "instance", "kind", "role"]),
+              "`fabricmon audit` lists what passed and what could not be verified.", w=16, hide=["Value", "instance", "kind", "role", "id"],
+              link=ROW_LINK),
             P("bargauge", "Failed checklist items by check",
               [Q(f'count by (check, severity) (fabricmon_finding_active{{kind="misconfig", {DP}}})', "{{check}} {{severity}}",
                  instant=True)], "none", "", w=8),

@@ -15,7 +15,11 @@ from tests.prometheus_util import PROMTOOL, have_promtool
 ROOT = Path(__file__).resolve().parent.parent
 PROM = ROOT / "dashboards" / "prometheus"
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
-RUNBOOK_BASE = "https://github.com/fabricmon/fabricmon/blob/main/docs/runbooks.md#"
+# Fabric alerts link their finding's page (the series' url label) and its #runbook section; agent
+# alerts the runbooks the agent serves under its external URL (fabricmon_web_info), else at the
+# scrape address (tests/test_runbooks.py checks the agent serves both).
+FINDING_RUNBOOK = "{{ $labels.url }}#runbook"
+AGENT_RUNBOOK = "{{ with $labels.external_url }}{{ . }}{{ else }}http://{{ $labels.instance }}{{ end }}/runbooks#"
 
 needs_promtool = pytest.mark.skipif(not have_promtool(), reason="promtool not installed (Debian package prometheus)")
 
@@ -66,7 +70,13 @@ def test_alert_conventions_and_runbooks() -> None:
         assert r["labels"]["severity"] in ("warning", "critical", "{{ $labels.severity }}"), name
         ann = r["annotations"]
         assert ann["summary"] and ann["description"], name
-        assert ann["runbook_url"] == RUNBOOK_BASE + name.lower(), name
+        if "fabricmon_finding_active" in r["expr"]:
+            assert ann["runbook_url"] == FINDING_RUNBOOK and ann["finding_url"] == "{{ $labels.url }}", name
+        elif name == "FabricmonAgentDown":  # also fires with no agent at all (absent): no instance then
+            assert ann["runbook_url"].endswith("/runbooks#" + name.lower()) and "external_url" in ann["runbook_url"], name
+        else:
+            assert ann["runbook_url"] == AGENT_RUNBOOK + name.lower(), name
+            assert "group_left (external_url) fabricmon_web_info" in r["expr"], name
         assert name.lower() in anchors, f"docs/runbooks.md has no section '## {name}'"
         if r["labels"]["severity"].startswith("{{"):  # copied from the finding, which is warning|critical
             assert "fabricmon_finding_active" in r["expr"], name

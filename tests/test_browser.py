@@ -51,15 +51,16 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve(recording: Path, speed: float | None = None) -> Iterator[str]:
-    """``fabricmon replay --serve RECORDING``: ``--fast`` until it finished, or paced at ``speed`` once it answers.
+def serve(recording: Path, speed: float | None = None, args: tuple[str, ...] = ()) -> Iterator[str]:
+    """``fabricmon replay --serve RECORDING``: ``--fast`` until it finished, or paced at ``speed`` once it answers;
+    ``args``: more replay options (``--max-line-bytes`` for a poll of more than 50,000 ports).
 
     Yields the base URL; stops the process afterwards.
     """
     port = _free_port()
     listen = f"127.0.0.1:{port}"
     pace = ["--fast"] if speed is None else ["--speed", str(speed)]
-    cmd = [sys.executable, "-m", "fabricmon.agent", "replay", *pace, "--quiet", str(recording), "--serve", listen]
+    cmd = [sys.executable, "-m", "fabricmon.agent", "replay", *pace, *args, "--quiet", str(recording), "--serve", listen]
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True)
         try:
@@ -93,9 +94,9 @@ def finding_url(base: str, kind: str) -> str:
     """The finding page of the first finding of ``kind``, found through the summary page's links."""
     with urllib.request.urlopen(f"{base}/", timeout=30) as r:
         page = r.read().decode()
-    ids = re.findall(rf"<a href='(/findings/[0-9a-f]{{12}})'>{kind}</a>", page)
+    ids = re.findall(rf"<a href='(findings/[0-9a-f]{{12}})'>{kind}</a>", page)
     assert ids, f"no {kind} finding linked from / at {base}"
-    return base + ids[0]
+    return f"{base}/{ids[0]}"
 
 
 def svg_structure(dom: str) -> tuple[set[str], set[tuple[str, str]]]:
@@ -186,7 +187,7 @@ def test_job_page_draws_where_the_job_runs_and_what_touched_it(out_dir) -> None:
         finding = finding_url(base, "pfc_storm")
         fdom, console = chromium(finding)
         assert not console, console
-        assert 'href="/jobs/48211"' in fdom and 'href="/jobs/48212"' in fdom and "/jobs/48213" not in fdom
+        assert 'href="jobs/48211"' in fdom and 'href="jobs/48212"' in fdom and "/jobs/48213" not in fdom
         want = {"48212": ("pfc_storm (critical)", {"sw:leaf01", "sw:leaf02", "hosts:gpu01", "hosts:gpu05"}),
                 "48213": ("no fabric finding touches this job's 3 hosts", {"sw:leaf03", "hosts:gpu07"})}
         for jid, (verdict, nodes) in want.items():

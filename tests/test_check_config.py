@@ -270,3 +270,23 @@ def test_warnings_of_the_file_and_of_the_machine_come_in_one_format(tmp_path, ca
         assert re.match(rf"^{re.escape(str(cfg))}:\d+:\d+: targets\[0\]\.\w+: warning: ", line), line
     assert f"{cfg}:4:5: targets[0].topology_interval: warning: a plain number of seconds (600) is deprecated: " \
            "write topology_interval: 10m" in err
+
+
+def test_a_names_file_that_is_missing_or_does_not_parse_is_an_error_at_its_line(tmp_path, capsys):
+    """The ``names:`` maps (a node-name-map or YAML): check-config reports each bad file at its
+    line, and a run or replay with one stops with that sentence, not a traceback."""
+    good = tmp_path / "good.map"
+    good.write_text('# OpenSM node-name-map\n0x0002c90300080d28 "node1"\nH-0002c90300080d29 node2\n')
+    bad = tmp_path / "bad.map"
+    bad.write_text('0x0002c90300080d28 "node1"\nthis is not a map line\n')
+    cfg = tmp_path / "f.yml"
+    cfg.write_text(f"names:\n  files:\n    - {good}\n    - {tmp_path / 'missing.map'}\n    - {bad}\ntargets: []\n")
+    code, _, err = check(capsys, str(cfg))
+    lines = err.splitlines()
+    assert code == 1 and lines[-1] == f"{cfg}: 2 problem(s)", err
+    assert lines[0] == f"{cfg}:4:7: names.files[1]: names file {tmp_path / 'missing.map'}: No such file or directory"
+    assert lines[1].startswith(f"{cfg}:5:7: names.files[2]: {bad}:2: expected a node-name-map line"), lines[1]
+    recording = ROOT / "tests" / "scenarios" / "pfc_deadlock.jsonl.gz"
+    code = main(["replay", str(recording), "--config.file", str(cfg)])
+    err = capsys.readouterr().err
+    assert code == 1 and err.strip() == f"names file {tmp_path / 'missing.map'}: No such file or directory", err

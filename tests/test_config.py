@@ -300,7 +300,8 @@ async def test_a_reload_logs_the_old_spellings_as_the_start_does(tmp_path, caplo
     path.write_text("targets: []\n")
     agent = Agent(load(path), listen="")
     agent.pipeline = build_pipeline(agent.loaded.config, [])  # what run() builds, without serving
-    agent.exporter = type("E", (), {"request_render": lambda self: None, "reload_ok": True, "reload_t": 0.0})()
+    agent.exporter = type("E", (), {"request_render": lambda self: None, "reload_ok": True, "reload_t": 0.0,
+                                    "web": type("W", (), {"reload_error": None})()})()
     agent.worker = PipelineWorker()  # a reload's changes to the pipeline are a job of the worker
     path.write_text("global:\n  poll_interval: 30\ntargets: []\n")
     try:

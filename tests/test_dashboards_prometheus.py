@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 import subprocess
 import sys
@@ -64,8 +65,17 @@ pytestmark = [
 ]
 
 
+DEMO = "demo"  # the bundled demo (agent/demo): every panel must show data within its first two minutes
+DEMO_SECONDS = 120.0
+# The demo is replayed cut after its first act (150 s), at 5x: its events (the first link flap
+# 40 s in: one LinkDowned step) come seconds after Prometheus' first scrape of it, as they would
+# at 1x with a 15 s scrape, however long the other replays take to start on a loaded machine.
+DEMO_CUT_S = 150.0
+DEMO_SPEED = 5
+
+
 def scenario_file(name: str) -> Path:
-    return SCEN_DIR / f"{name}.jsonl.gz"
+    return ROOT / "agent" / "demo" / "demo.jsonl.gz" if name == DEMO else SCEN_DIR / f"{name}.jsonl.gz"
 
 
 def truth_kinds(name: str) -> set[str]:
@@ -151,9 +161,10 @@ def test_scope() -> None:
                                   "> bool 1e-12 or vector(0)")
 
 
-def substitute(expr: str, window_s: int) -> str:
-    """Grafana's variables as Grafana would expand them for a 1 s scrape and this window."""
-    for var, val in (("$__rate_interval", "5s"), ("$__interval", "1s"), ("$__range_s", str(window_s)),
+def substitute(expr: str, window_s: int, rate_interval_s: int = 5) -> str:
+    """Grafana's variables as Grafana would expand them for a 1 s scrape (``$__rate_interval``:
+    four scrape intervals, at least 5 s here) and this window."""
+    for var, val in (("$__rate_interval", f"{rate_interval_s}s"), ("$__interval", "1s"), ("$__range_s", str(window_s)),
                      ("$__range", f"{window_s}s"), ("$datasource", "fabricmon-prometheus")):
         expr = expr.replace(var, val)
     return re.sub(r'=~"\$(device|port|target)"', '=~".*"', expr)
@@ -162,7 +173,7 @@ def substitute(expr: str, window_s: int) -> str:
 def _needed_runs() -> list[tuple[str, str]]:
     """(scenario, level) of every replay the panels and alerts need."""
     build.render_all()
-    runs = {(s, "full") for s in build.PANEL_SCENARIOS.values() if s} | {(s, "full") for s in (*ALERT_SCENARIOS, BENIGN)}
+    runs = {(s, "full") for s in build.PANEL_SCENARIOS.values() if s} | {(s, "full") for s in (*ALERT_SCENARIOS, BENIGN, DEMO)}
     runs |= {(s, "health") for k, s in build.PANEL_SCENARIOS.items() if s and "health" in build.PANEL_LEVELS[k]}
     return sorted(runs)
 
@@ -190,23 +201,28 @@ def live():
         for (s, lvl), port in ports.items():
             logs[(s, lvl)] = tmp / f"{s}.{lvl}.log"
             config = ["--config.file", str(health)] if lvl == "health" else []
+            rec, speed = (demo_first_act(tmp), DEMO_SPEED) if s == DEMO else (scenario_file(s), SPEED)
             procs[(s, lvl)] = subprocess.Popen(
-                [sys.executable, "-m", "fabricmon.agent", "replay", "--serve", f"127.0.0.1:{port}", "--speed", str(SPEED), *config,
-                 str(scenario_file(s))],
+                [sys.executable, "-m", "fabricmon.agent", "replay", "--serve", f"127.0.0.1:{port}", "--speed", str(speed), *config,
+                 str(rec)],
                 stdout=subprocess.DEVNULL, stderr=open(logs[(s, lvl)], "wb"), cwd=ROOT, start_new_session=True)  # noqa: SIM115
         deadline = time.monotonic() + 240
         pending = set(procs)
+        demo_at: float | None = None  # when the demo's replay reached its recording's second minute
         while pending and time.monotonic() < deadline:
             for s in list(pending):
                 if procs[s].poll() is not None:
                     pytest.fail(f"replay of {s} exited {procs[s].returncode}: {logs[s].read_text()[-2000:]}")
                 if "replay finished" in logs[s].read_text(errors="replace"):
                     pending.discard(s)
+            if demo_at is None and (DEMO, "full") in ports and demo_minutes(ports[(DEMO, "full")]) >= DEMO_SECONDS:
+                demo_at = time.time()
             time.sleep(0.5)
         assert not pending, f"replays still running after 240 s: {sorted(pending)}"
         time.sleep(3)  # final scrape and rule evaluation
         end = time.time()
         instances = {f"127.0.0.1:{port}": run for run, port in ports.items()}
+        DEMO_WINDOW[:] = [start, demo_at or end]
         yield prom, instances, start, end, missing
     finally:
         for p in procs.values():
@@ -218,6 +234,94 @@ def live():
             except subprocess.TimeoutExpired:
                 p.kill()
         prom.stop()
+
+
+def demo_first_act(tmp: Path) -> Path:
+    """The demo recording without its lines stamped after :data:`DEMO_CUT_S`."""
+    out = tmp / "demo-first-act.jsonl.gz"
+    with gzip.open(scenario_file(DEMO), "rt", encoding="utf-8") as fin, gzip.open(out, "wt", encoding="utf-8") as fout:
+        for line in fin:
+            if json.loads(line).get("t", 0.0) <= DEMO_T0 + DEMO_CUT_S:
+                fout.write(line)
+    return out
+
+
+DEMO_WINDOW: list[float] = []  # wall clock: Prometheus' start, and when the demo had replayed two minutes
+
+
+def demo_minutes(port: int) -> float:
+    """Recording seconds the demo's replay has covered: its newest successful poll's time
+    (the recording's clock) minus the recording's first poll time."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            body = r.read().decode()
+    except OSError:
+        return 0.0
+    stamps = [float(v) for v in re.findall(r"^fabricmon_target_last_success_timestamp_seconds\{.*\} (\S+)$", body, re.M)]
+    return max(stamps) - DEMO_T0 if stamps else 0.0
+
+
+DEMO_T0 = 1764691200.0  # the recording's first poll (tools/scenarios/writer.T0)
+
+
+def test_demo_fills_every_panel_within_two_minutes(live) -> None:
+    """A real Prometheus scraping the demo's replay gets data for every panel query of every
+    dashboard over the window in which the replay covered the recording's first two minutes."""
+    prom, _, _, end, missing = live
+    assert DEMO not in missing
+    lo, hi = DEMO_WINDOW
+    assert hi < end, "the demo's replay never reached its second minute"
+    window = int(hi - lo) + 1
+    # $__rate_interval is four scrape intervals (Grafana); the demo's /metrics is the largest of
+    # the replays', and on a loaded machine its 1 s scrapes come further apart: four of the
+    # intervals they actually came at, as Grafana would take for a Prometheus scraping that often.
+    scrapes = prom.query(f'count_over_time(up{{scenario="{DEMO}"}}[{window}s])', hi)
+    achieved = window / max(1.0, float(scrapes[0]["value"][1])) if scrapes else 1.0
+    rate_interval = max(5, math.ceil(4 * achieved))
+    empty, checked = [], 0
+    for path in sorted((DASH / "grafana").glob("*.json")):
+        d = json.loads(path.read_text())
+        for p in d["panels"]:
+            if p["type"] == "row":
+                continue
+            checked += 1
+            exprs = [scope(substitute(t["expr"], window, rate_interval), "scenario", DEMO) for t in p["targets"]]
+            if not any(prom.query_range(e, lo, hi, 1) for e in exprs):
+                empty.append(f"{d['uid']} / {p['title']}: {exprs}")
+    print(f"demo window {hi - lo:.1f} s, scraped every {achieved:.2f} s ($__rate_interval {rate_interval}s), "
+          f"{checked} panels checked, {len(empty)} empty")
+    assert checked > 60
+    assert not empty, f"panels without data in the demo's first two minutes ({len(empty)} of {checked}):\n" + "\n".join(empty)
+
+
+def test_exposed_floats_are_what_prometheus_stores(live) -> None:
+    """Every fractional value of the demo's /metrics reads back from a real Prometheus as the
+    same text: Prometheus prints the float it stored as its shortest round-trip form (Go's
+    strconv 'f' -1), so ours is that form too, with no 17th digit of arithmetic noise
+    (``1.7510000000000001`` for 1751 ms). The replay has finished: the values no longer move."""
+    import urllib.request
+
+    prom, instances, *_ = live
+    port = next(i for i, (s, _) in instances.items() if s == DEMO)
+    with urllib.request.urlopen(f"http://{port}/metrics", timeout=30) as r:
+        body = r.read().decode()
+    ours = {}
+    for m in re.finditer(r'^(fabricmon_(?:pfc|port_pause|port_xmit_wait|queue_ecn)\w*)\{([^}]*)\} (\S+)$', body, re.M):
+        if "." in m.group(3):
+            ours[(m.group(1), m.group(2))] = m.group(3)
+    assert len(ours) > 20
+    got = {}
+    for series in prom.query('{__name__=~"fabricmon_(pfc|port_pause|port_xmit_wait|queue_ecn).*", scenario="demo"}'):
+        lb = series["metric"]
+        block = ",".join(f'{k}="{v}"' for k, v in lb.items() if k not in ("__name__", "instance", "job", "scenario", "level"))
+        got[(lb["__name__"], block)] = series["value"][1]
+    compared = [(k, v, got[k]) for k, v in ours.items() if k in got]
+    assert len(compared) > 20, (list(ours)[:3], list(got)[:3])
+    differ = [c for c in compared if c[1] != c[2]]
+    assert not differ, differ[:10]
+    assert all(len(v.replace("-", "").replace(".", "").lstrip("0")) <= 16 for _, v, _ in compared)
 
 
 def test_rules_load_and_evaluate_cleanly(live) -> None:

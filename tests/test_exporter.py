@@ -13,6 +13,7 @@ from fabricmon.agent.detector.rules import build
 from fabricmon.agent.exporter.exposition import Family, render
 from fabricmon.agent.exporter.server import Exporter, make_app
 from fabricmon.agent.pipeline import Pipeline
+from fabricmon.agent.web.ids import finding_id
 from fabricmon.collectors import Collector, ParseError
 from fabricmon.core.model import DeviceInfo, Gauge, ParseResult, Poll, PortInfo, TargetSpec
 
@@ -68,8 +69,12 @@ def test_link_flap_finding_reaches_metrics_and_api(pipeline):
     pipeline.ingest(poll("sw1", 110.0, {"1": {"tx": 0, "downed": 2}}))
     [f] = pipeline.findings()
     assert (f.kind, f.severity, f.device, f.port, f.start) == ("link_degraded", "warning", "sw1", "1", 110.0)
+    pipeline.external_url = "https://fm.example/fabricmon"
     text = Exporter(pipeline).render_now().text.decode()
-    assert 'fabricmon_finding_active{kind="link_degraded",severity="warning",device="sw1",port="1",priority="",role=""} 1' in text
+    fid = finding_id(f)
+    assert ('fabricmon_finding_active{kind="link_degraded",severity="warning",device="sw1",port="1",priority="",role="",'
+            f'id="{fid}",url="https://fm.example/fabricmon/findings/{fid}"}} 1') in text
+    assert 'fabricmon_web_info{external_url="https://fm.example/fabricmon"} 1' in text
     assert 'fabricmon_findings_total{kind="link_degraded",severity="warning"} 1' in text
     for t in (120.0, 130.0, 140.0):  # clear after 3 quiet polls; end = first quiet poll
         pipeline.ingest(poll("sw1", t, {"1": {"tx": 0, "downed": 2}}))

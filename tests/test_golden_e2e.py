@@ -49,8 +49,8 @@ def scrape_replay(recording: Path, extra: list[str] | None = None, accept: str |
             if "replay finished" in line:
                 break
         req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Accept": accept} if accept else {})
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.read().decode()
+        with urllib.request.urlopen(req, timeout=30) as r:  # finding URLs and web_info name the listen port
+            return r.read().decode().replace(f"127.0.0.1:{port}", "127.0.0.1:PORT")
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

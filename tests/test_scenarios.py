@@ -13,7 +13,7 @@ import pytest
 from fabricmon import collectors
 from fabricmon.core.model import KINDS, ROLES, TargetSpec
 from tools.scenarios import AUDIT, DEFAULT_SEED, FAMILIES, PHYSICS, SCENARIOS, encode, run
-from tools.scenarios.catalog import demo
+from tools.scenarios.demo import demo
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "scenarios"

@@ -133,6 +133,8 @@ async def test_reload_parses_off_the_event_loop(tmp_path, monkeypatch):
 
     monkeypatch.setattr("fabricmon.agent.runtime.load", spy)
     path.write_text(billion_laughs())
-    agent.exporter = type("E", (), {"request_render": lambda self: None, "reload_ok": True})()
+    agent.exporter = type("E", (), {"request_render": lambda self: None, "reload_ok": True,
+                                    "web": type("W", (), {"reload_error": None})()})()  # the failed reload is shown on /
     assert await agent._reload() is False
+    assert "billion laughs" in agent.exporter.web.reload_error[1]
     assert threads and threads[0] != threading.main_thread().name

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from fabricmon.agent.detector.base import ExportedGauge
 from fabricmon.agent.exporter.exposition import Family, format_values, labels
 from fabricmon.agent.store import PortKey
+from fabricmon.agent.web.ids import finding_id, finding_url
 from fabricmon.core.model import Finding
 from fabricmon.core.slicing import join_in_slices
 from fabricmon.core.vocabulary import NAMESPACE
@@ -18,17 +19,26 @@ from fabricmon.core.vocabulary import NAMESPACE
 N = NAMESPACE
 
 
-def finding_families(active: Iterable[Finding], raised_total: Mapping[tuple[str, str], int]) -> list[Family]:
+def finding_families(active: Iterable[Finding], raised_total: Mapping[tuple[str, str], int], base_url: str = "") -> list[Family]:
     """``finding_active`` and ``finding_start_timestamp_seconds`` per active finding (in the order
-    given), ``findings_total`` per kind and severity."""
+    given), ``findings_total`` per kind and severity.
+
+    ``id`` and ``url`` (the finding page under ``base_url``, the agent's external URL) join a
+    series to ``/api/findings`` and the findings file and give alerts their link. They add no
+    series: one finding is one series either way (its key, which the other labels already
+    carry, and its start); a finding that ends and is raised again starts a new series instead
+    of reusing the old one, which the detector's hysteresis keeps to a few per hour.
+    """
     act = Family(f"{N}_finding_active", "gauge",
-                 "1 while a finding is active. role is origin/victim for storm trees, member for deadlock cycles.")
+                 "1 while a finding is active. role is origin/victim for storm trees, member for deadlock cycles; "
+                 "id and url name the finding's page (as in /api/findings).")
     since = Family(f"{N}_finding_start_timestamp_seconds", "gauge", "When the active finding was first shown by a poll.")
     for f in active:
         # A misconfig finding also carries its check: one port can fail several on one priority.
         check = (("check", str(f.evidence.get("check", ""))),) if f.kind == "misconfig" else ()
         lb = labels((("kind", f.kind), ("severity", f.severity), ("device", f.device), ("port", f.port or ""),
-                     ("priority", "" if f.priority is None else str(f.priority)), ("role", f.role or ""), *check))
+                     ("priority", "" if f.priority is None else str(f.priority)), ("role", f.role or ""), *check,
+                     ("id", finding_id(f)), ("url", finding_url(f, base_url))))
         act.add(lb, 1)
         since.add(lb, f.start)
     total = Family(f"{N}_findings_total", "counter", "Findings raised (or escalated to this severity) since the agent started.")

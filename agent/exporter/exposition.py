@@ -70,7 +70,21 @@ def fmt_value(v: float) -> str:
         return "+Inf" if v > 0 else "-Inf"
     if float(v).is_integer() and abs(v) < 1e15:
         return str(int(v))
-    return repr(float(v))
+    return short(v)
+
+
+def short(v: float) -> str:
+    """A value that is not whole, rounded to 16 significant digits, then printed as the shortest
+    text that reads back as that float (Python's repr, Go's strconv 'g' -1 in client_golang and
+    Prometheus). The rounding drops the 17th digit a sum of scaled deltas carries: 1751 ms
+    counted as 1.751 s is stored as 1.7510000000000001, which a plain repr prints; a float64
+    carries 15.95 decimal digits, so that digit is the arithmetic's noise, not the counter's.
+    The shortest form is what Prometheus prints back for the value it parsed (16 fixed digits
+    would print ``0.0009980039920141129`` where it prints ``0.000998003992014113``), and the
+    rounding keeps every counter's order (no false reset). tests/test_dashboards_prometheus.py
+    (test_exposed_floats_are_what_prometheus_stores) compares the text with a real Prometheus."""
+    text = repr(float(f"{v:.16g}"))
+    return text[:-2] if text.endswith(".0") else text  # a whole value from 10^15 on: 1412079363126402
 
 
 def format_values(values: np.ndarray | Sequence[float]) -> list[int | float | str]:
@@ -89,7 +103,10 @@ def format_values(values: np.ndarray | Sequence[float]) -> list[int | float | st
     idx = np.flatnonzero(whole)
     for i, x in zip(idx.tolist(), v[idx].astype(np.int64).tolist(), strict=True):
         out[i] = x
-    for i in np.flatnonzero(~np.isfinite(v)).tolist():
+    finite = np.isfinite(v)
+    for i in np.flatnonzero(finite & ~whole).tolist():
+        out[i] = short(out[i])
+    for i in np.flatnonzero(~finite).tolist():
         out[i] = fmt_value(out[i])
     return out
 

@@ -351,7 +351,7 @@ def topology_families(p: Pipeline) -> list[Family]:
 def finding_families(p: Pipeline) -> list[Family]:
     """The detector's families (findings, rule failures, the analyses' and rules' gauges), with
     the render cache's per-port label blocks."""
-    return p.detector.families(_cache_for(p.store).bases)
+    return p.detector.families(_cache_for(p.store).bases, p.external_url)
 
 
 def self_families(p: Pipeline, reload_ok: bool, reload_t: float, last_render_s: float, extra: list[Family] | None = None) -> list[Family]:
@@ -360,6 +360,9 @@ def self_families(p: Pipeline, reload_ok: bool, reload_t: float, last_render_s: 
     (the live agent's scheduler, state file and listener)."""
     build = Family(f"{N}_build_info", "info", "fabricmon version and Python version.")
     build.add(labels((("version", __version__), ("python_version", platform.python_version()))), 1)
+    web = Family(f"{N}_web_info", "info", "The URL this agent's pages, runbooks and finding links are under (web.external_url); "
+                 "the agent alerts join it for their runbook_url.")
+    web.add(labels((("external_url", p.external_url),)), 1)
     reload = Family(f"{N}_config_last_reload_successful", "gauge", "1 when the last configuration (re)load succeeded.")
     reload.add("", 1 if reload_ok else 0)
     reload_ts = Family(f"{N}_config_last_reload_success_timestamp_seconds", "gauge", "Time of the last successful configuration load.")
@@ -367,7 +370,7 @@ def self_families(p: Pipeline, reload_ok: bool, reload_t: float, last_render_s: 
     render = Family(f"{N}_exposition_render_seconds", "gauge",
                     "Time the previous exposition render took (rendered once per change, never per scrape).")
     render.add("", last_render_s)
-    return [build, *shard_family(p), *p.targets.families(), reload, reload_ts, *p.store.families(), render, *p.families(),
+    return [build, web, *shard_family(p), *p.targets.families(), reload, reload_ts, *p.store.families(), render, *p.families(),
             *(extra or [])]
 
 

@@ -260,7 +260,9 @@ def make_app(exporter: Exporter, middlewares: list | None = None) -> web.Applica
     async def handle_ready(request: web.Request) -> web.Response:
         waiting = exporter.waiting()
         if waiting is None:
-            return web.Response(text="ready\n")
+            # Still ready (it serves what it has), but a rule that failed may be missing findings: say which.
+            problems = exporter.pipeline.detector.status().problems()
+            return web.Response(text="ready\n" + "".join(f"detector: {line}\n" for line in problems))
         return web.Response(status=503, text=f"not ready: waiting for the first poll of {', '.join(waiting) or 'any target'}\n")
 
     async def handle_targets(request: web.Request) -> web.Response:

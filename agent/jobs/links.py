@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 
 def job_href(job_id: str) -> str:
-    return "/jobs/" + quote(job_id, safe="")
+    return "jobs/" + quote(job_id, safe="")
 
 
 def jobs_section(evidence: dict[str, Any]) -> str:

@@ -44,7 +44,7 @@ def _host_node(gid: str, members: list[str], placed: bool, bad: list[dict[str, A
         sub = "hit" if bad else ""
     if not placed:
         sub = (sub + " " if sub else "") + "(not placed)"
-    node = Node(gid, label, sub=sub, cls=f"hosts {f['severity'] if f else 'ok'}", href=f"/findings/{f['id']}" if f else None)
+    node = Node(gid, label, sub=sub, cls=f"hosts {f['severity'] if f else 'ok'}", href=f"findings/{f['id']}" if f else None)
     return node, f
 
 
@@ -58,7 +58,7 @@ def picture(v: dict[str, Any]) -> str:
     nodes: dict[str, Node] = {}
     for s in switches[:PICTURE_SWITCHES]:
         f = worst_switch.get(s)
-        nodes["sw:" + s] = Node("sw:" + s, s, cls=f"switch {f['severity'] if f else 'ok'}", href=f"/findings/{f['id']}" if f else None)
+        nodes["sw:" + s] = Node("sw:" + s, s, cls=f"switch {f['severity'] if f else 'ok'}", href=f"findings/{f['id']}" if f else None)
     edges: list[Edge] = []
     for sw, members in sorted(groups.items(), key=lambda kv: kv[1][0]):
         gid = "hosts:" + members[0]
@@ -96,7 +96,7 @@ def _findings_table(v: dict[str, Any]) -> str:
     for r in v["findings"]:
         span = f"{when(r['start'])} → {when(r['end']) if r['end'] is not None else 'now'}"
         hosts = ", ".join(r["job_hosts"][:12]) + (" …" if len(r["job_hosts"]) > 12 else "")
-        rows.append(f"<tr class='{escape(r['severity'])}'><td><a href='/findings/{escape(r['id'])}'>{escape(r['kind'])}</a></td>"
+        rows.append(f"<tr class='{escape(r['severity'])}'><td><a href='findings/{escape(r['id'])}'>{escape(r['kind'])}</a></td>"
                     f"<td>{escape(r['severity'])}</td><td>{escape(r['device'])}</td><td>{escape(r['port'] or '')}</td>"
                     f"<td>{'' if r['priority'] is None else r['priority']}</td><td>{escape(r['role'] or '')}</td>"
                     f"<td>{escape(span)}</td><td>{'active' if r['active'] else 'ended'}</td><td>{escape(hosts)}</td>"
@@ -137,7 +137,7 @@ def _rates_table(v: dict[str, Any]) -> str:
             + "</table>" + more)
 
 
-def job_page(v: dict[str, Any], demo: bool) -> str:
+def job_page(v: dict[str, Any], demo: bool, base: str = "/") -> str:
     labels = " · ".join(f"{escape(k)} {escape(str(val))}" for k, val in v["labels"].items())
     started = f" · started {when(v['start'])} ({age(v['now'], v['start'])})" if v["start"] else ""
     body = f"""<h1>Job {escape(v['job'])} <span class='muted'>({escape(v['state'])})</span></h1>
@@ -148,4 +148,4 @@ def job_page(v: dict[str, Any], demo: bool) -> str:
 <h2>Findings on this job's path since {when(v['since'])} ({len(v['findings'])})</h2>{_findings_table(v)}
 <h2>Hosts, NIC ports and switch ports</h2>{_placement_table(v)}
 <h2>Port health over the kept history ({v['ports_total']} ports, worst first)</h2>{_rates_table(v)}"""
-    return page(f"job {v['job']}", body, demo)
+    return page(f"job {v['job']}", body, demo, base=base)

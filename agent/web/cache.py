@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING
 
 from fabricmon.agent.jobs.page import job_page
 from fabricmon.agent.jobs.view import job_view
-from fabricmon.agent.web import views
-from fabricmon.agent.web.ids import finding_id
+from fabricmon.agent.web import fabric, views
+from fabricmon.agent.web.fabric import FabricIndex
+from fabricmon.agent.web.ids import finding_id, finding_json
+from fabricmon.agent.web.signals import PortHistory
 from fabricmon.core.model import Finding
 
 if TYPE_CHECKING:
@@ -62,6 +64,12 @@ class WebCache:
         self.durations: dict[str, deque[tuple[float, float]]] = {}
         self._polls: dict[str, int] = {}
         self._pages: OrderedDict[str, bytes] = OrderedDict()
+        self._index: FabricIndex | None = None  # /fabric's groups and heat, built on first use after a pass
+        # A failed configuration reload (when, why), shown on / until a reload succeeds (set by the runtime).
+        self.reload_error: tuple[float, str] | None = None
+        # The ports findings involve, kept over each finding's life (the store keeps 8 points).
+        self.history = PortHistory()
+        pipeline.after_detect.append(self.history.observe)
 
     def render(self) -> None:
         """Rebuild the pre-rendered pages from the pipeline (one detection pass's results)."""
@@ -70,12 +78,13 @@ class WebCache:
         ended = list(reversed(p.ended))
         self.pool = findings + ended
         self.by_id = {finding_id(f): f for f in reversed(self.pool)}  # an active finding wins over an ended one
-        dumps = json.dumps
-        self.active_json = [dumps(f.to_json(), indent=1) for f in findings]
-        self.ended_json = [dumps(f.to_json(), indent=1) for f in ended]
+        dumps, base = json.dumps, p.external_url
+        self.active_json = [dumps(finding_json(f, base), indent=1) for f in findings]
+        self.ended_json = [dumps(finding_json(f, base), indent=1) for f in ended]
         self._record_durations()
-        self.summary = views.summary_page(p, findings, self.demo).encode()
+        self.summary = views.summary_page(p, findings, self.demo, self.reload_error).encode()
         self.findings = findings
+        self._index = None
         self.generation = p.generation
         self._pages = OrderedDict()  # a new dict, not clear(): the loop may be reading the old one
 
@@ -94,18 +103,57 @@ class WebCache:
         chunk = items[(page - 1) * limit: page * limit]
         return ("[\n" + ",\n".join(chunk) + "\n]\n").encode() if chunk else b"[]\n", len(items)
 
+    def index(self) -> FabricIndex:
+        """The fabric's groups and heat at this pass, built once for /fabric, its groups, the
+        device pages and the search (in the page builders, so on the worker when there is one)."""
+        index = self._index
+        if index is None:
+            index = self._index = FabricIndex.build(self.pipeline, self.findings)
+        return index
+
     async def fabric(self) -> bytes:
-        """``/fabric``, built on its first request after a pass: its picture of every switch and
-        cable costs most of a render on a large fabric (0.7 s at 100,000 ports), which a poll
-        should not pay when nobody looks."""
-        return await self._cached("fabric", lambda: views.fabric_page(self.pipeline, self.findings, self.demo))
+        """``/fabric``, built on its first request after a pass: grouping a large fabric costs
+        a good part of a render, which a poll should not pay when nobody looks."""
+        return await self._cached("fabric", lambda: fabric.fabric_page(self.pipeline, self.findings, self.index(), self.demo))
+
+    async def group(self, gid: str) -> bytes | None:
+        """``/fabric/groups/<id>``: None when no such group exists at this pass."""
+        try:
+            return await self._cached("g:" + gid, lambda: self._group_page(gid))
+        except KeyError:
+            return None
+
+    def _group_page(self, gid: str) -> str:
+        index = self.index()
+        if gid not in index.groups:
+            raise KeyError(gid)
+        return fabric.group_page(self.pipeline, index, gid, self.demo) or ""
+
+    async def device(self, name: str) -> bytes | None:
+        """``/devices/<name>``: None for a device neither the store nor the topology knows."""
+        try:
+            return await self._cached("d:" + name, lambda: self._device_page(name))
+        except KeyError:
+            return None
+
+    def _device_page(self, name: str) -> str:
+        html = fabric.device_page(self.pipeline, self.index(), name, self.demo)
+        if html is None:
+            raise KeyError(name)
+        return html
+
+    async def search(self, q: str) -> bytes:
+        return await self._cached("s:" + q, lambda: fabric.search_page(self.pipeline, self.index(), q, self.demo))
+
+    async def runbooks(self) -> bytes:
+        return await self._cached("runbooks", lambda: views.runbooks_page(self.pipeline, self.demo))
 
     async def finding(self, fid: str) -> bytes | None:
         f = self.by_id.get(fid)
         if f is None:
             return None
-        pool = self.pool
-        return await self._cached("f:" + fid, lambda: views.finding_page(self.pipeline, f, pool, self.demo))
+        pool, history = self.pool, self.history
+        return await self._cached("f:" + fid, lambda: views.finding_page(self.pipeline, f, pool, self.demo, history))
 
     async def target(self, name: str) -> bytes | None:
         if name not in self._polls and name not in self.pipeline.specs:
@@ -133,7 +181,7 @@ class WebCache:
         v = job_view(self.pipeline, name)
         if v is None:
             raise KeyError(name)
-        return job_page(v, self.demo)
+        return job_page(v, self.demo, views.root(self.pipeline))
 
     async def job_json(self, name: str, window: float | None = None) -> bytes | None:
         """``/api/jobs/<id>``: the job view as JSON (what ``fabricmon job --json`` prints)."""

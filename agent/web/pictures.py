@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from fabricmon.agent.detector.analyses.fabric import FabricShape
-from fabricmon.agent.web.svg import SEVERITY_COLOUR, Edge, Node, circle, graph, layered
+from fabricmon.agent.web import text
+from fabricmon.agent.web.svg import NODE_W, SEVERITY_COLOUR, Edge, Node, circle, gap_for, graph, layered
 from fabricmon.core.model import Finding
+from fabricmon.core.names import Names
 from fabricmon.core.topology import Topology
 
 SEVERITY_RANK = {"critical": 2, "warning": 1}
@@ -64,9 +66,9 @@ def storm_picture(f: Finding, pool: Iterable[Finding], topo: Topology, href: Hre
     edges: list[Edge] = []
     succ: dict[str, list[str]] = {}
     for g in storm_group(f, pool):
-        nodes.setdefault(g.device, Node(g.device, g.device, cls=g.role or ""))
+        nodes.setdefault(g.device, Node(g.device, g.device, cls=_role_cls(g)))
         if g.role == "origin":
-            nodes[g.device].cls = "origin"
+            nodes[g.device].cls = _role_cls(g)
         peer = _peer(g, topo)
         if peer is None:
             continue
@@ -82,8 +84,13 @@ def storm_picture(f: Finding, pool: Iterable[Finding], topo: Topology, href: Hre
         if a < b and a in nodes and b in nodes and frozenset((a, b)) not in drawn:
             edges.append(Edge(a, b))
             drawn.add(frozenset((a, b)))
-    size = layered(nodes, _pause_columns(nodes, edges, succ))
+    size = layered(nodes, _pause_columns(nodes, edges, succ), dx=NODE_W + gap_for(edges))
     return graph(nodes, edges, size, f"PFC storm tree, priority {f.priority}")
+
+
+def _role_cls(g: Finding) -> str:
+    """A box's class: its role (origin red, member, victim), grey once the finding ended."""
+    return "ended" if g.end is not None else (g.role or "")
 
 
 def _pause_columns(nodes: dict[str, Node], edges: list[Edge], succ: dict[str, list[str]]) -> list[list[str]]:
@@ -116,26 +123,33 @@ def cycle_picture(f: Finding, pool: Iterable[Finding], href: Href) -> str:
     nodes = {}
     for ref in cycle:
         dev, port = _split(ref)
-        nodes[ref] = Node(ref, dev, sub=port, cls="member", href=links.get(ref))
+        nodes[ref] = Node(ref, dev, sub=port, cls="ended" if f.end is not None else "member", href=links.get(ref))
     edges = [Edge(a, b, "waits on", "paused") for a, b in zip(cycle, cycle[1:] + cycle[:1], strict=True) if a != b]
-    return graph(nodes, edges, circle(nodes, cycle), f"{f.kind} cycle of {len(cycle)} ports")
+    return graph(nodes, edges, circle(nodes, cycle, gap_for(edges)), f"{f.kind} cycle of {len(cycle)} ports")
 
 
 def port_picture(f: Finding, topo: Topology) -> str:
-    """The port's device and the device at the other end of its cable."""
-    nodes = {f.device: Node(f.device, f.device, sub=f.port or "", cls="subject")}
+    """The port's device and the device at the other end of its cable (a stalled port: the
+    data it holds, the credits its peer does not return)."""
+    cls = "ended" if f.end is not None else (f.role or "subject")
+    nodes = {f.device: Node(f.device, f.device, sub=f.port or "", cls=cls)}
     edges = []
     peer = _peer(f, topo)
     if peer is not None and peer[0] != f.device:
         nodes[peer[0]] = Node(peer[0], peer[0], sub=peer[1])
-        edges.append(Edge(f.device, peer[0], f"{f.port or ''} — {peer[1]}", colour=SEVERITY_COLOUR.get(f.severity, "#999")))
-    return graph(nodes, edges, layered(nodes, [[n] for n in nodes]), f"{f.kind} on {f.device} {f.port or ''}")
+        colour = "#999" if f.end is not None else SEVERITY_COLOUR.get(f.severity, "#999")
+        if text.stalled(f):
+            edges.append(Edge(f.device, peer[0], "holds data, no credits back", "paused"))
+        else:
+            edges.append(Edge(f.device, peer[0], f"{f.port or ''} — {peer[1]}", colour=colour))
+    size = layered(nodes, [[n] for n in nodes], dx=NODE_W + gap_for(edges))
+    return graph(nodes, edges, size, f"{f.kind} on {f.device} {f.port or ''}")
 
 
 def finding_picture(f: Finding, pool: list[Finding], topo: Topology, href: Href) -> str:
-    if f.kind == "pfc_storm":
+    if f.kind == "pfc_storm" and f.role != "watchdog":
         return storm_picture(f, pool, topo, href)
-    if f.kind in ("pfc_deadlock", "credit_deadlock") and f.role != "stalled":  # a stalled port is alone: its cable
+    if f.kind in ("pfc_deadlock", "credit_deadlock") and not text.stalled(f):
         return cycle_picture(f, pool, href)
     return port_picture(f, topo)
 
@@ -157,7 +171,7 @@ def _worse(f: Finding | None, than: Finding | None) -> bool:
     return f is not None and (than is None or SEVERITY_RANK.get(f.severity, 0) > SEVERITY_RANK.get(than.severity, 0))
 
 
-def fabric_picture(shape: FabricShape, findings: Iterable[Finding], href: Href) -> str:
+def fabric_picture(shape: FabricShape, findings: Iterable[Finding], href: Href, names: Names | None = None) -> str:
     """Switch tiers (hops from the hosts: leaves, then spines) above host groups collapsed with counts.
 
     Which device is a host, the tiers and the planes are the ``fabric`` analysis's
@@ -165,13 +179,15 @@ def fabric_picture(shape: FabricShape, findings: Iterable[Finding], href: Href) 
     the audit use. Each cable is coloured by the worst active finding on either end and links to
     it; each device box is coloured by its worst finding. Hosts with the same set of switches form
     one box ("12 hosts"), which keeps a thousand-GPU fabric readable. Within a tier, switches are
-    grouped by plane.
+    grouped by plane. A host with a finding of its own is never folded into a group: its box is
+    its own. Labels come from the fabric analysis (:meth:`FabricShape.label`).
     """
     worst = worst_by_port(findings)
     store = shape.store
-    names = set(store.devices) | set(shape.peers()) | {d for d, _ in store.ports} | {d for d, _ in worst}
-    hosts = {n for n in names if shape.is_host(n)}
-    switches = names - hosts
+    devices = set(store.devices) | set(shape.peers()) | {d for d, _ in store.ports} | {d for d, _ in worst}
+    inside = {d for d in devices if shape.inside(d) is not None}
+    hosts = {n for n in devices - inside if shape.is_host(n)}
+    switches = devices - hosts - inside
     dev_worst: dict[str, Finding] = {}
     for (d, _), f in worst.items():
         if _worse(f, dev_worst.get(d)):
@@ -179,8 +195,8 @@ def fabric_picture(shape: FabricShape, findings: Iterable[Finding], href: Href) 
     nodes: dict[str, Node] = {}
     for s in switches:
         f = dev_worst.get(s)
-        nodes[s] = Node(s, s, cls=f"switch {f.severity if f else 'ok'}", href=href(f) if f else None)
-    group_of = _host_groups(shape, hosts, switches, dev_worst, nodes, href)
+        nodes[s] = Node(s, shape.label(s, names), cls=f"switch {f.severity if f else 'ok'}", href=href(f) if f else None)
+    group_of = _host_groups(shape, hosts, switches, dev_worst, nodes, href, names)
     edges = _cables(shape.topology, nodes, group_of, worst, href)
     tier, plane = shape.tiers(switches, hosts), shape.planes(switches)
     top = max(tier.values(), default=0)
@@ -191,21 +207,22 @@ def fabric_picture(shape: FabricShape, findings: Iterable[Finding], href: Href) 
 
 
 def _host_groups(shape: FabricShape, hosts: set[str], switches: set[str], dev_worst: dict[str, Finding],
-                 nodes: dict[str, Node], href: Href) -> dict[str, str]:
-    """One box per set of hosts cabled to the same switches (coloured by their worst finding);
-    returns host -> its box."""
+                 nodes: dict[str, Node], href: Href, names: Names | None = None) -> dict[str, str]:
+    """One box per set of hosts cabled to the same switches, but a host with a finding alone in
+    its box (a storm's origin NIC is not "one of 3 hosts"); returns host -> its box."""
     peers = shape.peers()
-    groups: dict[frozenset[str], list[str]] = {}
+    groups: dict[tuple[str, ...], list[str]] = {}
     for h in sorted(hosts):
-        groups.setdefault(frozenset(peers.get(h, set()) & switches), []).append(h)
+        key = (h,) if h in dev_worst else tuple(sorted(peers.get(h, set()) & switches)) or (h,)
+        groups.setdefault(key, []).append(h)
     group_of: dict[str, str] = {}
     for members in sorted(groups.values(), key=lambda m: m[0]):
         gid = members[0] if len(members) == 1 else f"hosts:{members[0]}"
-        bad = [dev_worst[h] for h in members if h in dev_worst]
-        worst_f = max(bad, key=lambda f: SEVERITY_RANK.get(f.severity, 0)) if bad else None
-        sub = f"{len(members)} hosts" if len(members) > 1 else ""
-        nodes[gid] = Node(gid, members[0] if len(members) == 1 else f"{members[0]} …", sub=sub,
-                          cls=f"hosts {worst_f.severity if worst_f else 'ok'}", href=href(worst_f) if worst_f else None)
+        worst_f = dev_worst.get(members[0]) if len(members) == 1 else None
+        first = shape.label(members[0], names)
+        label, sub = (first, "") if len(members) == 1 else (f"{first} …", f"{len(members)} hosts, no finding")
+        nodes[gid] = Node(gid, label, sub=sub, cls=f"hosts {worst_f.severity if worst_f else 'ok'}",
+                          href=href(worst_f) if worst_f else None)
         for h in members:
             group_of[h] = gid
     return group_of
@@ -226,7 +243,7 @@ def _cables(topo: Topology, nodes: dict[str, Node], group_of: dict[str, str], wo
         if e is None:
             e = edges[key] = Edge(key[0], key[1], cls="link ok")
         if f is not None and (e.cls == "link ok" or SEVERITY_RANK.get(f.severity, 0) > SEVERITY_RANK.get(e.cls.split()[-1], 0)):
-            e.cls, e.colour, e.href, e.label = f"link {f.severity}", SEVERITY_COLOUR[f.severity], href(f), f"{a} {pa}"
+            e.cls, e.colour, e.href = f"link {f.severity}", SEVERITY_COLOUR.get(f.severity, "#999"), href(f)
     return list(edges.values())
 
 

@@ -31,7 +31,7 @@ def _busy() -> web.Response:
     return web.Response(status=503, text="Service Unavailable: too many pages being rendered; try again\n", headers={"Retry-After": "1"})
 
 
-def register(app: web.Application, cache: WebCache) -> None:
+def register(app: web.Application, cache: WebCache) -> None:  # one piece: the route table, each handler a line or two over the cache
     async def summary(request: web.Request) -> web.Response:
         return web.Response(body=cache.summary, content_type="text/html", charset="utf-8")
 
@@ -56,6 +56,22 @@ def register(app: web.Application, cache: WebCache) -> None:
     async def finding(request: web.Request) -> web.Response:
         return await page(cache.finding(request.match_info["fid"]),
                           "no such finding (it may have ended and aged out of the recent list)\n")
+
+    async def group(request: web.Request) -> web.Response:
+        return await page(cache.group(request.match_info["gid"]),
+                          "no such group at this pass (groups follow the topology: see /fabric)\n")
+
+    async def device(request: web.Request) -> web.Response:
+        return await page(cache.device(request.match_info["name"]), "no such device: no source reports it and no cable names it\n")
+
+    async def search(request: web.Request) -> web.Response:
+        q = request.query.get("q", "")
+        if len(q) > 256:
+            raise web.HTTPBadRequest(text="?q= is at most 256 characters\n")
+        return await page(cache.search(q), "")
+
+    async def runbooks(request: web.Request) -> web.Response:
+        return await page(cache.runbooks(), "")
 
     async def target(request: web.Request) -> web.Response:
         return await page(cache.target(request.match_info["name"]), "no such target\n")
@@ -82,6 +98,10 @@ def register(app: web.Application, cache: WebCache) -> None:
 
     app.router.add_get("/", summary)
     app.router.add_get("/fabric", fabric)
+    app.router.add_get("/fabric/groups/{gid}", group)
+    app.router.add_get("/devices/{name}", device)
+    app.router.add_get("/search", search)
+    app.router.add_get("/runbooks", runbooks)
     app.router.add_get("/findings/{fid}", finding)
     app.router.add_get("/targets/{name}", target)
     app.router.add_get("/jobs/{jid:.+}", job)  # a Kubernetes job id holds a slash

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from tools.scenarios.audit import AUDIT
 from tools.scenarios.capabilities import CAPABILITIES
-from tools.scenarios.catalog import SCENARIOS, demo
+from tools.scenarios.catalog import SCENARIOS
+from tools.scenarios.demo import demo
 from tools.scenarios.gnmi import GNMI
 from tools.scenarios.jobs import JOB_SCENARIOS
 from tools.scenarios.negatives import NEGATIVES

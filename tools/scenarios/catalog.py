@@ -690,62 +690,6 @@ def roce_oos_burst_host(seed: int) -> Scenario:
     return sc
 
 
-def demo(seed: int) -> Scenario:
-    """A small mixed fabric with real faults, for ``fabricmon run`` with no config."""
-    fab = _new(seed)
-    eth = EthFabric(fab, [("leaf01", "arista"), ("leaf02", "onyx")], ("spine01", "cisco"))
-    ib = IbFabric(fab, spines=2, leaves=2, hcas=2)
-    hosts = eth.all_hosts()
-    incast_dst, nic = hosts[0], hosts[4]
-    incast = [(h, incast_dst, 3, 0.6) for h in hosts[1:]]
-    storm_feed = [(h, nic, 3, 0.06) for h in hosts if h not in (nic, incast_dst)]
-    cas = [c.name for c in ib.cas]
-    tr = Traffic(fab, [*all_to_all(hosts, 0.35), *incast, *storm_feed, *all_to_all(cas, 0.7)])
-    fab.seed_counters()
-    origin = eth.port_to(nic)
-    paused, victims = storm_tree(fab, Traffic(fab, [*all_to_all(hosts, 0.35), *storm_feed]), origin, 0.998)
-    stalled = ib.port_to(ib.cas[3])
-    flap = next(p for p in ib.leaves[1].ports.values() if p.peer and fab.devices[p.peer[0]].kind == "ib_switch")
-    assert flap.peer is not None
-    rng = random.Random(seed)
-    inc, storm, stall, flap_k = (6, 18), (24, 38), (30, 44), 50
-
-    def plan(k: int) -> StepPlan:
-        storming = window(k, *storm)
-        p, _ = tr.plan(rng, lambda f: (f not in incast or window(k, *inc)) and not (storming and f[0] == nic))
-        if storming:
-            for ref, frac in paused.items():
-                _merge(p, "paused", ref, 3, frac)
-                _merge(p, "occupancy", ref, 3, rng.uniform(1.2e6, 1.6e6))
-                p.ecn.get(ref, {}).pop(3, None)
-            p.bump[(nic, "eth0")] = {"tx_pause_storm_warning": rng.randint(2, 4), "tx_pause_storm_error": rng.randint(1, 3)}
-        if window(k, *stall):
-            p.wait[stalled] = 1.0
-            p.bump[stalled] = {"xmit_discards": rng.randint(250, 400)}
-        if k == flap_k:
-            p.flaps.add(flap.ref)
-        return p
-
-    targets = [*eth.targets(), Target(nic, "host", nic), Target("ib-fabric", "perfquery")]
-    sc = Scenario("demo", "demo: Arista + Onyx leaves, Cisco spine, 6 GPU hosts; HDR fat tree with 4 HCAs. "
-                  "Incast on leaf01, NIC pause storm from gpu05, a stalled HCA port and a link flap on InfiniBand",
-                  fab, targets, plan, polls=60, seed=seed)
-    leaf, port = eth.port_to(incast_dst)
-    sc.add_truth("congestion", leaf, port, 3, None, *inc)
-    sc.add_truth("pfc_storm", origin[0], origin[1], 3, "origin", *storm, peer_device=nic, peer_port="eth0")
-    for v in victims:
-        sc.add_truth("pfc_storm", v[0], v[1], 3, "victim", *storm)
-    sc.add_truth("credit_deadlock", stalled[0], stalled[1], None, "stalled", *stall)
-    sc.add_truth("packet_loss", stalled[0], stalled[1], None, None, *stall)
-    for ref in (flap.ref, flap.peer):
-        sc.add_truth("link_degraded", ref[0], ref[1], None, None, flap_k, flap_k + 1)
-    sc.notes[inc[0]] = f"incast into {incast_dst} starts"
-    sc.notes[storm[0]] = f"{nic} starts a PFC pause storm"
-    sc.notes[stall[0]] = f"{ib.cas[3].name} stops returning credits"
-    sc.notes[flap_k] = f"link {flap.device} {flap.name} flaps"
-    return sc
-
-
 SCENARIOS: dict[str, Callable[[int], Scenario]] = {
     "benign_heavy_load": benign_heavy_load,
     "incast_congestion": incast_congestion,
