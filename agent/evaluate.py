@@ -434,14 +434,17 @@ class _Recording:
 
 def _origin_found(findings: list[_F], t: _F, tol: float) -> bool:
     """Storm-origin top-1: the earliest pfc_storm origin finding overlapping truth origin ``t``
-    (critical before warning) is at the truth's place."""
+    (critical before warning) is at the truth's place. Origins raised in the same poll with the
+    same severity rank equally: two storms that start together (two NICs failing in one poll)
+    are two first answers, not one right and one wrong by the order of their names; naming a
+    wrong origin beside the right one still costs precision."""
     t_end = INF if t.end is None else t.end
     cands = [f for f in findings if f.kind == "pfc_storm" and f.role == "origin"
              and f.start <= t_end + tol and (INF if f.end is None else f.end) >= t.start - tol]
     if not cands:
         return False
-    best = min(cands, key=lambda f: (f.start, 0 if f.severity == "critical" else 1, f.device, f.port or ""))
-    return matches(best, t, tol)
+    rank = min((f.start, 0 if f.severity == "critical" else 1) for f in cands)
+    return any(matches(f, t, tol) for f in cands if (f.start, 0 if f.severity == "critical" else 1) == rank)
 
 
 def _fmt(v: float | None, spec: str = ".2f") -> str:

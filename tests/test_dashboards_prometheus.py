@@ -264,6 +264,12 @@ def demo_minutes(port: int) -> float:
 
 
 DEMO_T0 = 1764691200.0  # the recording's first poll (tools/scenarios/writer.T0)
+# Panels the demo cannot fill, with the reason; their queries are still parsed and evaluated by
+# a real Prometheus (test_every_panel_query_returns_data_in_its_scenario_at_its_levels).
+DEMO_CANNOT_FILL = {
+    "Links below their rated rate (share of it)": "rated rates come only from UFM REST (supported/enabled speed and "
+                                                  "width); the demo's InfiniBand fabric is polled with perfquery",
+}
 
 
 def test_demo_fills_every_panel_within_two_minutes(live) -> None:
@@ -284,7 +290,7 @@ def test_demo_fills_every_panel_within_two_minutes(live) -> None:
     for path in sorted((DASH / "grafana").glob("*.json")):
         d = json.loads(path.read_text())
         for p in d["panels"]:
-            if p["type"] == "row":
+            if p["type"] == "row" or p["title"] in DEMO_CANNOT_FILL:
                 continue
             checked += 1
             exprs = [scope(substitute(t["expr"], window, rate_interval), "scenario", DEMO) for t in p["targets"]]

@@ -86,6 +86,20 @@ def test_origin_top1_takes_the_earliest_origin_finding() -> None:
     assert rep.origin_hits == 1
 
 
+def test_origins_raised_in_one_poll_rank_equally_for_two_storms_that_start_together() -> None:
+    """Two storms from two NICs in the same poll: each truth origin has its own origin raised
+    first, so both count as found first, whatever the devices' names; a warning raised beside a
+    critical one in that poll still ranks after it."""
+    other_truth = truth(device="leaf09", port="Ethernet9")
+    a, b = finding(start=T + 100), finding(device="leaf09", port="Ethernet9", start=T + 100)
+    rep = evaluate({"r": [b, a]}, {"r": [truth(), other_truth]})
+    assert (rep.origin_truths, rep.origin_hits) == (2, 2)
+    warn = finding(start=T + 100, severity="warning")
+    crit_elsewhere = finding(device="leaf02", port="Ethernet1", start=T + 100)
+    rep = evaluate({"r": [warn, crit_elsewhere]}, {"r": [truth()]})
+    assert rep.origin_hits == 0
+
+
 def test_benign_recording_findings_are_false_and_floors() -> None:
     dl = finding(kind="pfc_deadlock", role="member")
     rep = evaluate({"benign": [dl], "storm": [finding()]}, {"benign": [], "storm": [truth()]})
