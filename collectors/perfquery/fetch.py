@@ -191,7 +191,7 @@ class PerfqueryFetcher:
         if not isinstance(ext, str):
             return texts, ext
         texts.append(ext)
-        blocks = [b for b in parse_perfquery(ext) if b.extended]
+        blocks = [b for b in parse_perfquery(ext, values=False) if b.extended]
         if blocks and not all(b.cap_mask2 is not None and b.cap_mask2 & CAPMASK2_ADDL_EXT for b in blocks):
             self._needs_basic[target.key] = True
             basic = await self._run(basic_argv, sem)
@@ -214,6 +214,6 @@ class PerfqueryFetcher:
                 return exc
         if res.returncode < 0:
             return FetchError(res.describe_failure(f"was killed by signal {-res.returncode}"), reason=ErrorReason.COMMAND)
-        if parse_perfquery(res.stdout):
+        if parse_perfquery(res.stdout, values=False):
             return res.stdout
         return FetchError(res.describe_failure("printed no counters"), reason=ErrorReason.COMMAND)
