@@ -38,6 +38,7 @@ import hashlib
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from itertools import repeat
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -79,11 +80,12 @@ class Marks:
         self.role = array("B")
         self.limit = array("Q")
 
-    def add(self, line: int, role: int, limit: int = 0) -> None:
-        """``limit``: a CHECKED number is below it (0: any 64-bit value)."""
-        self.line.append(line)
-        self.role.append(role)
-        self.limit.append(limit)
+    def extend(self, lines: Sequence[int], role: int, limits: Sequence[int] | None = None) -> None:
+        """``lines`` have numbers of ``role``; ``limits``: a CHECKED number is below its own
+        (0: any 64-bit value)."""
+        self.line.extend(lines)
+        self.role.extend(repeat(role, len(lines)))
+        self.limit.extend(limits if limits is not None else repeat(0, len(lines)))
 
 
 def _join(texts: Sequence[str]) -> bytes | None:

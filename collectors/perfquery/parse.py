@@ -381,12 +381,12 @@ def _read_values(block: CounterBlock, norm: str, start: int, stop: int, first: i
     else:
         places = repeat(-1)
     got: dict[str, tuple[int, int]] = {}
+    free: list[int] = []  # lines whose value is not read (not a counter)
     invalid = block.invalid
     for (name, value), place in zip(found, places, strict=False):
         limit = limits.get(name)
         if limit is None:
-            if numbers is not None:
-                numbers.add(place, FREE)
+            free.append(place)
             continue
         try:
             number = int(value, 0)
@@ -394,8 +394,6 @@ def _read_values(block: CounterBlock, norm: str, start: int, stop: int, first: i
             number = -1
         if 0 <= number < limit:
             got[name] = (number, place)
-            if numbers is not None:
-                numbers.add(place, CHECKED, limit & _U64)
         else:
             invalid.append(name)
     if got:
@@ -405,6 +403,9 @@ def _read_values(block: CounterBlock, norm: str, start: int, stop: int, first: i
         block.fields = _FIELDS.setdefault(names, names)
         block.numbers = array("Q", [v for v, _ in got.values()])
         block.lines = array("q", [p for _, p in got.values()])
+    if numbers is not None:  # a value that a later line of the same name overrides stays FIXED
+        numbers.extend(free, FREE)
+        numbers.extend(block.lines, CHECKED, [limits[name] & _U64 for name in block.fields])
 
 
 def _parse_header(line: str) -> CounterBlock | None:
