@@ -236,54 +236,16 @@ def exporter_families(exporter: Exporter) -> list:
 
 
 def prometheus_client_ratio(p: Pipeline, our_render_cpu: float) -> dict[str, Any]:
-    """generate_latest on the same fabric series (same names, labels and values) vs our render."""
-    from prometheus_client import CollectorRegistry, generate_latest
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    """generate_latest on the same fabric series (same names, labels and values) vs our render:
+    bench/render.py's measurement (prometheus_client's families built before its clock starts,
+    so only its formatting is timed: the conservative ratio)."""
+    from bench.render import prometheus_client_ratio as conservative
 
-    from fabricmon.core.vocabulary import COUNTERS, GAUGES, metric_name
-
-    store = p.store
-
-    class StoreCollector:
-        def collect(self):
-            cfams: dict[str, CounterMetricFamily] = {}
-            gfams: dict[str, GaugeMetricFamily] = {}
-            for (device, port), entry in store.ports.items():
-                for (counter, sub), se in entry.series.items():
-                    d = COUNTERS.get(counter)
-                    if d is None:
-                        continue
-                    f = cfams.get(counter)
-                    if f is None:
-                        f = cfams[counter] = CounterMetricFamily(metric_name(d).removesuffix("_total"), d.help,
-                                                                 labels=("device", "port", *d.labels))
-                    f.add_metric((device, port, *(str(x) for x in sub)), se.total)
-                for (name, sub), g in entry.gauges.items():
-                    gd = GAUGES.get(name)
-                    if gd is None:
-                        continue
-                    f2 = gfams.get(name)
-                    if f2 is None:
-                        f2 = gfams[name] = GaugeMetricFamily(metric_name(gd), gd.help, labels=("device", "port", *gd.labels))
-                    f2.add_metric((device, port, *(str(x) for x in sub)), g.value)
-            yield from cfams.values()
-            yield from gfams.values()
-
-    reg = CollectorRegistry()
-    reg.register(StoreCollector())
-    gc.collect()
     rss0 = peak_rss_mb()
-    with Clock() as c:
-        body = generate_latest(reg)
-    # our side, same series only (fabric families): render them again
-    from fabricmon.agent.exporter import metrics
-
-    with Clock() as c2:
-        text, _ = render(metrics.fabric_families(p))
-    return {"generate_latest_cpu_s": c.cpu, "generate_latest_series": series_count([body]),
-            "fabricmon_fabric_render_cpu_s": c2.cpu, "fabricmon_fabric_series": series_count([text]),
-            "ratio": c.cpu / c2.cpu if c2.cpu else None, "peak_rss_growth_mb": peak_rss_mb() - rss0,
-            "full_render_cpu_s": our_render_cpu}
+    out = conservative(p)
+    out["peak_rss_growth_mb"] = peak_rss_mb() - rss0
+    out["full_render_cpu_s"] = our_render_cpu
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
