@@ -25,8 +25,9 @@ counter across wraps, resets and saturation, and never a false reset of its own.
 **Columns.** Every series is one row of one table of numpy arrays (:class:`_Table`): last raw
 value, width, saturation, scale, poll and device clock, total, delta, interval, status and a
 ring of ``history`` (time, total) points. Poll times are kept once, in a table of the times
-the store has seen (:class:`_Times`): a row's poll time and its history's times are uint32
-indices into it (every series of one poll has the same time; 140 bytes a series in all). A
+the store has seen (:class:`_Times`): a row's poll time and its history's times are uint16
+indices into it (uint32 once more than 65,536 times are in use), so every series of one
+poll refers to one time (about 130 bytes a series in all, the headroom included). A
 port's series are one contiguous block of rows; the port's *schema* (its series keys in
 order, key -> offset) is shared by every port with the same series, so a 100,000-port fabric
 of a few device kinds holds a few schemas, not millions of dict entries. A block moves only
@@ -147,7 +148,7 @@ def _ports_of(by_name: Mapping[str, Mapping[PortKey, object]], names: Iterable[s
 # ---------------------------------------------------------------------------- the columns
 _COLS: dict[str, Any] = {
     "value": np.uint64, "bits": np.int16, "sat": np.bool_, "dense": np.bool_, "scale": np.float64,
-    "poll_i": np.uint32, "dev_t": np.float64, "has_dev": np.bool_, "total": np.float64,
+    "dev_t": np.float64, "has_dev": np.bool_, "total": np.float64,
     "delta": np.float64, "delta_ok": np.bool_, "dt": np.float64, "dt_ok": np.bool_, "status": np.int8,
     "head": np.uint16, "npts": np.uint16,
 }
@@ -159,12 +160,14 @@ class _Table:
     slot to write and ``npts`` how many are kept. ``big`` holds, by row, the raw values that
     are not integers in [0, 2^64) (the ``value`` column then reads 0)."""
 
-    __slots__ = (*_COLS, "big", "hist_i", "hist_v", "times")
+    __slots__ = (*_COLS, "big", "hist_i", "hist_v", "poll_i", "times")
+    _ARRAYS = (*_COLS, "poll_i", "hist_i", "hist_v")
 
-    def __init__(self, history: int, cap: int, times: np.ndarray) -> None:
+    def __init__(self, history: int, cap: int, times: np.ndarray, index: Any = np.uint16) -> None:
         for name, dtype in _COLS.items():
             setattr(self, name, np.zeros(cap, dtype))
-        self.hist_i = np.zeros((cap, history), np.uint32)
+        self.poll_i = np.zeros(cap, index)
+        self.hist_i = np.zeros((cap, history), index)
         self.hist_v = np.zeros((cap, history))
         self.big: dict[int, Any] = {}
         self.times = times  # the store's table of poll times (a table of held views keeps the one of its time)
@@ -174,15 +177,20 @@ class _Table:
 
     def resize(self, cap: int) -> None:
         n = min(cap, len(self))
-        for name in (*_COLS, "hist_i", "hist_v"):
+        for name in self._ARRAYS:
             old = getattr(self, name)
             new = np.zeros((cap, *old.shape[1:]), old.dtype)
             new[:n] = old[:n]
             setattr(self, name, new)
 
+    def widen(self) -> None:
+        """Time indices as uint32: more than 65,536 poll times are in use."""
+        self.poll_i = self.poll_i.astype(np.uint32)
+        self.hist_i = self.hist_i.astype(np.uint32)
+
     def move_rows(self, src: np.ndarray, dst: np.ndarray, into: _Table) -> None:
         """Copy rows ``src`` to rows ``dst`` of ``into`` (may be self; same times); big values move."""
-        for name in (*_COLS, "hist_i", "hist_v"):
+        for name in self._ARRAYS:
             getattr(into, name)[dst] = getattr(self, name)[src]
         if self.big:
             for s, d in zip(src.tolist(), dst.tolist(), strict=True):
@@ -190,7 +198,7 @@ class _Table:
                     into.big[d] = self.big.pop(s)
 
     def nbytes(self) -> int:
-        return sum(getattr(self, name).nbytes for name in (*_COLS, "hist_i", "hist_v"))
+        return sum(getattr(self, name).nbytes for name in self._ARRAYS)
 
     def history_index(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per row, the ring slots oldest first (H columns; the first H - npts are not points)."""
@@ -239,10 +247,11 @@ class _Rows:
         self.free_rows = 0
 
     def reserve(self, n: int) -> None:
-        """Room for ``n`` more rows: exactly, plus an eighth for the growth still to come."""
+        """Room for ``n`` more rows: exactly, plus 1/32 for the growth still to come (a few
+        ports gaining series; rows are most of the store's bytes)."""
         need = self.end + n
         if need > len(self.table):
-            self.table.resize(need + need // 8)
+            self.table.resize(need + need // 32)
 
     def alloc(self, n: int) -> int:
         """The base of a free block of ``n`` rows."""
@@ -262,8 +271,11 @@ class _Rows:
             self.free_rows += n
 
 
+_NARROW_TIMES = 1 << 16  # poll times uint16 indices can name
+
+
 class _Times:
-    """The poll times the store has seen, each once; rows refer to them by index (uint32).
+    """The poll times the store has seen, each once; rows refer to them by index.
 
     A poll adds its time once, so the table grows by one per target and poll: when it has
     doubled since it was last compacted, it keeps only the times some series still refers to
@@ -301,7 +313,7 @@ class _Times:
         """Keep only the times ``used`` (indices); returns old index -> new index."""
         used = np.unique(used)
         remap = np.zeros(max(self.n, 1), np.uint32)
-        remap[used] = np.arange(len(used), dtype=np.uint32)
+        remap[used] = np.arange(len(used), dtype=np.uint32)  # (cast to the tables' index type by the caller)
         kept = self.array[used]
         self.array = np.zeros(max(1024, 2 * len(used)))
         self.array[:len(used)] = kept
@@ -658,12 +670,35 @@ class _Plan(NamedTuple):
     gen: int
     entries: list[PortEntry | None]
     rows: np.ndarray  # per input row; -1 where refused
-    passes: list[np.ndarray | None]  # positions per pass (None: every reading, once each)
-    index: list[slice | np.ndarray]  # per pass, its rows (a slice when they are contiguous)
+    chunks: list[_Chunk]  # the readings in chunks of at most _CHUNK, each in its passes
     new: np.ndarray | None  # first readings of new series (None: none; never cached)
     refused_ports: int
     refused_series: int
     marks: _Marks  # the ports it updates, for the next poll with the same layout
+
+
+class _Chunk(NamedTuple):
+    """Readings ``start`` to ``stop`` of a poll: applied together, one pass per repeat of a
+    series (so a series read twice is advanced twice, in order)."""
+
+    start: int
+    stop: int
+    passes: list[np.ndarray | None]  # positions in the chunk per pass (None: every reading, once each)
+    index: list[slice | np.ndarray]  # per pass, its rows (a slice when they are contiguous)
+
+
+# Readings applied at once: the arrays of one chunk are tens of MB (a 100,000-port poll is
+# 1.8 million readings; its temporaries all at once were 235 MB above the store's own).
+_CHUNK = 1 << 17
+
+
+def _chunks(rows: np.ndarray, end: int) -> list[_Chunk]:
+    out = []
+    for a in range(0, len(rows), _CHUNK):
+        r = rows[a:a + _CHUNK]
+        passes = _passes(r, end)
+        out.append(_Chunk(a, a + len(r), passes, [_index(r if pos is None else r[pos]) for pos in passes]))
+    return out
 
 
 class _Marks(NamedTuple):
@@ -682,8 +717,7 @@ class _GaugePlan(NamedTuple):
     order (the same objects, or the same keys) and no gauge row moved."""
 
     gen: int
-    objs: list[Gauge]
-    keys: list[tuple[str, str, str, tuple[Any, ...]]]
+    objs: list[Gauge]  # the last poll's gauges (their keys are compared when they are other objects)
     rows: np.ndarray
     tracked: np.ndarray  # per gauge: a state gauge whose changes the rules act on
     port_of: list[PortKey]  # per gauge
@@ -853,10 +887,10 @@ class CounterStore:
         base = np.array([e.base if e is not None else 0 for e in entries], dtype=np.int64)
         rows = base[port_of] + offs
         rows[offs < 0] = -1
-        passes = _passes(rows, self._rows.end)
-        plan = _Plan(cols.layout, cols.ports, port_of, cols.keys, self._gen, entries, rows, passes,
-                     [_index(rows if pos is None else rows[pos]) for pos in passes], new,
-                     entries.count(None), refused_series, self._marks(cols.ports, entries))
+        if len(rows) and rows.max() < 1 << 31:
+            rows = rows.astype(np.int32)  # kept in the plan: half the bytes
+        plan = _Plan(cols.layout, cols.ports, port_of, cols.keys, self._gen, entries, rows, _chunks(rows, self._rows.end),
+                     new, entries.count(None), refused_series, self._marks(cols.ports, entries))
         if bad_bits:
             self._plans.pop(target, None)
         else:
@@ -926,57 +960,59 @@ class CounterStore:
         return offs, (new if new.any() else None), refused
 
     def _apply(self, cols: CounterColumns, plan: _Plan, poll_t: float, clock_bad: set[str]) -> None:
-        """One vectorised pass over the readings (one pass per repeat of a series in the poll)."""
+        """Whole-array passes over the readings, chunk by chunk (one pass per repeat of a series)."""
         t = self._t
-        n = len(plan.rows)
-        values, exotic = _values(cols.values, n)
-        bits = np.asarray(cols.bits, dtype=np.int64).reshape(n).clip(0, _MAX_BITS).astype(np.int16)
-        sat = np.asarray(cols.saturating, dtype=bool).reshape(n)
-        scale = np.asarray(cols.scale, dtype=np.float64).reshape(n)
         clocks = cols.clocks
-        port_of = plan.port_of
         if clocks:
             g_dev = [clocks.get(d) for d, _ in cols.ports]
-            has_dev = np.array([x is not None for x in g_dev], dtype=bool)[port_of]
-            dev_t = np.array([0.0 if x is None else x for x in g_dev], dtype=np.float64)[port_of]
-        else:
-            has_dev, dev_t = np.zeros(n, bool), np.zeros(n)
-        bad = np.array([d in clock_bad for d, _ in cols.ports], dtype=bool)[port_of] if clock_bad else np.zeros(n, bool)
+            g_has = np.array([x is not None for x in g_dev], dtype=bool)
+            g_t = np.array([0.0 if x is None else x for x in g_dev], dtype=np.float64)
+        g_bad = np.array([d in clock_bad for d, _ in cols.ports], dtype=bool) if clock_bad else None
         big_rows = np.fromiter(t.big, np.int64, len(t.big)) if t.big else None
-        moved = np.zeros(n, bool)
         ti = self._time(poll_t)
-        t = self._t  # (a compaction of the times may have replaced nothing but the times: same table)
-        for pos, idx in zip(plan.passes, plan.index, strict=True):
-            pick = (lambda a: a) if pos is None else (lambda a, pos=pos: a[pos])
-            r = pick(plan.rows)
-            big = None if exotic is None else pick(exotic)
-            if big_rows is not None:
-                in_big = np.isin(r, big_rows)
-                big = in_big if big is None else big | in_big
-            new = None if plan.new is None else pick(plan.new)
-            if (big is None or not big.any()) and (new is None or not new.any()):  # the steady state
-                mv = self._advance(idx, pick(values), pick(bits), pick(sat), pick(scale), pick(dev_t), pick(has_dev),
-                                   pick(bad), poll_t, ti, False)
-                moved[slice(None) if pos is None else pos] = mv & ~t.dense[idx]
-                continue
-            p_all = np.arange(n) if pos is None else pos
-            big = np.zeros(len(r), bool) if big is None else big
-            new = np.zeros(len(r), bool) if new is None else new
-            for obj in (False, True):
-                for first in (True, False):
-                    m = (big if obj else ~big) & (new if first else ~new)
-                    if not m.any():
-                        continue
-                    p, rr = p_all[m], r[m]
-                    v = _object_values(cols.values, p) if obj else values[p]
-                    if first:
-                        self._first(rr, v, bits[p], sat[p], scale[p], dev_t[p], has_dev[p], ti,
-                                    [cols.keys[i][0] in DENSE for i in p.tolist()], obj)
-                    else:
-                        mv = self._advance(rr, v, bits[p], sat[p], scale[p], dev_t[p], has_dev[p], bad[p], poll_t, ti, obj)
-                        moved[p] = mv & ~t.dense[rr]
-        if moved.any():
-            self._note_moved(cols, plan, np.flatnonzero(moved))
+        for ch in plan.chunks:
+            a, b = ch.start, ch.stop
+            values, exotic = _values(cols.values[a:b], b - a)
+            bits = np.asarray(cols.bits[a:b], dtype=np.int64).reshape(b - a).clip(0, _MAX_BITS).astype(np.int16)
+            sat = np.asarray(cols.saturating[a:b], dtype=bool).reshape(b - a)
+            scale = np.asarray(cols.scale[a:b], dtype=np.float64).reshape(b - a)
+            port_of = plan.port_of[a:b]
+            has_dev, dev_t = (g_has[port_of], g_t[port_of]) if clocks else (np.zeros(b - a, bool), np.zeros(b - a))
+            bad = g_bad[port_of] if g_bad is not None else np.zeros(b - a, bool)
+            moved = np.zeros(b - a, bool)
+            rows = plan.rows[a:b]
+            new_all = None if plan.new is None else plan.new[a:b]
+            for pos, idx in zip(ch.passes, ch.index, strict=True):
+                pick = (lambda x: x) if pos is None else (lambda x, pos=pos: x[pos])
+                r = pick(rows)
+                big = None if exotic is None else pick(exotic)
+                if big_rows is not None:
+                    in_big = np.isin(r, big_rows)
+                    big = in_big if big is None else big | in_big
+                new = None if new_all is None else pick(new_all)
+                if (big is None or not big.any()) and (new is None or not new.any()):  # the steady state
+                    mv = self._advance(idx, pick(values), pick(bits), pick(sat), pick(scale), pick(dev_t), pick(has_dev),
+                                       pick(bad), poll_t, ti, False)
+                    moved[slice(None) if pos is None else pos] = mv & ~self._t.dense[idx]
+                    continue
+                p_all = np.arange(b - a) if pos is None else pos
+                big = np.zeros(len(r), bool) if big is None else big
+                new = np.zeros(len(r), bool) if new is None else new
+                for obj in (False, True):
+                    for first in (True, False):
+                        m = (big if obj else ~big) & (new if first else ~new)
+                        if not m.any():
+                            continue
+                        p, rr = p_all[m], r[m]
+                        v = _object_values(cols.values, p + a) if obj else values[p]
+                        if first:
+                            self._first(rr, v, bits[p], sat[p], scale[p], dev_t[p], has_dev[p], ti,
+                                        [cols.keys[i][0] in DENSE for i in (p + a).tolist()], obj)
+                        else:
+                            mv = self._advance(rr, v, bits[p], sat[p], scale[p], dev_t[p], has_dev[p], bad[p], poll_t, ti, obj)
+                            moved[p] = mv & ~self._t.dense[rr]
+            if moved.any():
+                self._note_moved(cols, plan, a + np.flatnonzero(moved))
 
     def _note_moved(self, cols: CounterColumns, plan: _Plan, at: np.ndarray) -> None:
         """The moved series into the change sets (counter name -> port -> its view)."""
@@ -991,12 +1027,21 @@ class CounterStore:
             got[ports[g]] = e.view(row - e.base)  # type: ignore[union-attr]
 
     def _time(self, poll_t: float) -> int:
-        """The index of ``poll_t`` in the table of poll times (compacted first when it is full)."""
-        if self._times.full:
+        """The index of ``poll_t`` in the table of poll times."""
+        return self._time_indices([poll_t])[0]
+
+    def _time_indices(self, times: Sequence[float]) -> list[int]:
+        """The indices of ``times`` in the table of poll times, added where new: the table is
+        compacted first when they may not fit, and the rows' indices widened to uint32 when
+        more than 65,536 times are in use."""
+        k = len(set(times))
+        if self._times.n + k > self._times.limit:
             self._compact_times()
-        i = self._times.of(poll_t)
+        if self._t.hist_i.dtype == np.uint16 and self._times.n + k > _NARROW_TIMES:
+            self._t.widen()
+        out = [self._times.of(x) for x in times]
         self._t.times = self._times.array
-        return i
+        return out
 
     def _compact_times(self) -> None:
         """Keep only the poll times a series still refers to (its last poll, its kept history)."""
@@ -1007,6 +1052,8 @@ class CounterStore:
         kept = np.arange(h) >= h - npts[:, None]
         hist = np.take_along_axis(t.hist_i[live], slots, 1)
         remap = self._times.keep(np.concatenate([hist[kept], t.poll_i[live]]))
+        if t.hist_i.dtype == np.uint16 and self._times.n > _NARROW_TIMES:
+            t.widen()
         t.hist_i[live] = remap[t.hist_i[live]]
         t.poll_i[live] = remap[t.poll_i[live]]
         t.times = self._times.array
@@ -1106,7 +1153,7 @@ class CounterStore:
             gauges = list(gauges)
         plan = self._gplans.get(target)
         if not (plan is not None and plan.gen == self._ggen and len(plan.objs) == len(gauges)
-                and (plan.objs == gauges or plan.keys == list(map(_GAUGE_KEY, gauges)))):
+                and (plan.objs == gauges or list(map(_GAUGE_KEY, plan.objs)) == list(map(_GAUGE_KEY, gauges)))):
             plan = self._gauges_one_by_one(gauges, target, poll_t, touched, devices)
             if plan is not None:
                 self._gplans[target] = plan
@@ -1176,7 +1223,7 @@ class CounterStore:
                           np.int64)
         if len(np.unique(rows_a)) != len(rows_a):
             return None  # a gauge read twice: one by one, in order
-        return _GaugePlan(self._ggen, list(gauges), list(map(_GAUGE_KEY, gauges)), rows_a,
+        return _GaugePlan(self._ggen, list(gauges), rows_a,
                           np.fromiter((g.name in TRACKED_GAUGES for g in gauges), bool, len(gauges)), pks,
                           self._marks(pks, entries))
 
@@ -1226,7 +1273,7 @@ class CounterStore:
         somebody still holds keep its last values (a copy)."""
         n = len(e.schema.keys)
         if e.views and n:
-            own = _Table(self.history, n, self._t.times)
+            own = _Table(self.history, n, self._t.times, self._t.hist_i.dtype)
             self._t.move_rows(np.arange(e.base, e.base + n), np.arange(n), own)
             self._release(e.base, n)
             e.table, e.base = own, 0
@@ -1256,7 +1303,7 @@ class CounterStore:
         n = sum(sizes)
         src = np.concatenate([np.arange(e.base, e.base + k) for e, k in zip(live, sizes, strict=True)]) if live \
             else np.zeros(0, np.int64)
-        table = _Table(self.history, max(1024, n * 5 // 4), self._t.times)
+        table = _Table(self.history, max(1024, n * 5 // 4), self._t.times, self._t.hist_i.dtype)
         self._t.move_rows(src, np.arange(n), table)
         base = 0
         for e, k in zip(live, sizes, strict=True):
@@ -1406,15 +1453,17 @@ class CounterStore:
             if type(v) is not int:
                 t.big[r] = v
         t.bits[rows], t.sat[rows], t.scale[rows], t.total[rows] = bits, sat, scale, total
-        t.poll_i[rows] = [self._time(x) for x in poll_t]
+        t.poll_i[rows] = self._time_indices(poll_t)
         t.dense[rows] = [k[0] in DENSE for k in entry.schema.keys]
         t.has_dev[rows] = [d is not None for d in dev_t]
         t.dev_t[rows] = [0.0 if d is None else d for d in dev_t]
         t.status[rows] = _S_FIRST
         t.delta_ok[rows] = t.dt_ok[rows] = False
+        at = iter(self._time_indices([p[0] for points in hist for p in points]))
+        t = self._t  # (times widened: the same table, its index arrays replaced)
         for r, points in zip(rows.tolist(), hist, strict=True):
             n = len(points)
-            t.hist_i[r, :n] = [self._time(p[0]) for p in points]
+            t.hist_i[r, :n] = [next(at) for _ in points]
             t.hist_v[r, :n] = [p[1] for p in points]
             t.npts[r] = n
             t.head[r] = n % self.history
@@ -1550,11 +1599,13 @@ class CounterStore:
         cuts = np.flatnonzero(np.diff(fam)) + 1
         subs_t = tuple(sub_list)
         out: dict[str, FamilyRows] = {}
+        row_type = np.int32 if rows.max(initial=0) < 1 << 31 else np.int64
+        sub_type = np.int16 if len(subs_t) < 1 << 15 else np.int32
         for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), n], strict=True):
             if lo == hi:
                 continue
-            pa, sa = port_at[lo:hi].astype(np.int32), sub[lo:hi].astype(np.int32)
-            out[name_list[fam[lo]]] = FamilyRows(_Keys(order, pa, subs_t, sa), rows[lo:hi], pa, subs_t, sa)
+            pa, sa = port_at[lo:hi].astype(np.int32), sub[lo:hi].astype(sub_type)
+            out[name_list[fam[lo]]] = FamilyRows(_Keys(order, pa, subs_t, sa), rows[lo:hi].astype(row_type), pa, subs_t, sa)
         return out
 
     def totals(self) -> np.ndarray:

@@ -203,17 +203,30 @@ def write(folder: Path, nports: int, polls: int, switch_ports: bool = False, hot
     (folder / "ibnetdiscover.txt").write_text(fab.ibnetdiscover)
     for k in range(polls + hot_polls):
         texts = fab.perfquery_texts(k, congested_from=hot_from if k >= polls else None)
-        (folder / f"poll-{k}.json").write_text(json.dumps(texts))
+        write_texts(folder / f"poll-{k}", texts)
     info = {"fabric_ports": fab.nports, "pods": fab.pods, "switches": len(fab.switches),
             "hot_ports": sum(1 for i in range(fab.nports) if i % HOT_EVERY == 0)}
     if formats_ports:
         sub = fab if fab.nports <= formats_ports else Fabric(formats_ports)
         (folder / "formats-ibnetdiscover.txt").write_text(sub.ibnetdiscover)
-        (folder / "formats-perfquery.json").write_text(json.dumps(sub.perfquery_texts(1)))
+        write_texts(folder / "formats-perfquery", sub.perfquery_texts(1))
         (folder / "formats-ufm.csv").write_text(sub.ufm_csv(1, int(T0 * 1e6)))
         (folder / "formats-ufm.prom").write_text(sub.ufm_prometheus(1, int(T0 * 1e3)))
         info["formats_ports"] = sub.nports
     (folder / "fabric.json").write_text(json.dumps(info))
+
+
+def write_texts(path: Path, texts: list[str]) -> None:
+    """Texts as ``path.txt`` (one after the other) and ``path.json`` (their lengths)."""
+    path.with_suffix(".txt").write_text("".join(texts))
+    path.with_suffix(".json").write_text(json.dumps([len(t) for t in texts]))
+
+
+def read_texts(path: Path) -> list[str]:
+    """What :func:`write_texts` wrote, each text read from the file on its own (as a fetcher
+    gets each command's output): no copy of the whole poll besides the texts."""
+    with path.with_suffix(".txt").open() as f:
+        return [f.read(n) for n in json.loads(path.with_suffix(".json").read_text())]
 
 
 T0 = 1_700_000_000.0

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.fabric import read_texts
 from fabricmon.agent.detector import rules as rules_mod
 from fabricmon.agent.exporter.exposition import render
 from fabricmon.agent.exporter.metrics import ExpositionPolicy
@@ -85,10 +86,11 @@ class Payloads:
         self.ibnetdiscover = (folder / "ibnetdiscover.txt").read_text()
 
     def poll(self, k: int) -> list[str]:
-        """Poll ``k``'s perfquery texts (the file is removed: each poll is read once)."""
-        path = self.folder / f"poll-{k}.json"
-        texts = json.loads(path.read_text())
-        path.unlink()
+        """Poll ``k``'s perfquery texts (the files are removed: each poll is read once)."""
+        path = self.folder / f"poll-{k}"
+        texts = read_texts(path)
+        path.with_suffix(".txt").unlink()
+        path.with_suffix(".json").unlink()
         return texts
 
 
@@ -99,7 +101,7 @@ def parse_formats(folder: Path) -> dict[str, Any]:
     spec = TargetSpec("ib", "perfquery")
     _, state = PerfqueryCollector.parse_poll({"ibnetdiscover": (folder / "formats-ibnetdiscover.txt").read_text(),
                                              "perfquery": []}, spec, PerfqueryCollector.new_state())
-    texts = json.loads((folder / "formats-perfquery.json").read_text())
+    texts = read_texts(folder / "formats-perfquery")
     with Clock() as c:  # the line-by-line parse (a poll whose texts changed, or the first)
         r, state = PerfqueryCollector.parse_poll({"perfquery": texts}, spec, state)
     out["perfquery_line_by_line"] = {"values": len(r.counters), "cpu_s": c.cpu, "values_per_s": len(r.counters) / c.cpu}

@@ -153,11 +153,12 @@ class _Batch:
     first: int
     stop: int
     prefix: np.ndarray  # per line: bytes before its number (the whole line when it has none)
-    numbered: np.ndarray  # the lines that end with a number
+    has_number: np.ndarray  # per line: it ends with a number (the numbered lines, in order, are its nonzero)
     classes: tuple[tuple[int, np.ndarray], ...]  # (prefix length, its lines), lengths > 0
     digest: bytes
     role: np.ndarray  # per numbered line (uint8)
-    limit: np.ndarray  # per numbered line: CHECKED/VALUE numbers must be below it (0: 2^64)
+    limit: np.ndarray  # per numbered line: its limit's place in ``limits`` (CHECKED/VALUE numbers are below it)
+    limits: np.ndarray  # the distinct limits (uint64; 0: 2^64)
     fixed: np.ndarray  # positions in ``numbered`` of the FIXED numbers
     fixed_value: np.ndarray  # their values (uint64; 0 for those of 2^64 or more: see ``huge``)
     fixed_len: np.ndarray  # their digit counts
@@ -201,11 +202,11 @@ class TextLayout:
             if batch is None:
                 return None
             batches.append(batch)
-            base += len(batch.numbered)
+            base += int(np.count_nonzero(batch.has_number))
             first = stop
         if (out_at < 0).any():
             return None
-        return cls(len(texts), tuple(batches), out_at)
+        return cls(len(texts), tuple(batches), out_at.astype(np.int32) if len(out_at) and out_at.max() < 1 << 31 else out_at)
 
     def read(self, texts: Sequence[str]) -> np.ndarray | None:
         """The VALUE numbers of ``texts`` (uint64, in ``out`` order), or None when the texts
@@ -275,9 +276,11 @@ def _build_batch(texts: Sequence[str], first: int, stop: int, marks: Sequence[Ma
     huge = {int(i): data[n_start[i]:n_end[i]] for i in fixed[big[fixed]].tolist()}
     widths = np.unique(prefix[prefix > 0])
     classes = tuple((int(w), np.flatnonzero(prefix == w).astype(np.int32)) for w in widths.tolist())
-    return _Batch(first, stop, prefix.astype(np.int32), numbered.astype(np.int32), classes,
-                  _prefix_digest(a, start, classes), role, limit, fixed.astype(np.int32), values[fixed],
-                  length[fixed].astype(np.int32), huge)
+    limits, code = np.unique(limit, return_inverse=True)
+    return _Batch(first, stop, prefix.astype(np.uint16 if len(prefix) and prefix.max() < 1 << 16 else np.int32),
+                  num < end, classes, _prefix_digest(a, start, classes), role,
+                  code.astype(np.uint8 if len(limits) <= 256 else np.int32), limits, fixed.astype(np.int32),
+                  values[fixed], length[fixed].astype(np.int32), huge)
 
 
 def _read_batch(b: _Batch, texts: Sequence[str]) -> np.ndarray | None:
@@ -291,14 +294,12 @@ def _read_batch(b: _Batch, texts: Sequence[str]) -> np.ndarray | None:
     if len(end) != len(b.prefix):
         return None
     width = end - start
-    numbered = np.zeros(len(end), bool)
-    numbered[b.numbered] = True
-    if not ((width >= b.prefix).all() and np.array_equal(width > b.prefix, numbered)):
+    if not ((width >= b.prefix).all() and np.array_equal(width > b.prefix, b.has_number)):
         return None
     if _prefix_digest(a, start, b.classes) != b.digest:
         return None
-    lines = b.numbered
-    n_start = start[lines] + b.prefix[lines]
+    lines = np.flatnonzero(b.has_number)
+    n_start = start[lines] + b.prefix[lines].astype(np.int64)
     n_end = end[lines]
     values, digits_only, big = _numbers(a, n_start, n_end)
     if not digits_only.all():
@@ -313,7 +314,8 @@ def _read_batch(b: _Batch, texts: Sequence[str]) -> np.ndarray | None:
     read = b.role >= CHECKED
     if (read & (big | ((length > 1) & (a[n_start] == 48)))).any():
         return None  # 2^64 or more, or a leading zero (int(text, 0) refuses it): not a plain value
-    bounded = read & (b.limit > 0)
-    if (values[bounded] >= b.limit[bounded]).any():
+    limit = b.limits[b.limit]
+    bounded = read & (limit > 0)
+    if (values[bounded] >= limit[bounded]).any():
         return None
     return values

@@ -15,6 +15,7 @@ import random
 import pytest
 
 import tests.store_reference as ref
+import tests.test_store_equivalence as eq
 from fabricmon.agent import store as new
 from fabricmon.core.model import Gauge, Sample
 from tests.test_store_equivalence import Run, assert_changes_agree, assert_stores_agree
@@ -22,9 +23,12 @@ from tests.test_store_equivalence import Run, assert_changes_agree, assert_store
 
 @pytest.mark.parametrize("seed", range(6))
 def test_poll_times_compacted_while_series_keep_their_history(seed, monkeypatch):
-    """A time table that fills every few polls: compacted again and again, every series' history,
-    poll time, rate and saved state still read as the reference's, and so do held views."""
+    """A time table that fills every few polls: compacted again and again (and its indices
+    widened to uint32 when more times are in use than uint16 can name: here 3), every series'
+    history, poll time, rate and saved state still read as the reference's, and so do held views."""
     monkeypatch.setattr(new._Times, "FLOOR", 8)
+    if seed % 2:
+        monkeypatch.setattr(new, "_NARROW_TIMES", 3)
     run = Run(seed)
     old, cur = ref.CounterStore(history=3, stale_after=45.0), new.CounterStore(history=3, stale_after=45.0)
     held = []
@@ -43,6 +47,7 @@ def test_poll_times_compacted_while_series_keep_their_history(seed, monkeypatch)
         for a, b in held[-20:]:
             assert (a.history, a.poll_t, a.total) == (b.history, b.poll_t, b.total)
     assert cur._times.n < 120  # compacted: fewer than one time per poll (120 polls)
+    assert (cur._t.hist_i.dtype == new.np.uint32) == bool(seed % 2)
 
 
 def test_the_same_gauge_objects_again_with_new_values_match_the_reference():
@@ -89,3 +94,11 @@ def test_gauge_rows_and_family_rows_read_every_value_in_exposition_order():
         assert fam.keys[1:3] == list(fam.keys)[1:3]
         assert all(order[pa] == pk for pa, (pk, _) in zip(fam.port_at.tolist(), fam.keys, strict=True))
         assert name
+
+
+@pytest.mark.parametrize("block", [1, 5])
+def test_readings_applied_in_small_chunks_match_the_reference(block, monkeypatch):
+    """A poll is applied chunk by chunk (bounded temporaries): chunks of 5 readings cut through
+    ports, repeats of a series and new series, and the random runs still agree."""
+    monkeypatch.setattr(new, "_CHUNK", 5)
+    eq.test_columnar_store_matches_the_reference_on_random_runs(block)

@@ -122,9 +122,11 @@ class CounterLayout:
         numbers = TextLayout.build(texts, marks, cols.texts, cols.lines)
         if numbers is None:
             return None
+        scale = np.asarray(counters.scale)
+        narrow = scale.astype(np.float32)  # the store reads it as float64: kept narrow when that is exact
         return cls(numbers, topo, tuple(names.items()), counters.ports, counters.port_of, counters.keys,  # type: ignore[arg-type]
-                   counters.bits, counters.saturating, counters.scale, tuple(counters.distinct_keys()),  # type: ignore[arg-type]
-                   tuple(warnings), tuple(ports))
+                   counters.bits, counters.saturating, narrow if np.array_equal(narrow, scale) else scale,  # type: ignore[arg-type]
+                   tuple(counters.distinct_keys()), tuple(warnings), tuple(ports))
 
     def fit(self, topo: Topology | None) -> CounterLayout | None:
         """This layout for ``topo`` (a refreshed topology that names every LID read the same

@@ -195,14 +195,16 @@ def _parse_port_line(line: str, node: IbNode) -> IbPort | None:
     if t is None:
         return None
     own_lid, lmc, qdesc, udesc, peer_lid, width, speed = t.groups()
+    # The texts of a port line repeat across the fabric (widths, speeds, the peers' GUIDs and
+    # descriptions): each is kept once (a 100,000-port topology stays in the parse state).
     port = IbPort(
         num=int(num),
-        peer_guid=norm_guid(peer_guid),
+        peer_guid=_once(norm_guid(peer_guid)),
         peer_port=int(peer_port),
-        peer_desc=(qdesc if qdesc is not None else udesc or "").strip(),
+        peer_desc=_once((qdesc if qdesc is not None else udesc or "").strip()),
         peer_lid=_lid(peer_lid),
-        width="" if width.startswith("?") else width,
-        speed="" if not speed or "?" in speed else speed,
+        width=_once("" if width.startswith("?") else width),
+        speed=_once("" if not speed or "?" in speed else speed),
     )
     groups = _GROUP_RE.findall(local_groups)
     if node.kind != "switch" and groups and _HEX_RE.match(groups[-1]):
@@ -215,6 +217,20 @@ def _parse_port_line(line: str, node: IbNode) -> IbPort | None:
         port.lid = _lid(own_lid)
         port.lmc = min(int(lmc), 7)
     return port
+
+
+_ONCE: dict[str, str] = {}
+_LANES: dict[int, float] = {}  # one float object per lane count
+
+
+def _once(text: str) -> str:
+    """One string object per distinct text of the topologies parsed (bounded)."""
+    got = _ONCE.get(text)
+    if got is None:
+        if len(_ONCE) >= 1 << 20:
+            _ONCE.clear()
+        got = _ONCE[text] = text
+    return got
 
 
 def _lid(text: str | None) -> int | None:
@@ -696,11 +712,12 @@ def _topology_facts(topo: Topology, gone: set[tuple[str, str]]) -> tuple[list[De
         for p in n.ports.values():
             port = str(p.num)
             lid = n.lid if n.kind == "switch" else p.lid
-            ports.append(PortInfo(device=n.name, port=port, guid=p.guid, lid="" if lid is None else str(lid), label=p.label))
+            ports.append(PortInfo(device=n.name, port=port, guid=p.guid, lid="" if lid is None else _once(str(lid)),
+                                  label=p.label))
             gauges.append(Gauge(n.name, port, "link_up", 1.0))
             lanes = p.lanes
             if lanes:
-                gauges.append(Gauge(n.name, port, "link_width_lanes", float(lanes)))
+                gauges.append(Gauge(n.name, port, "link_width_lanes", _LANES.setdefault(lanes, float(lanes))))
             speed = p.speed_bytes
             if speed is not None:
                 gauges.append(Gauge(n.name, port, "link_speed_bytes", speed))
