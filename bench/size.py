@@ -5,12 +5,12 @@
 
 Phases, in order: another process builds the fabric and writes every poll's payload to a
 temporary folder (bench/fabric.py ``write``), so this process holds what the agent holds: the
-agent and one poll's payload, as it gets it from its fetcher (or a recording); parse each
-source format; run the agent path (parse -> store -> detect -> render) for ``--polls`` polls
-of a perfquery target, through the collector's own entry point (``parse_poll``: parse, then
-every string sanitised, as the pipeline calls it); serve /metrics and scrape it concurrently
-from another process; record the peak RSS; only then build the same series in
-prometheus_client for the comparison (its memory is not counted in the agent's peak).
+agent and one poll's payload, as it gets it from its fetcher (or a recording); run the agent
+path (parse -> store -> detect -> render) for ``--polls`` polls of a perfquery target, through
+the collector's own entry point (``parse_poll``: parse, then every string sanitised, as the
+pipeline calls it); serve /metrics and scrape it concurrently from another process; record the
+peak RSS; only then build the same series in prometheus_client for the comparison, and
+measure each source format's parse (neither is counted in the agent's peak).
 """
 
 from __future__ import annotations
@@ -238,15 +238,66 @@ def exporter_families(exporter: Exporter) -> list:
 
 
 def prometheus_client_ratio(p: Pipeline, our_render_cpu: float) -> dict[str, Any]:
-    """generate_latest on the same fabric series (same names, labels and values) vs our render:
-    bench/render.py's measurement (prometheus_client's families built before its clock starts,
-    so only its formatting is timed: the conservative ratio)."""
-    from bench.render import prometheus_client_ratio as conservative
+    """generate_latest on the same fabric series (same names, labels and values) vs our render.
 
+    ``ratio``: prometheus_client as an exporter built on it runs, a collector reading the
+    store on every scrape (``collect()`` timed with ``generate_latest``), against our render of
+    the same families into both formats' bytes. ``conservative_ratio``: bench/render.py's, with
+    prometheus_client's families built before its clock starts (only its formatting timed).
+    """
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    from bench.render import prometheus_client_ratio as conservative
+    from fabricmon.core.vocabulary import COUNTERS, GAUGES, metric_name
+
+    store = p.store
+
+    class StoreCollector:
+        def collect(self):
+            cfams: dict[str, CounterMetricFamily] = {}
+            gfams: dict[str, GaugeMetricFamily] = {}
+            for (device, port), entry in store.ports.items():
+                for (counter, sub), se in entry.series.items():
+                    d = COUNTERS.get(counter)
+                    if d is None:
+                        continue
+                    f = cfams.get(counter)
+                    if f is None:
+                        f = cfams[counter] = CounterMetricFamily(metric_name(d).removesuffix("_total"), d.help,
+                                                                 labels=("device", "port", *d.labels))
+                    f.add_metric((device, port, *(str(x) for x in sub)), se.total)
+                for (name, sub), g in entry.gauges.items():
+                    gd = GAUGES.get(name)
+                    if gd is None:
+                        continue
+                    f2 = gfams.get(name)
+                    if f2 is None:
+                        f2 = gfams[name] = GaugeMetricFamily(metric_name(gd), gd.help, labels=("device", "port", *gd.labels))
+                    f2.add_metric((device, port, *(str(x) for x in sub)), g.value)
+            yield from cfams.values()
+            yield from gfams.values()
+
+    reg = CollectorRegistry()
+    reg.register(StoreCollector())
+    gc.collect()
     rss0 = peak_rss_mb()
-    out = conservative(p)
-    out["peak_rss_growth_mb"] = peak_rss_mb() - rss0
-    out["full_render_cpu_s"] = our_render_cpu
+    with Clock() as c:
+        body = generate_latest(reg)
+    gl_series = series_count([body])
+    del body
+    # our side, same series only (fabric families): render them again
+    from fabricmon.agent.exporter import metrics
+
+    with Clock() as c2:
+        text, _ = render(metrics.fabric_families(p))
+    out = {"generate_latest_cpu_s": c.cpu, "generate_latest_series": gl_series,
+           "fabricmon_fabric_render_cpu_s": c2.cpu, "fabricmon_fabric_series": series_count([text]),
+           "ratio": c.cpu / c2.cpu if c2.cpu else None, "peak_rss_growth_mb": peak_rss_mb() - rss0,
+           "full_render_cpu_s": our_render_cpu}
+    del text, _
+    out["conservative"] = conservative(p)
+    out["conservative_ratio"] = out["conservative"]["ratio"]
     return out
 
 
@@ -263,15 +314,16 @@ def main(argv: list[str] | None = None) -> None:
         with Clock() as c:
             run = Payloads(Path(tmp), a.ports, a.polls, a.switch_ports, 0 if a.no_parse else PARSE_PORTS)
         out: dict[str, Any] = {"requested_ports": a.ports, **run.info, "build_s": c.wall}
+        agent = agent_path(run, a.polls, a.clients, a.rounds)  # first: its peak RSS is the agent's alone
+        p = agent.pop("_pipeline")
+        out["agent"] = agent
+        out["prometheus_client"] = prometheus_client_ratio(p, agent["steady_poll_cpu_s"]["render"])
+        del p
+        gc.collect()
         if not a.no_parse:
             # Throughput is per value: measured on at most PARSE_PORTS ports to keep the run short.
             out["parse"] = parse_formats(Path(tmp))
             out["parse"]["measured_on_ports"] = run.info["formats_ports"]
-            gc.collect()
-        agent = agent_path(run, a.polls, a.clients, a.rounds)
-    p = agent.pop("_pipeline")
-    out["agent"] = agent
-    out["prometheus_client"] = prometheus_client_ratio(p, agent["steady_poll_cpu_s"]["render"])
     json.dump(out, sys.stdout)
 
 

@@ -120,8 +120,17 @@ class Template:
         for col in lists:
             if len(col) != n:
                 raise ValueError(f"template columns of {n} and {len(col)} series")
+        # The space before the value goes at the end of the last column (one string each of
+        # the few distinct ones), so a series is its columns and its value's text.
+        cols = list(columns) or [""]
+        last = cols[-1]
+        if isinstance(last, str):
+            cols[-1] = last + " "
+        else:
+            spaced = {t: t + " " for t in set(last)}
+            cols[-1] = list(map(spaced.__getitem__, last))
         self._name = name
-        self._columns = columns
+        self._columns = cols
         self.size = n
 
     def fill(self, values: np.ndarray | Sequence[float]) -> str:
@@ -136,7 +145,7 @@ class Template:
         parts[0] = self._name
         for j, col in enumerate(self._columns, 1):
             parts[j::k] = [col] * n if isinstance(col, str) else col
-        parts[k - 1::k] = map(" %s".__mod__, format_values(values))
+        parts[k - 1::k] = map(str, format_values(values))
         return "".join(parts)
 
 
