@@ -18,7 +18,8 @@ each number meets its role:
 * ``FIXED``: the same digits as when the layout was built (the default: header lines, LIDs,
   anything the parser reads that is not a counter value);
 * ``FREE``: any digits (a line the parser skips without reading its value);
-* ``CHECKED``: a plain decimal (no sign, no leading zero, after ``.``, ``:`` or a space) below
+* ``CHECKED``: a plain decimal (no sign, no leading zero, after one of the parser's
+  separators: ``.``, ``:`` or a space for perfquery's ``Name:....``, ``|`` for snmprec) below
   the line's limit, whose value the parser checks but does not use (a duplicate that a later
   line overrides): a valid value raises no warning, whatever it is;
 * ``VALUE``: the same, and its value is returned.
@@ -48,10 +49,9 @@ BATCH_BYTES = 8 << 20
 SEP = b"\n\x00"
 _DIGITS = 20  # 2^64 has 20 digits: shorter numbers are read in uint64 arrays, longer ones one by one
 _CHUNK = 1 << 18  # lines gathered per hash update
-# What may precede a plain value: the end of ``Name:....`` or the whitespace after it (ASCII
-# whitespace but the newline, Python's ``[^\S\n]``).
-_BEFORE_VALUE = np.zeros(256, bool)
-_BEFORE_VALUE[[ord(c) for c in ".: \t\x0b\x0c\r\x1c\x1d\x1e\x1f"]] = True
+# What may precede a plain value by default: the end of perfquery's ``Name:....`` or the
+# whitespace after it (ASCII whitespace but the newline, Python's ``[^\S\n]``).
+NAME_DOTS = b".: \t\x0b\x0c\r\x1c\x1d\x1e\x1f"
 
 
 def same(a: object, b: object) -> bool:
@@ -179,7 +179,7 @@ class TextLayout:
 
     @classmethod
     def build(cls, texts: Sequence[str], marks: Sequence[Marks], out_text: Sequence[int],
-              out_line: Sequence[int]) -> TextLayout | None:
+              out_line: Sequence[int], before: bytes = NAME_DOTS) -> TextLayout | None:
         """The layout of ``texts``, or None when they cannot be read in bulk.
 
         ``marks[i]``: text ``i``'s FREE and CHECKED numbers; a CHECKED number that is not a
@@ -191,6 +191,8 @@ class TextLayout:
             raise ValueError(f"{len(marks)} marks for {len(texts)} texts")
         text_of, line_of = np.asarray(out_text, np.int64), np.asarray(out_line, np.int64)
         out_at = np.full(len(text_of), -1, np.int64)
+        sep = np.zeros(256, bool)
+        sep[list(before)] = True
         batches: list[_Batch] = []
         base = first = 0
         while first < len(texts):
@@ -198,7 +200,7 @@ class TextLayout:
             while stop < len(texts) and (stop == first or size + len(texts[stop]) <= BATCH_BYTES):
                 size += len(texts[stop]) + len(SEP)
                 stop += 1
-            batch = _build_batch(texts, first, stop, marks, text_of, line_of, out_at, base)
+            batch = _build_batch(texts, first, stop, marks, text_of, line_of, out_at, base, sep)
             if batch is None:
                 return None
             batches.append(batch)
@@ -223,7 +225,7 @@ class TextLayout:
 
 
 def _build_batch(texts: Sequence[str], first: int, stop: int, marks: Sequence[Marks], out_text: np.ndarray,
-                 out_line: np.ndarray, out_at: np.ndarray, base: int) -> _Batch | None:
+                 out_line: np.ndarray, out_at: np.ndarray, base: int, before: np.ndarray) -> _Batch | None:
     """Texts ``first`` to ``stop`` as one batch; fills ``out_at`` for the ``out`` numbers in them."""
     data = _join(texts[first:stop])
     if data is None:
@@ -252,7 +254,7 @@ def _build_batch(texts: Sequence[str], first: int, stop: int, marks: Sequence[Ma
     place[numbered] = np.arange(len(numbered))
     # Plain: no leading zero, below 2^64, after "Name:..." or a space (so the parser's value
     # is these digits alone).
-    plain = ~big & ((length == 1) | (a[n_start] != 48)) & (n_start > start[numbered]) & _BEFORE_VALUE[a[n_start - 1]]
+    plain = ~big & ((length == 1) | (a[n_start] != 48)) & (n_start > start[numbered]) & before[a[n_start - 1]]
     role = np.zeros(len(numbered), np.uint8)
     limit = np.zeros(len(numbered), np.uint64)
     for ti in range(first, stop):
