@@ -24,10 +24,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from fabricmon.collectors.base import ParseError, ParseOptions
 from fabricmon.collectors.ufm.names import lookup, to_int
 from fabricmon.core.guid import norm_guid
-from fabricmon.core.model import ParseResult, PortInfo, TargetSpec
+from fabricmon.core.model import Counters, ParseResult, PortInfo, TargetSpec, series_key
 
 NODE_GUID_KEYS = ("node_guid", "Node_GUID")
 PORT_GUID_KEYS = ("port_guid",)
@@ -93,7 +95,15 @@ def detect_format(path: str, body: Any, forced: str) -> str:
 
 
 def csv_rows(text: str, path: str, warnings: list[str]) -> Iterator[Row]:
+    header, records = csv_records(text, path, warnings)
+    for rec in records:
+        yield _row_from_items(zip(header, rec, strict=True))
+
+
+def csv_records(text: str, path: str, warnings: list[str]) -> tuple[list[str], list[list[str]]]:
+    """The header and the records of a CSV body that have as many fields as the header."""
     header: list[str] | None = None
+    records: list[list[str]] = []
     bad = 0
     for rec in _safe_csv(text, path):
         if not rec or all(not c.strip() for c in rec):
@@ -106,11 +116,12 @@ def csv_rows(text: str, path: str, warnings: list[str]) -> Iterator[Row]:
         if len(rec) != len(header):
             bad += 1  # a torn or malformed line
             continue
-        yield _row_from_items(zip(header, rec, strict=True))
+        records.append(rec)
     if header is None:
         warnings.append(f"{path}: empty CSV body")
     if bad:
         warnings.append(f"{path}: {bad} CSV row(s) with the wrong number of columns skipped")
+    return header or [], records
 
 
 def _safe_csv(text: str, path: str) -> Iterator[list[str]]:
@@ -159,8 +170,11 @@ def _row_from_items(items: Any) -> Row:
 
 
 def prom_rows(text: str, path: str, warnings: list[str]) -> Iterator[Row]:
-    """Prometheus text exposition: one Row per distinct identity label set."""
+    """Prometheus text exposition: one Row per distinct identity label set (a label text is
+    read once however many of a port's metrics repeat it, a timestamp text once per scrape)."""
     rows: dict[tuple[tuple[str, str], ...], Row] = {}
+    by_text: dict[str | None, Row] = {}
+    times: dict[str, float | None] = {}
     bad = good = 0
     for line in text.splitlines():
         s = line.strip()
@@ -171,16 +185,21 @@ def prom_rows(text: str, path: str, warnings: list[str]) -> Iterator[Row]:
             bad += 1
             continue
         name, label_text, value, ts = m.groups()
-        labels = dict(_PROM_LABEL.findall(label_text or ""))
-        ident = {k: _unescape(v) for k, v in labels.items() if k in _IDENT}
-        key = tuple(sorted(ident.items()))
-        row = rows.get(key)
+        row = by_text.get(label_text)
         if row is None:
-            row = rows[key] = Row(ident)
+            labels = dict(_PROM_LABEL.findall(label_text or ""))
+            ident = {k: _unescape(v) for k, v in labels.items() if k in _IDENT}
+            key = tuple(sorted(ident.items()))
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = Row(ident)
+            by_text[label_text] = row
         row.values.append((name, value))
         good += 1
         if ts is not None:
-            t = to_seconds(int(ts))
+            t = times.get(ts, False)
+            if t is False:
+                t = times[ts] = to_seconds(int(ts))
             if t is not None and (row.ts is None or t > row.ts):
                 row.ts = t
     if bad and not good:
@@ -219,11 +238,7 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
     forced = opts.format
     node_names = {norm_guid(k): v for k, v in (opts.node_names or {}).items()}
     result = ParseResult()
-    seen: set[tuple[str, str, str]] = set()  # first reading of a series wins
-    add = result.counters.add
-    ports: dict[tuple[str, str], PortInfo] = {}
-    by_guid: set[str] = set()
-    no_port = 0
+    frames: list[_Csv | list[Row]] = []  # each response's rows (CSV: its header and records)
     for resp in payload["responses"]:
         if not isinstance(resp, dict):
             raise ParseError("ufm-telemetry payload: each response must be an object")
@@ -240,13 +255,41 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
         if fmt == "csv":
             if not isinstance(body, str):
                 raise ParseError(f"{path}: CSV expected, got JSON")
-            rows: Iterator[Row] = csv_rows(body, path, result.warnings)
+            frames.append(_Csv(*csv_records(body, path, result.warnings), body.isascii()))
         elif fmt == "prometheus":
             if not isinstance(body, str):
                 raise ParseError(f"{path}: Prometheus text expected, got JSON")
-            rows = prom_rows(body, path, result.warnings)
+            frames.append(list(prom_rows(body, path, result.warnings)))
         else:
-            rows = json_rows(body, path)
+            frames.append(list(json_rows(body, path)))
+    found = _csv_in_bulk(frames, node_names, result) if all(isinstance(f, _Csv) for f in frames) else None
+    if found is None:
+        found = _rows_one_by_one(frames, node_names, result)
+    no_port, by_guid = found
+    if no_port:
+        result.warnings.append(f"{no_port} row(s) with counters but without node/port GUID and port number skipped")
+    if by_guid:
+        result.warnings.append(f"{len(by_guid)} node(s) without a node description or node_names entry: labelled by GUID")
+    return result
+
+
+@dataclass(slots=True)
+class _Csv:
+    header: list[str]
+    records: list[list[str]]
+    ascii: bool
+
+
+def _rows_one_by_one(frames: list[_Csv | list[Row]], node_names: dict[str, str], result: ParseResult) -> tuple[int, set[str]]:
+    """Every row's counters into ``result``, row by row: the first reading of a series wins."""
+    seen: set[tuple[str, str, str]] = set()
+    add = result.counters.add
+    ports: dict[tuple[str, str], PortInfo] = {}
+    by_guid: set[str] = set()
+    no_port = 0
+    for frame in frames:
+        rows = (_row_from_items(zip(frame.header, rec, strict=True)) for rec in frame.records) \
+            if isinstance(frame, _Csv) else frame
         for row in rows:
             where = _locate(row, node_names)
             if where is None:
@@ -257,10 +300,7 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
             if named_by_guid:
                 by_guid.add(device)
             if (device, port) not in ports:
-                ports[(device, port)] = PortInfo(
-                    device=device, port=port, guid=norm_guid(_first(row.ident, PORT_GUID_KEYS)),
-                    label=_first(row.ident, LABEL_KEYS),
-                )
+                ports[(device, port)] = _port_info(row, device, port)
             if row.ts is not None and row.ts > result.clocks.get(device, 0.0):
                 result.clocks[device] = row.ts
             for name, value in row.values:
@@ -275,11 +315,119 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
                     seen.add((device, port, counter))
                     add(device, port, counter, n, scale=scale)
     result.ports = list(ports.values())
-    if no_port:
-        result.warnings.append(f"{no_port} row(s) with counters but without node/port GUID and port number skipped")
-    if by_guid:
-        result.warnings.append(f"{len(by_guid)} node(s) without a node description or node_names entry: labelled by GUID")
-    return result
+    return no_port, by_guid
+
+
+def _port_info(row: Row, device: str, port: str) -> PortInfo:
+    return PortInfo(device=device, port=port, guid=norm_guid(_first(row.ident, PORT_GUID_KEYS)), label=_first(row.ident, LABEL_KEYS))
+
+
+def _csv_in_bulk(frames: list[_Csv], node_names: dict[str, str], result: ParseResult) -> tuple[int, set[str]] | None:
+    """CSV bodies read column by column: each column's counter looked up once, its numbers
+    converted in numpy (one Python step per row, for its identity; none per value but the
+    few that are not plain decimals). The same result as :func:`_rows_one_by_one` when every
+    body is ASCII, no two columns name one counter (or one header name twice) and no port has
+    two rows: otherwise None, and nothing was changed."""
+    plans = []
+    for f in frames:
+        if not f.ascii or len(set(f.header)) != len(f.header):
+            return None
+        value_cols = [(j, hit) for j, name in enumerate(f.header)
+                      if name not in TIME_KEYS and name not in _IDENT and (hit := lookup(name)) is not None]
+        if len({hit[0] for _, hit in value_cols}) != len(value_cols):
+            return None
+        plans.append(value_cols)
+    ports: dict[tuple[str, str], PortInfo] = {}
+    by_guid: set[str] = set()
+    no_port = 0
+    clocks: dict[str, float] = {}
+    blocks = []  # per frame: (its rows with a port, their groups, value columns)
+    for f, value_cols in zip(frames, plans, strict=True):
+        ident_cols = [(j, name) for j, name in enumerate(f.header) if name in _IDENT]
+        time_col = next((j for j, name in enumerate(f.header) if name in TIME_KEYS), None)
+        kept: list[int] = []
+        for i, rec in enumerate(f.records):
+            row = Row({name: rec[j].strip() for j, name in ident_cols},
+                      ts=to_seconds(rec[time_col]) if time_col is not None else None)
+            where = _locate(row, node_names)
+            if where is None:
+                no_port += bool(value_cols)
+                continue
+            device, port, named_by_guid = where
+            if (device, port) in ports:
+                return None  # a port with two rows: first writer wins, row by row
+            if named_by_guid:
+                by_guid.add(device)
+            ports[(device, port)] = _port_info(row, device, port)
+            if row.ts is not None and row.ts > clocks.get(device, 0.0):
+                clocks[device] = row.ts
+            kept.append(i)
+        blocks.append((f, kept, value_cols))
+    counters = _bulk_counters(blocks, list(ports))
+    result.counters = counters
+    result.ports = list(ports.values())
+    result.clocks.update(clocks)
+    return no_port, by_guid
+
+
+def _bulk_counters(blocks: list[tuple[_Csv, list[int], list[tuple[int, tuple[str, float]]]]],
+                   ports: list[tuple[str, str]]) -> Counters:
+    """The counters of the kept rows, in row order then column order: a row's port is the
+    next of ``ports``; a row without any valid number adds no port group (as ``add`` would)."""
+    values_all, valid_all, cols_all = [], [], []
+    for f, kept, value_cols in blocks:
+        if not kept or not value_cols:
+            values_all.append(np.zeros((len(kept), 0), np.uint64))
+            valid_all.append(np.zeros((len(kept), 0), bool))
+            cols_all.append(value_cols)
+            continue
+        records = [f.records[i] for i in kept]
+        columns = list(zip(*records, strict=True))
+        vals = np.zeros((len(kept), len(value_cols)), np.uint64)
+        ok = np.zeros((len(kept), len(value_cols)), bool)
+        for c, (j, _hit) in enumerate(value_cols):
+            vals[:, c], ok[:, c] = _numbers(columns[j])
+        values_all.append(vals)
+        valid_all.append(ok)
+        cols_all.append(value_cols)
+    out_ports: list[tuple[str, str]] = []
+    port_of, keys, values, scales = [], [], [], []
+    at = 0
+    for vals, ok, value_cols in zip(values_all, valid_all, cols_all, strict=True):
+        col_keys = [series_key(hit[0]) for _, hit in value_cols]
+        col_scale = np.array([hit[1] for _, hit in value_cols], np.float64)
+        per_row = ok.sum(axis=1)
+        for n in per_row.tolist():
+            if n:
+                out_ports.append(ports[at])
+            at += 1
+        nonempty = per_row > 0
+        base = len(out_ports) - int(nonempty.sum())
+        port_of.append(np.repeat(base + np.arange(int(nonempty.sum())), per_row[nonempty]))
+        r, c = np.nonzero(ok)
+        keys.extend(map(col_keys.__getitem__, c.tolist()))
+        values.append(vals[r, c])
+        scales.append(col_scale[c])
+    n = sum(len(v) for v in values)
+    cat = (lambda xs, dtype: np.concatenate(xs).astype(dtype) if xs else np.zeros(0, dtype))  # noqa: E731
+    return Counters.bulk(out_ports, cat(port_of, np.int32), keys, cat(values, np.uint64), np.full(n, 64, np.int16),
+                         np.zeros(n, bool), cat(scales, np.float64), tuple(dict.fromkeys(keys)))
+
+
+def _numbers(cells: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """A column's cells as :func:`to_int` reads them: (uint64 values, valid). Plain decimals of
+    up to 19 digits are converted in numpy, the rest one by one."""
+    a = np.array(cells, dtype="S") if cells else np.zeros(0, "S1")
+    plain = np.strings.isdigit(a) & (np.strings.str_len(a) <= 19)
+    out = np.zeros(len(cells), np.uint64)
+    out[plain] = a[plain].astype(np.uint64)
+    ok = plain.copy()
+    for i in np.flatnonzero(~plain).tolist():
+        n = to_int(cells[i])
+        if n is not None:
+            out[i] = n
+            ok[i] = True
+    return out, ok
 
 
 def _locate(row: Row, node_names: dict[str, str]) -> tuple[str, str, bool] | None:
