@@ -34,10 +34,6 @@ def _sub_labels(names: tuple[str, ...], values: tuple) -> str:
     return "".join(f',{k}="{escape_label(str(v))}"' for k, v in zip(names, values, strict=False))
 
 
-def _key_order(key: tuple) -> tuple:
-    return (key[0], tuple(str(x) for x in key[1]))
-
-
 @dataclass(slots=True)
 class ExpositionPolicy:
     """Which level each target's counters are exported at, and this agent's shard.

@@ -94,12 +94,6 @@ def detect_format(path: str, body: Any, forced: str) -> str:
     raise ParseError(f"{path}: body is neither CSV nor Prometheus text: {body.strip()[:60]!r}")
 
 
-def csv_rows(text: str, path: str, warnings: list[str]) -> Iterator[Row]:
-    header, records = csv_records(text, path, warnings)
-    for rec in records:
-        yield _row_from_items(zip(header, rec, strict=True))
-
-
 def csv_records(text: str, path: str, warnings: list[str]) -> tuple[list[str], list[list[str]]]:
     """The header and the records of a CSV body that have as many fields as the header."""
     header: list[str] | None = None
