@@ -8,7 +8,8 @@ half of ``pfc_on_lossy_priority`` and ``ecn_after_pfc`` needs a recording (or ``
 run``, whose ``misconfig`` rule runs the same checklist on every poll).
 
 Exit codes: 0 every check passed or is unknown, 1 at least one check failed, 2 the input
-could not be read (``AUDIT_EXIT_CODES`` in :mod:`fabricmon.agent.cli`).
+could not be read, or no target delivered anything (every target down: nothing could be
+verified) (``AUDIT_EXIT_CODES`` in :mod:`fabricmon.agent.cli`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class Audit:
     links: int
     polls: int
     notes: list[str] = field(default_factory=list)  # targets that failed, data errors skipped
+    read: bool = True  # some target delivered data (a successful poll); False: nothing could be verified
 
     @property
     def failed(self) -> bool:
@@ -47,7 +49,7 @@ class Audit:
         return {"source": self.source, "lossless_priorities": list(self.lossless), "polls": self.polls,
                 "ports": self.ports, "links": self.links, "summary": cl.counts(self.results),
                 "to_fix": [r.to_json() for r in cl.failing(self.results)],
-                "results": [r.to_json() for r in self.results], "notes": self.notes}
+                "results": [r.to_json() for r in self.results], "notes": self.notes, "read": self.read}
 
 
 def _audit(pipeline: Pipeline, source: str, polls: int, notes: list[str]) -> Audit:
@@ -56,7 +58,8 @@ def _audit(pipeline: Pipeline, source: str, polls: int, notes: list[str]) -> Aud
     for name, s in sorted(pipeline.targets.items()):
         if s.up is False:
             notes.append(f"target {name} ({s.source}) failed: {s.last_error}")
-    return Audit(source, pipeline.fabric.lossless, cl.run(view, ports, links), len(ports), len(links), polls, notes)
+    read = any(s.last_success_t is not None for s in pipeline.targets.values())
+    return Audit(source, pipeline.fabric.lossless, cl.run(view, ports, links), len(ports), len(links), polls, notes, read)
 
 
 def audit_recording(path: str | Path, config: LoadedConfig | None = None) -> Audit:
@@ -70,21 +73,18 @@ def audit_recording(path: str | Path, config: LoadedConfig | None = None) -> Aud
 
 async def audit_live(loaded: LoadedConfig) -> Audit:
     """One poll of every configured target (this shard's), through the live agent's pipeline."""
-    from fabricmon.agent.detector import rules as rules_mod
-    from fabricmon.agent.runtime import _scheduled
+    from fabricmon.agent.assemble import build_pipeline, plan_targets
     from fabricmon.agent.scheduler import Scheduler
 
     cfg = loaded.config
     targets = []
     notes = []
-    for t in cfg.shard_targets(loaded.options):
+    for t in plan_targets(loaded):
         try:
-            targets.append(_scheduled(loaded, t))
+            targets.append(t.scheduled())
         except Exception as exc:  # a collector that cannot be set up is that target's failure, not the audit's
-            notes.append(f"target {t.name} ({t.source}) not polled: {type(exc).__name__}: {exc}")
-    pipeline = Pipeline([t.collector.spec() for t in targets], rules_mod.build(cfg.rules), history=cfg.global_.history,
-                        stale_after=cfg.global_.stale_after, static_links=cfg.static_links(), wall_clock=True,
-                        fabric=cfg.fabric.priority_map())
+            notes.append(f"target {t.config.name} ({t.config.source}) not polled: {type(exc).__name__}: {exc}")
+    pipeline = build_pipeline(cfg, [t.collector.spec() for t in targets], wall_clock=True)
     scheduler = Scheduler(pipeline.ingest, cfg.global_.max_concurrency)
     try:
         polls = await asyncio.gather(*(scheduler.poll_once(t) for t in targets))
@@ -153,5 +153,7 @@ def format_text(a: Audit) -> str:
         lines += [f"  {r.check}" + ("" if r.priority is None else f" priority {r.priority}") + f": {r.summary}" for r in bad]
     else:
         lines.append("no check failed" + ("" if any(r.status == cl.PASS for r in a.results) else " (nothing could be verified)"))
+    if not a.read:
+        lines.append("no target delivered data: every target failed, so nothing could be verified")
     lines += [f"note: {n}" for n in a.notes]
     return "\n".join(lines) + "\n"

@@ -1,4 +1,4 @@
-"""``fabricmon`` command line: run, demo, record, replay, check-config, eval, audit, correlate."""
+"""``fabricmon`` command line: run, demo, record, replay, check-config, eval, audit, job, correlate."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import signal
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from fabricmon.agent import __version__
-from fabricmon.agent.config import DEFAULT_LISTEN, ConfigError, load
+from fabricmon.agent.config import DEFAULT_LISTEN, ConfigError, check_file, load, position_order
 from fabricmon.agent.recording import Limits, RecordingError, iter_lines
 from fabricmon.core.model import Finding
 
@@ -35,40 +35,47 @@ def _setup_logging(level: str) -> None:
             handler.addFilter(RedactFilter())
 
 
-def _load_config(path: str | None):
+def _load_config(path: str | None, exit_code: int = 1):
+    """The loaded config (None without a path); its problems printed and SystemExit(exit_code)
+    when it has any. Deprecation warnings go to the log."""
     if path is None:
         return None
     try:
-        return load(path)
+        loaded = load(path)
     except ConfigError as exc:
         for p in exc.problems:
             print(p, file=sys.stderr)
-        raise SystemExit(1) from None
+        raise SystemExit(exit_code) from None
+    for w in loaded.warnings:
+        log.warning("%s", w)
+    return loaded
 
 
 # ---------------------------------------------------------------------- check-config
 def cmd_check_config(args: argparse.Namespace) -> int:
-    """Every problem of the file in one run; then (unless --syntax-only) what the daemon needs
-    at start: the web config, every secret, the commands sources run (warnings)."""
+    """Every problem of the file in one run, in the file's order: the file itself, then (unless
+    --syntax-only) what the daemon needs at start for every part that is valid on its own: the
+    web config, the state directory, every secret and file, the commands sources run (warnings)."""
     try:
-        loaded = load(args.file)
-    except ConfigError as exc:
-        for p in exc.problems:
-            print(p, file=sys.stderr)
-        print(f"{args.file}: {len(exc.problems)} problem(s)", file=sys.stderr)
-        return 1
-    if not args.syntax_only:
-        from fabricmon.agent import preflight
+        checked = check_file(args.file)
+    except ConfigError as exc:  # unreadable, or not a YAML mapping: nothing else can be checked
+        problems, warnings, checked = list(exc.problems), [], None
+    else:
+        problems, warnings = list(checked.problems), list(checked.warnings)
+        if not args.syntax_only:
+            from fabricmon.agent import preflight
 
-        found = preflight.check(loaded)
-        for line in (*found.errors, *found.warnings):
-            print(line, file=sys.stderr)
-        if found.errors:
-            print(f"{args.file}: {len(found.errors)} problem(s)", file=sys.stderr)
-            return 1
-    n = len(loaded.config.enabled_targets())
+            found = preflight.check(checked, credentials_dir=args.credentials_dir)
+            problems += found.errors
+            warnings += found.warnings
+    for line in position_order([*problems, *warnings], args.file):
+        print(line, file=sys.stderr)
+    if problems or checked is None or checked.config is None:
+        print(f"{args.file}: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    n = len(checked.config.enabled_targets())
     what = "syntax OK" if args.syntax_only else "OK"
-    print(f"{args.file}: {what} ({n} enabled target(s), {len(loaded.config.links)} static link(s))")
+    print(f"{args.file}: {what} ({n} enabled target(s), {len(checked.config.links)} static link(s))")
     return 0
 
 
@@ -93,8 +100,14 @@ def cmd_run(args: argparse.Namespace) -> int:
               "for the built-in demo, run: fabricmon demo", file=sys.stderr)
         return 2
     loaded = _load_config(args.config)
+    from fabricmon.agent import state
     from fabricmon.agent.runtime import Agent
 
+    state_dir = state.default_state_dir(loaded.config.global_.state_dir)
+    problem = state.prepare_dir(state_dir) if state_dir else None
+    if problem is not None:
+        print(f"{args.config}: {problem}", file=sys.stderr)
+        return 1
     ssl_ctx, middlewares = _web_security(args, loaded)
     try:
         asyncio.run(Agent(loaded, listen=args.listen, ssl_context=ssl_ctx, middlewares=middlewares,
@@ -107,8 +120,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_record(args: argparse.Namespace) -> int:
     loaded = _load_config(args.config)
-    from fabricmon.agent.config import parse_duration
     from fabricmon.agent.runtime import Agent
+    from fabricmon.core.durations import parse_duration
 
     try:
         duration = parse_duration(args.duration) if args.duration else None
@@ -117,7 +130,8 @@ def cmd_record(args: argparse.Namespace) -> int:
         return 2
     print(f"recording every poll to {args.out}" + (f" for {duration:g} s" if duration else " until interrupted"), file=sys.stderr)
     try:
-        asyncio.run(Agent(loaded, listen=args.listen or "", record_path=args.out, duration=duration).run())
+        # A recording only: the daemon's state file (state_dir, $STATE_DIRECTORY) is neither restored nor written.
+        asyncio.run(Agent(loaded, listen=args.listen or "", record_path=args.out, duration=duration, keep_state=False).run())
     except OSError as exc:
         print(f"error: cannot record to {args.out}: {exc.strerror or exc}", file=sys.stderr)
         return 2
@@ -148,13 +162,13 @@ async def _run_demo(listen: str, speed: float, path: Path, loops: int | None = N
     """Loop ``path`` with its poll times on the wall clock: each loop starts now and maps
     recording time onto real time (divided by ``speed``), so nothing drifts across loops."""
     from fabricmon.agent.exporter.server import Exporter, make_app, start_server
-    from fabricmon.agent.replay import build_pipeline, replay_paced
+    from fabricmon.agent.replay import replay_paced, replay_pipeline
 
     if not path.exists():
         print(f"the demo recording is missing from this installation ({path})", file=sys.stderr)
         return 1
     header = next(iter_lines(path))[1]
-    pipeline = build_pipeline(header, path)
+    pipeline = replay_pipeline(header, path)
     exporter = Exporter(pipeline, demo=True)
     exporter.render_now()
     runner = await start_server(make_app(exporter), listen)
@@ -175,8 +189,8 @@ Findings appear as the faults in the recording unfold (the first within about {9
     try:
         done_loops = 0
         while not stopper.done() and (loops is None or done_loops < loops):
-            replay = asyncio.create_task(replay_paced(path, lambda h: pipeline, speed=speed, on_poll=exporter.request_render,
-                                                      wall_clock=True, pipeline=pipeline))
+            replay = asyncio.create_task(replay_paced(path, speed=speed, pipeline=pipeline, on_poll=exporter.request_render,
+                                                      wall_clock=True))
             done, _ = await asyncio.wait({replay, stopper}, return_when=asyncio.FIRST_COMPLETED)
             if replay not in done:
                 break
@@ -221,7 +235,9 @@ REPLAY_EXIT_CODES = """exit codes:
      truncated or corrupt gzip stream, polls of targets beyond --max-targets); the count
      and the first of them are printed
   2  could not replay (unreadable file, not a recording, unknown version, bad arguments,
-     an unwritable --findings-out)"""
+     an unwritable --findings-out)
+  3  replayed, but a detector rule failed (a bug: the rule and its error are printed); the
+     findings of that rule may be missing"""
 
 
 def _replay_config(args: argparse.Namespace) -> str | None:
@@ -271,10 +287,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 async def _replay_paced_cli(args, loaded, out: _FindingsOut, speed: float, limits: Limits) -> int:
-    from fabricmon.agent.replay import build_pipeline, in_shard, replay_paced
+    from fabricmon.agent.replay import replay_paced
 
-    result = await replay_paced(args.file, lambda h: build_pipeline(h, args.file, loaded, out.write, limits), speed=speed,
-                                progress=not args.quiet, keep=in_shard(loaded), limits=limits)
+    result = await replay_paced(args.file, loaded, speed=speed, on_finding_end=out.write, progress=not args.quiet, limits=limits)
     for f in result.pipeline.detector.close_all():
         out.write(f)
     return _summary(result)
@@ -282,18 +297,18 @@ async def _replay_paced_cli(args, loaded, out: _FindingsOut, speed: float, limit
 
 async def _replay_serve(args, loaded, out: _FindingsOut, speed: float | None, limits: Limits) -> int:
     from fabricmon.agent.exporter.server import Exporter, make_app, start_server
-    from fabricmon.agent.replay import build_pipeline, in_shard, replay_paced
+    from fabricmon.agent.replay import replay_paced, replay_pipeline
 
     header = next(iter_lines(args.file, limits=limits))[1]
-    pipeline = build_pipeline(header, args.file, loaded, out.write, limits)
+    pipeline = replay_pipeline(header, args.file, loaded, out.write, limits, exposition=True)  # the config's levels, as served live
     exporter = Exporter(pipeline)
     exporter.render_now()
     ssl_ctx, middlewares = _web_security(args, loaded)
     runner = await start_server(make_app(exporter, middlewares), args.serve, ssl_ctx)
     print(f"serving on {'https' if ssl_ctx else 'http'}://{args.serve}/metrics", file=sys.stderr, flush=True)
     try:
-        result = await replay_paced(args.file, lambda h: pipeline, speed=speed, on_poll=exporter.request_render,
-                                    progress=not args.quiet, pipeline=pipeline, keep=in_shard(loaded), limits=limits)
+        result = await replay_paced(args.file, loaded, speed=speed, pipeline=pipeline, on_poll=exporter.request_render,
+                                    progress=not args.quiet, limits=limits)
         exporter.render_now()
         for f in pipeline.detector.close_all():
             out.write(f)
@@ -306,16 +321,19 @@ async def _replay_serve(args, loaded, out: _FindingsOut, speed: float | None, li
 
 
 def _summary(result) -> int:
-    """Print what was replayed and skipped; the exit code (0 all replayed, 1 data errors skipped)."""
+    """Print what was replayed and skipped, and any rule that failed; the exit code (0 all
+    replayed, 1 data errors skipped, 3 a rule failed)."""
     by_kind: dict[str, int] = {}
     for f in result.findings:
         by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(by_kind.items())) or "none"
     print(f"replayed {result.polls} polls of {len(result.pipeline.targets)} target(s); findings: {kinds}", file=sys.stderr, flush=True)
-    if not result.skipped:
-        return 0
-    print(f"{result.skipped} data error(s) skipped; the first: {result.skipped_examples[0]}", file=sys.stderr, flush=True)
-    return 1
+    if result.skipped:
+        print(f"{result.skipped} data error(s) skipped; the first: {result.skipped_examples[0]}", file=sys.stderr, flush=True)
+    failed = result.pipeline.detector.status().problems()
+    for line in failed:
+        print(f"error: detector {line} (a bug: its findings may be missing)", file=sys.stderr, flush=True)
+    return 3 if failed else 1 if result.skipped else 0
 
 
 # ---------------------------------------------------------------------- eval
@@ -332,7 +350,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     try:
         loaded = _load_config(args.config)
         floors = {"precision": args.min_precision, "recall": args.min_recall, "origin_top1": args.min_origin_top1}
-        report, ok = run_eval(args.paths, floors=floors, config=loaded)
+        report, ok = run_eval(args.paths, floors=floors, config=loaded, as_json=args.json)
     except RecordingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -349,7 +367,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 AUDIT_EXIT_CODES = """exit codes:
   0  no check failed (every check passed, or could not be verified: unknown)
   1  at least one check failed
-  2  could not audit (unreadable or invalid recording or config, no input given)"""
+  2  could not audit (unreadable or invalid recording or config, no input given), or no target
+     delivered data (every target down: nothing could be verified)"""
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -360,12 +379,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print("fabricmon audit needs a recording to read or --config.file FILE to poll the configured targets once",
               file=sys.stderr)
         return 2
-    try:
-        loaded = load(args.config) if args.config else None
-    except ConfigError as exc:
-        for p in exc.problems:
-            print(p, file=sys.stderr)
-        return 2
+    loaded = _load_config(args.config, exit_code=2)
     pipeline_log = logging.getLogger("fabricmon.agent.pipeline")
     level = pipeline_log.level
     if args.log_level != "debug":  # failed targets are listed in the audit's notes
@@ -385,7 +399,81 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json(), indent=1, sort_keys=False))
     else:
         print(audit.format_text(result), end="")
+    if not result.read:
+        print("error: no target delivered data (every target failed): nothing could be verified", file=sys.stderr)
+        return 2
     return 1 if result.failed else 0
+
+
+# ---------------------------------------------------------------------- job
+JOB_EXIT_CODES = """exit codes:
+  0  no fabric finding touches the job in the window
+  1  a finding touches it (the verdict names it)
+  2  cannot tell: no job source knows the job, or the agent or recording cannot be read"""
+
+
+def _job_from_agent(args: argparse.Namespace, window: float | None) -> tuple[dict | None, str]:
+    """The view from a running agent's /api/jobs/<id>: (view or None, error)."""
+    import base64
+    import ssl
+    import urllib.error
+    import urllib.request
+    from urllib.parse import quote
+
+    url = f"{args.url.rstrip('/')}/api/jobs/{quote(args.id, safe='')}" + (f"?window={window:.0f}" if window else "")
+    req = urllib.request.Request(url, headers={"Accept": "application/json"})
+    if args.user:
+        try:
+            with open(args.password_file, encoding="utf-8") as fh:
+                password = fh.read().strip()
+        except (OSError, TypeError) as exc:
+            return None, f"cannot read --password-file: {getattr(exc, 'strerror', None) or exc}"
+        req.add_header("Authorization", "Basic " + base64.b64encode(f"{args.user}:{password}".encode()).decode())
+    ctx = ssl.create_default_context(cafile=args.ca_file) if url.startswith("https") else None
+    try:
+        with urllib.request.urlopen(req, timeout=30, context=ctx) as r:
+            return json.loads(r.read()), ""
+    except urllib.error.HTTPError as exc:
+        return None, f"{url}: HTTP {exc.code}: {exc.read(300).decode('utf-8', 'replace').strip()}"
+    except (OSError, ValueError) as exc:
+        return None, f"{url}: {getattr(exc, 'reason', None) or exc}"
+
+
+def cmd_job(args: argparse.Namespace) -> int:
+    """Where a job runs in the fabric and which findings touch it: from a recording, or a running agent."""
+    from fabricmon.agent.jobs.view import format_text, job_view
+    from fabricmon.core.durations import parse_duration
+
+    try:
+        window = parse_duration(args.window) if args.window else None
+    except ValueError as exc:
+        print(f"error: --window: {exc}", file=sys.stderr)
+        return 2
+    if args.recording:
+        from fabricmon.agent.replay import replay_recording
+
+        loaded = _load_config(args.config or _replay_config(argparse.Namespace(config=None, file=args.recording, quiet=True)))
+        quiet = {"fabricmon": logging.WARNING, "fabricmon.agent.pipeline": logging.ERROR} if args.log_level == "info" else {}
+        before = {name: logging.getLogger(name).level for name in quiet}
+        for name, level in quiet.items():  # the replay's own chatter (profiles chosen, target errors) is not the answer
+            logging.getLogger(name).setLevel(level)
+        try:
+            result = replay_recording(args.recording, loaded)
+        except (RecordingError, OSError) as exc:
+            print(f"error: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+            return 2
+        finally:  # main() can run in-process (tests, embedding): leave the loggers as they were
+            for name, level in before.items():
+                logging.getLogger(name).setLevel(level)
+        view = job_view(result.pipeline, args.id, window)
+        error = f"no job source in {args.recording} reports job {args.id!r}"
+    else:
+        view, error = _job_from_agent(args, window)
+    if view is None:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(view, indent=1) if args.json else format_text(view), end="\n" if args.json else "")
+    return 1 if view["findings"] else 0
 
 
 # ---------------------------------------------------------------------- correlate
@@ -441,12 +529,24 @@ def _positive_int(text: str) -> int:
     return v
 
 
+LOG_LEVELS = ["debug", "info", "warning", "error"]
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="fabricmon", description="Live telemetry agent for InfiniBand and RoCEv2 GPU-cluster fabrics.")
     ap.add_argument("--version", action="version", version=f"fabricmon {__version__}")
-    ap.add_argument("--log.level", dest="log_level", default="info", choices=["debug", "info", "warning", "error"])
+    ap.add_argument("--log.level", dest="log_level", default="info", choices=LOG_LEVELS)
     sub = ap.add_subparsers(dest="command", required=True)
+    for add in (_agent_commands, _replay_command, _check_commands, _job_command, _correlate_command):
+        add(sub)
+    for command in sub.choices.values():  # also after the command: `fabricmon run --log.level debug ...`
+        command.add_argument("--log.level", dest="log_level", default=argparse.SUPPRESS, choices=LOG_LEVELS,
+                             help="log level (default info); also accepted before the command")
+    return ap
 
+
+def _agent_commands(sub: Any) -> None:
+    """Run, demo and record: the agent polling or replaying the demo."""
     run = sub.add_parser("run", help="run the agent on the configured targets")
     run.add_argument("--config.file", dest="config", help="configuration file (YAML); required")
     run.add_argument("--web.listen-address", dest="listen", help=f"address to serve on (default {DEFAULT_LISTEN})")
@@ -469,6 +569,9 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--web.listen-address", dest="listen", default="", help="also serve /metrics while recording")
     rec.set_defaults(func=cmd_record)
 
+
+def _replay_command(sub: Any) -> None:
+    """Replay: a recording through the agent's path."""
     rep = sub.add_parser("replay", help="replay a recording through the same parse/store/detect/export path",
                          epilog=REPLAY_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     rep.add_argument("file")
@@ -491,10 +594,17 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"refuse polls of targets beyond this many (default {d.max_targets})")
     rep.set_defaults(func=cmd_replay)
 
+
+def _check_commands(sub: Any) -> None:
+    """Check-config, eval and audit: checks of a config, the detector and a fabric."""
     chk = sub.add_parser("check-config", help="validate a configuration file and what it needs at start; exits 1 on problems")
     chk.add_argument("file")
     chk.add_argument("--syntax-only", action="store_true",
-                     help="check the file only: not the web config, secrets or commands (for builds without the secrets)")
+                     help="check the file only: not the web config, state directory, secrets, files or commands "
+                          "(for builds without the secrets)")
+    chk.add_argument("--credentials-dir", metavar="DIR",
+                     help="read /run/credentials/<unit>/<name> paths as DIR/<name>: check, outside the unit, a config "
+                          "whose secrets the unit gets with LoadCredential=<name>:DIR/<name>")
     chk.set_defaults(func=cmd_check_config)
 
     ev = sub.add_parser("eval", help="score the detector on recordings with truth lines")
@@ -503,6 +613,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--min-precision", type=float, default=0.95)
     ev.add_argument("--min-recall", type=float, default=0.95)
     ev.add_argument("--min-origin-top1", type=float, default=0.90)
+    ev.add_argument("--json", action="store_true", help="print the report as one JSON object (for tools) instead of text")
     ev.set_defaults(func=cmd_eval)
 
     au = sub.add_parser("audit", help="check the lossless-fabric (RoCEv2) configuration on every port and link; exits 1 on failures",
@@ -512,6 +623,25 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--json", action="store_true", help="the checklist as JSON, for machines")
     au.set_defaults(func=cmd_audit)
 
+
+def _job_command(sub: Any) -> None:
+    """Job: which findings touch a training job."""
+    jb = sub.add_parser("job", help="which fabric findings touch a job, where its hosts sit, how its ports fare",
+                        epilog=JOB_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    jb.add_argument("id", help="the job id as its scheduler names it (48213, 48213_7, namespace/name)")
+    jb.add_argument("--json", action="store_true", help="the view as JSON (the body of /api/jobs/<id>)")
+    jb.add_argument("--url", default=f"http://{DEFAULT_LISTEN}", help=f"a running agent (default http://{DEFAULT_LISTEN})")
+    jb.add_argument("--user", help="basic-auth user of the agent's web config")
+    jb.add_argument("--password-file", help="file holding that user's password")
+    jb.add_argument("--ca-file", help="CA file for an https --url")
+    jb.add_argument("--recording", metavar="REC", help="replay REC and answer from its end state instead of asking an agent")
+    jb.add_argument("--config.file", dest="config", help="with --recording: the config (default: X.yml beside REC)")
+    jb.add_argument("--window", help="how far back findings count (default: jobs.window, 6h)")
+    jb.set_defaults(func=cmd_job)
+
+
+def _correlate_command(sub: Any) -> None:
+    """Correlate: findings across sharded agents."""
     co = sub.add_parser("correlate", help="join sharded agents through Prometheus: PFC storms and deadlocks that span shards")
     co.add_argument("--prometheus", required=True, metavar="URL", help="Prometheus (or Thanos Query, VictoriaMetrics) base URL")
     co.add_argument("--window", default="1m", help="a port counts when its agent saw it paused over this whole window (default 1m)")
@@ -519,7 +649,6 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--interval", type=float, default=30.0, help="seconds between correlations when serving (default 30)")
     co.add_argument("--web.listen-address", dest="listen", default="127.0.0.1:10118", help="serve /metrics and /api/findings here")
     co.set_defaults(func=cmd_correlate)
-    return ap
 
 
 def main(argv: list[str] | None = None) -> int:

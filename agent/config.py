@@ -14,9 +14,11 @@ to gigabytes), recursive aliases, unknown tags, non-UTF-8 bytes and duplicate ke
 
 from __future__ import annotations
 
+import difflib
 import hashlib
-import math
 import re
+import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -25,55 +27,30 @@ import yaml
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fabricmon import collectors
+from fabricmon.core.durations import bounded, old_spellings
 from fabricmon.core.model import Link
 from fabricmon.core.vocabulary import PriorityMap
 
 DEFAULT_LISTEN = "127.0.0.1:10117"
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
-
-
-def parse_duration(v: Any) -> float:
-    """``10s``, ``5m``, ``250ms``, ``1.5h`` or a number of seconds."""
-    if isinstance(v, bool):
-        raise ValueError("expected a duration like 10s, 5m or 250ms")
-    if isinstance(v, int | float):
-        seconds = float(v)
-    else:
-        m = _DURATION.match(str(v))
-        if not m:
-            raise ValueError(f"invalid duration {v!r}: expected a number with a unit, like 10s, 5m or 250ms")
-        seconds = float(m.group(1)) * _UNITS[m.group(2)]
-    if not math.isfinite(seconds):
-        raise ValueError("a duration must be a finite number of seconds")
-    if seconds < 0:
-        raise ValueError("a duration cannot be negative")
-    return seconds
-
-
-def _bounded(lo: float, hi: float, why: str) -> BeforeValidator:
-    def check(v: Any) -> float:
-        seconds = parse_duration(v)
-        if not lo <= seconds <= hi:
-            raise ValueError(f"must be between {lo:g} s and {hi:g} s ({why})")
-        return seconds
-    return BeforeValidator(check)
-
-
-Duration = Annotated[float, BeforeValidator(parse_duration)]
 DAY = 86400.0
 # 0.1 s to a day. 0 is a busy loop and divides by zero in the rate maths. Devices refresh their
 # counters no faster: SONiC's `counterpoll` (sonic-utilities) accepts 100-30000 ms and reads
 # port counters from the ASIC every 1000 ms by default (verified: `counterpoll show` output),
 # so a faster poll re-reads the same values. Beyond a day a poll is not monitoring.
-PollInterval = Annotated[float, _bounded(0.1, DAY, "0 is a busy loop; more than a day is not monitoring")]
+PollInterval = bounded(0.1, DAY, "0 is a busy loop; more than a day is not monitoring")
 # A poll needs some time to reach a device at all; an hour-long poll is a hung one.
-PollTimeout = Annotated[float, _bounded(0.1, 3600.0, "a poll needs at least 0.1 s; one longer than an hour is hung")]
+PollTimeout = bounded(0.1, 3600.0, "a poll needs at least 0.1 s; one longer than an hour is hung")
+BackoffMax = bounded(1.0, DAY, "a failing target is retried at least daily")
+StaleAfter = bounded(1.0, 30 * DAY, "kept at most 30 days")
+MinInterval = bounded(0.0, 3600.0, "findings must not lag by more than an hour")
+JobWindow = bounded(60.0, 30 * DAY, "the job view looks back at least a minute, at most 30 days")
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Closed (an unknown key is an error) and strict: ``"yes"`` is not a boolean, ``"8"`` not a number."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class GlobalConfig(Strict):
@@ -83,9 +60,9 @@ class GlobalConfig(Strict):
     # Each poll in flight may hold a socket or a subprocess (two fds or more): the cap stays well
     # below the unit's file-descriptor limit, with a reserve for the web server.
     max_concurrency: int = Field(64, ge=1, le=4096)
-    backoff_max: Annotated[float, _bounded(1.0, DAY, "a failing target is retried at least daily")] = 300.0
+    backoff_max: BackoffMax = 300.0
     # A series must outlive at least one poll interval, or every reading expires before the next.
-    stale_after: Annotated[float, _bounded(1.0, 30 * DAY, "kept at most 30 days")] = 600.0
+    stale_after: StaleAfter = 600.0
     history: int = Field(8, ge=2, le=1000)  # points per series: 2 for a rate; 1000 x 8 bytes x series bounds memory
     state_dir: str | None = None
 
@@ -108,7 +85,15 @@ class RecordingConfig(Strict):
 
 class DetectorConfig(Strict):
     # coalesce detection passes, on the poll clock; past an hour findings would lag their faults
-    min_interval: Annotated[float, _bounded(0.0, 3600.0, "findings must not lag by more than an hour")] = 0.0
+    min_interval: MinInterval = 0.0
+    # The analyses' parameters, each checked key by key by its own model at load (check_text):
+    # fabricmon.agent.detector.analyses (PfcParams, IbParams).
+    pfc: dict[str, Any] = Field(default_factory=dict)
+    ib: dict[str, Any] = Field(default_factory=dict)
+
+    def analyses(self) -> dict[str, dict[str, Any]]:
+        """``{analysis: parameters}`` for :class:`fabricmon.agent.detector.Detector`."""
+        return {"pfc": self.pfc, "ib": self.ib}
 
 
 class ShardConfig(Strict):
@@ -125,7 +110,6 @@ class ShardConfig(Strict):
 
 
 Priority = Annotated[int, Field(ge=0, le=7)]  # IEEE 802.1Q priorities (PCP) 0-7
-FABRIC_KEYS = ("lossless_priorities", "priority_to_queue", "priority_to_pg")
 
 
 class FabricConfig(Strict):
@@ -168,16 +152,23 @@ def shard_of(name: str, count: int) -> int:
     return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "big") % count
 
 
-def splits_itself(options: Any) -> bool:
-    """Sources with their own shard parameters (UFM Telemetry) are split by them, not by name."""
-    return hasattr(options, "num_shards") and hasattr(options, "shard")
-
-
-def shard_options(options: Any, shard: ShardConfig) -> Any:
-    """Options of a self-sharding source for this agent: its shard ``index`` of ``count``."""
-    if shard.count <= 1 or not splits_itself(options):
-        return options
-    return options.model_copy(update={"num_shards": shard.count, "shard": shard.index})
+def in_shard(name: str, source: str, shard: ShardConfig) -> bool:
+    """Whether the agent that is ``shard`` polls (or, replaying, keeps) target ``name`` of
+    ``source``: the one place that decides. A source that splits itself (its collector's
+    ``self_sharding``, e.g. UFM Telemetry) is every agent's, each asking it for its own share
+    (:meth:`Collector.shard_options`); any other target is the agent's its name hashes to. A
+    source this installation does not know (a recording from a newer version) goes by its name.
+    A source every shard polls (its collector's ``every_shard``: the job inventories, which each
+    shard joins to its own findings) is every agent's too."""
+    if shard.count <= 1:
+        return True
+    try:
+        cls = collectors.get(source)
+        if cls.self_sharding or cls.every_shard:
+            return True
+    except collectors.UnknownSource:
+        pass
+    return shard_of(name, shard.count) == shard.index
 
 
 def _label_text(v: str) -> str:
@@ -201,10 +192,42 @@ class StaticLink(Strict):
     peer_port: LabelText
 
 
+class JobHostPort(Strict):
+    """A switch port a host's NIC is cabled to, for ``jobs.hosts``: what no source can see."""
+
+    switch: LabelText
+    port: LabelText
+    nic: str = ""  # the NIC port's name, shown in the job view
+
+
+def _host_port(v: Any) -> Any:
+    """``"leaf07:Ethernet12"`` (the last colon splits) or ``{switch, port, nic}``."""
+    if isinstance(v, str):
+        device, sep, port = v.rpartition(":")
+        if not sep or not device or not port:
+            raise ValueError(f"{v!r}: write a switch port as device:port, or as {{switch: ..., port: ...}}")
+        return {"switch": device, "port": port}
+    return v
+
+
+class JobsConfig(Strict):
+    """The job view and job impact (agent/jobs): where hosts sit that no source places, how many
+    finding/job series the info metric may have, and how far back the job view looks."""
+
+    hosts: dict[LabelText, list[Annotated[JobHostPort, BeforeValidator(_host_port)]]] = Field(default_factory=dict)
+    # fabricmon_finding_job_info is left out while there are more (finding, job) pairs than this.
+    info_max_series: int = Field(1000, ge=0, le=1_000_000)
+    # "no fabric finding touches this job ... in the last <window>"
+    window: JobWindow = 6 * 3600.0
+
+    def static_hosts(self) -> dict[str, list[tuple[str, str, str]]]:
+        return {h: [(e.switch, e.port, e.nic) for e in entries] for h, entries in self.hosts.items()}
+
+
 class TargetConfig(BaseModel):
     """A target: generic fields here, source options validated by the collector."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     name: LabelText
     source: str
@@ -218,7 +241,7 @@ class TargetConfig(BaseModel):
     @classmethod
     def _known_source(cls, v: str) -> str:
         if v not in collectors.SOURCES:
-            raise ValueError(f"unknown source {v!r}; known sources: {', '.join(collectors.SOURCES)}")
+            raise ValueError(f"unknown source {v!r}{did_you_mean(v, collectors.SOURCES)}; known sources: {', '.join(collectors.SOURCES)}")
         return v
 
 
@@ -234,31 +257,18 @@ class Config(Strict):
     shard: ShardConfig = Field(default_factory=ShardConfig)
     exposition: ExpositionConfig = Field(default_factory=ExpositionConfig)
     fabric: FabricConfig = Field(default_factory=FabricConfig)
+    jobs: JobsConfig = Field(default_factory=JobsConfig)
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
-    @model_validator(mode="after")
-    def _one_fabric_layout(self) -> Config:
-        """A rule-level copy of a ``fabric:`` key (the pre-``fabric:`` layout) must agree with
-        it: two different lossless priority sets would make rules disagree about one fabric.
-        A key only rules set is taken into ``fabric:`` (all of them must agree), so every rule
-        reads the same layout."""
-        given = set(self.fabric.model_fields_set)
-        for rule, params in self.rules.items():
-            for key in FABRIC_KEYS:
-                if key in (params or {}) and key not in given:
-                    self.fabric = self.fabric.model_validate({**self.fabric.model_dump(exclude_unset=True), key: params[key]})
-                    given.add(key)
-                    continue  # the later rules are checked against this first one
-                if key in (params or {}) and key in given:
-                    mine = getattr(self.fabric, key)
-                    theirs = params[key]
-                    same = sorted(mine) == sorted(theirs or []) if key == "lossless_priorities" else \
-                        {int(k): int(v) for k, v in (theirs or {}).items()} == mine
-                    if not same:
-                        raise ValueError(f"rules.{rule}.{key} ({theirs!r}) disagrees with fabric.{key} ({mine!r}); "
-                                         f"set it once under fabric:")
-        return self
+    @field_validator("collectors")
+    @classmethod
+    def _known_sources(cls, v: dict[str, bool]) -> dict[str, bool]:
+        for name in v:
+            if name not in collectors.SOURCES:
+                raise ValueError(f"unknown source {name!r}{did_you_mean(name, collectors.SOURCES)}; "
+                                 f"known sources: {', '.join(collectors.SOURCES)}")
+        return v
 
     def static_links(self) -> list[Link]:
         return [Link(ln.device, ln.port, ln.peer_device, ln.peer_port) for ln in self.links]
@@ -266,11 +276,9 @@ class Config(Strict):
     def enabled_targets(self) -> list[TargetConfig]:
         return [t for t in self.targets if t.enabled and self.collectors.get(t.source, True)]
 
-    def shard_targets(self, options: dict[str, Any]) -> list[TargetConfig]:
-        """The enabled targets this agent polls: its hash share, plus every self-sharding one."""
-        n, i = self.shard.count, self.shard.index
-        return [t for t in self.enabled_targets()
-                if n <= 1 or splits_itself(options.get(t.name)) or shard_of(t.name, n) == i]
+    def shard_targets(self) -> list[TargetConfig]:
+        """The enabled targets this agent polls (:func:`in_shard`)."""
+        return [t for t in self.enabled_targets() if in_shard(t.name, t.source, self.shard)]
 
     def target_levels(self) -> dict[str, str]:
         """Exposition level per target name (targets without one use ``exposition.level``)."""
@@ -294,10 +302,7 @@ class LoadedConfig:
     path: str
     options: dict[str, Any]  # target name -> validated collector options (SourceOptions)
     positions: Positions = field(default_factory=dict)  # key path -> (line, column), for later checks
-
-
-# Sources that reach a device over the network: without an address there is nothing to poll.
-NETWORK_SOURCES = frozenset({"snmp", "ufm", "ufm-telemetry", "nvue"})
+    warnings: list[str] = field(default_factory=list)  # ``file:line:column: key: warning: ...`` (old spellings)
 
 
 # --------------------------------------------------------------------- YAML with positions
@@ -369,61 +374,71 @@ def _compose(text: str, path: str) -> tuple[Any, Positions]:
         raise ConfigError([_yaml_error(exc, text, path)]) from None
     except RecursionError:  # the parser recurses once per nesting level
         raise ConfigError([f"{path}:1:1: (top level): nesting too deep"]) from None
-    positions: Positions = {}
     if root is None:
-        return {}, positions
-    scalars = yaml.SafeLoader("")
-    budget = [_count_nodes(root) + ALIAS_NODE_BUDGET]
-    building: set[int] = set()
+        return {}, {}
+    builder = _Builder(_count_nodes(root) + ALIAS_NODE_BUDGET)
+    try:
+        return builder.build(root, (), root.start_mark), builder.positions
+    except _Problem as p:
+        m = p.mark
+        raise ConfigError([f"{path}:{m.line + 1}:{m.column + 1}: {_loc_str(p.loc)}: {p.message}"]) from None
+    except RecursionError:  # nesting deeper than the interpreter's stack
+        raise ConfigError([f"{path}:1:1: (top level): nesting too deep"]) from None
 
-    def scalar(n: yaml.Node, loc: tuple) -> Any:
+
+class _Builder:
+    """Python values from a composed YAML tree, with the position of every key and item, within
+    a node budget (aliases included) and refusing recursive aliases, unknown tags and NULs."""
+
+    def __init__(self, budget: int) -> None:
+        self.positions: Positions = {}
+        self.budget = budget
+        self.building: set[int] = set()
+        self.scalars = yaml.SafeLoader("")
+
+    def scalar(self, n: yaml.Node, loc: tuple) -> Any:
         if "\x00" in n.value:  # YAML's "\0" escape: no path, host, variable or name holds a NUL
             raise _Problem(n.start_mark, loc, "a NUL character (\\0) is not allowed in a value")
         try:
-            return scalars.construct_object(n, deep=True)
+            return self.scalars.construct_object(n, deep=True)
         except yaml.YAMLError as exc:  # an unknown tag such as !!python/object, or a bad !!timestamp
             problem = str(getattr(exc, "problem", None) or exc)
             if "could not determine a constructor" in problem:
                 problem = f"unknown tag {n.tag!r}"
             raise _Problem(n.start_mark, loc, problem) from None
 
-    def build(n: yaml.Node, loc: tuple, mark: Any) -> Any:
-        budget[0] -= 1
-        if budget[0] < 0:
+    def build(self, n: yaml.Node, loc: tuple, mark: Any) -> Any:
+        self.budget -= 1
+        if self.budget < 0:
             raise _Problem(mark, loc, f"aliases expand to more than {ALIAS_NODE_BUDGET} extra nodes; refused (a \"billion laughs\" file?)")
-        if id(n) in building:
+        if id(n) in self.building:
             raise _Problem(mark, loc, "recursive alias: a node that contains itself")
-        positions.setdefault(loc, (n.start_mark.line + 1, n.start_mark.column + 1))
+        self.positions.setdefault(loc, (n.start_mark.line + 1, n.start_mark.column + 1))
         if isinstance(n, yaml.ScalarNode):
-            return scalar(n, loc)
-        building.add(id(n))
+            return self.scalar(n, loc)
+        self.building.add(id(n))
         try:
             if isinstance(n, yaml.MappingNode):
                 if n.tag != _MAP_TAG:
                     raise _Problem(n.start_mark, loc, f"unknown tag {n.tag!r} on a mapping")
-                return build_map(n, loc)
+                return self.build_map(n, loc)
             if n.tag != _SEQ_TAG:
                 raise _Problem(n.start_mark, loc, f"unknown tag {n.tag!r} on a list")
-            return [build(v, (*loc, i), v.start_mark) for i, v in enumerate(n.value)]
+            return [self.build(v, (*loc, i), v.start_mark) for i, v in enumerate(n.value)]
         finally:
-            building.discard(id(n))
+            self.building.discard(id(n))
 
-    def build_map(n: yaml.MappingNode, loc: tuple) -> dict[Any, Any]:
+    def build_map(self, n: yaml.MappingNode, loc: tuple) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
         merged: dict[Any, Any] = {}
         first: dict[Any, int] = {}
         for k, v in n.value:
             if isinstance(k, yaml.ScalarNode) and k.tag == _MERGE_TAG:  # "<<: *defaults": explicit keys win
-                sources = v.value if isinstance(v, yaml.SequenceNode) else [v]
-                for src in sources:
-                    value = build(src, loc, k.start_mark)
-                    if not isinstance(value, dict):
-                        raise _Problem(k.start_mark, loc, "a merge key (<<) needs a mapping or a list of mappings")
-                    merged = {**value, **merged}
+                merged = {**self.merge(k, v, loc), **merged}
                 continue
             if not isinstance(k, yaml.ScalarNode):
                 raise _Problem(k.start_mark, loc, "a key must be a plain value, not a list or mapping")
-            key = scalar(k, loc)
+            key = self.scalar(k, loc)
             try:
                 hash(key)
             except TypeError:
@@ -431,17 +446,19 @@ def _compose(text: str, path: str) -> tuple[Any, Positions]:
             if key in first:
                 raise _Problem(k.start_mark, (*loc, key), f"duplicate key {key!r} (first at line {first[key]})")
             first[key] = k.start_mark.line + 1
-            positions[(*loc, key)] = (k.start_mark.line + 1, k.start_mark.column + 1)
-            out[key] = build(v, (*loc, key), k.start_mark)
+            self.positions[(*loc, key)] = (k.start_mark.line + 1, k.start_mark.column + 1)
+            out[key] = self.build(v, (*loc, key), k.start_mark)
         return {**merged, **out}
 
-    try:
-        return build(root, (), root.start_mark), positions
-    except _Problem as p:
-        m = p.mark
-        raise ConfigError([f"{path}:{m.line + 1}:{m.column + 1}: {_loc_str(p.loc)}: {p.message}"]) from None
-    except RecursionError:  # nesting deeper than the interpreter's stack
-        raise ConfigError([f"{path}:1:1: (top level): nesting too deep"]) from None
+    def merge(self, k: yaml.Node, v: yaml.Node, loc: tuple) -> dict[Any, Any]:
+        """The mappings a merge key (``<<``) names, the earlier ones winning."""
+        merged: dict[Any, Any] = {}
+        for src in v.value if isinstance(v, yaml.SequenceNode) else [v]:
+            value = self.build(src, loc, k.start_mark)
+            if not isinstance(value, dict):
+                raise _Problem(k.start_mark, loc, "a merge key (<<) needs a mapping or a list of mappings")
+            merged = {**value, **merged}
+        return merged
 
 
 def _position(positions: Positions, loc: tuple) -> tuple[int, int]:
@@ -466,15 +483,61 @@ def _at(path: str, positions: Positions, loc: tuple, message: str) -> str:
     return f"{path}:{line}:{col}: {_loc_str(loc)}: {message}"
 
 
-def _problems(exc: ValidationError, path: str, lines: Positions, prefix: tuple = ()) -> list[str]:
+def did_you_mean(key: Any, allowed: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the allowed name closest to a misspelt ``key``, else ``""``."""
+    if not isinstance(key, str):
+        return ""
+    close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model an annotation holds: itself, a list's item, an Optional's value."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _keys_at(model: type[BaseModel], loc: tuple) -> list[str]:
+    """The keys the mapping at ``loc`` inside ``model`` may hold (list indexes are skipped)."""
+    current: type[BaseModel] | None = model
+    for part in loc:
+        if isinstance(part, int) or current is None:
+            continue
+        fields = {f.alias or n: f for n, f in current.model_fields.items()}
+        current = _model_in(fields[part].annotation) if part in fields else None
+    return [] if current is None else [f.alias or n for n, f in current.model_fields.items()]
+
+
+def _problems(exc: ValidationError, path: str, lines: Positions, prefix: tuple = (), model: type[BaseModel] | None = None,
+              also: Iterable[str] = ()) -> list[str]:
+    """``file:line:column: key: message`` per pydantic error; an unknown key names the allowed key
+    closest to it (``model``'s keys at that place, and ``also`` beside them)."""
     out = []
     for err in exc.errors():
         loc = tuple("global" if p == "global_" else p for p in (*prefix, *err["loc"]))
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
+            if model is not None:
+                msg += did_you_mean(err["loc"][-1], [*_keys_at(model, err["loc"][:-1]), *also])
         out.append(_at(path, lines, loc, msg))
     return out
+
+
+def position_order(lines: Iterable[str], path: str) -> list[str]:
+    """Problems and warnings in the order of the file (line, column); errors before warnings at
+    one place, and lines without a position (an unreadable file) first."""
+    prefix = re.compile(re.escape(path) + r":(\d+):(\d+): ")
+
+    def key(line: str) -> tuple[int, int, bool]:
+        m = prefix.match(line)
+        return (int(m.group(1)), int(m.group(2)), ": warning: " in line) if m else (0, 0, False)
+    return sorted(lines, key=key)
 
 
 # --------------------------------------------------------------------- validation
@@ -482,84 +545,174 @@ _SECTIONS = {(f.alias or name): name for name, f in Config.model_fields.items()}
 _TARGET_FIELDS = set(TargetConfig.model_fields)
 
 
-def _validate_target(i: int, raw: Any, path: str, positions: Positions) -> tuple[str | None, Any, list[str]]:
-    """(name, collector options, problems) of one target: generic fields and source options
-    are checked independently, so a bad name does not hide a typo in an option."""
-    loc = ("targets", i)
+@dataclass
+class CheckedTarget:
+    """A target valid on its own: its place in ``targets:``, generic fields and source options."""
+
+    index: int
+    config: TargetConfig
+    options: Any  # the collector's SourceOptions
+
+
+@dataclass
+class Checked:
+    """What validating a config file found: every problem and warning, and each part that is valid
+    on its own, so the checks that need this machine (``check-config``'s preflight: secrets, files,
+    the web config) run for every valid target even when another part of the file is wrong."""
+
+    path: str
+    data: dict[Any, Any]  # the parsed file, with old spellings taken in
+    positions: Positions
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    sections: dict[str, Any] = field(default_factory=dict)  # section (YAML key) -> its model, when valid
+    targets: list[CheckedTarget] = field(default_factory=list)  # valid targets, unique names
+    config: Config | None = None  # the whole config, when there is no problem
+
+    def warn(self, loc: tuple, message: str) -> None:
+        self.warnings.append(_at(self.path, self.positions, loc, f"warning: {message}"))
+
+
+def _take_old_spellings(checked: Checked, model: type[BaseModel], raw: dict[Any, Any], loc: tuple) -> dict[Any, Any]:
+    """``raw`` with ``model``'s deprecated duration spellings taken in, each warned about at its line."""
+    fixed, found = old_spellings(model, raw)
+    for key, new, message in found:
+        checked.warn((*loc, key), message)
+        checked.positions.setdefault((*loc, new), _position(checked.positions, (*loc, key)))
+    return fixed
+
+
+def _validate_target(checked: Checked, i: int, raw: Any) -> tuple[str | None, CheckedTarget | None]:
+    """(name, the target when valid) of one target: generic fields and source options are checked
+    independently, so a bad name does not hide a typo in an option. The target's entry in
+    ``checked.data`` gets the old spellings taken in."""
+    path, positions, loc = checked.path, checked.positions, ("targets", i)
     if not isinstance(raw, dict):
-        return None, None, [_at(path, positions, loc, "a target must be a mapping with name: and source:")]
-    problems: list[str] = []
+        checked.problems.append(_at(path, positions, loc, "a target must be a mapping with name: and source:"))
+        return None, None
+    raw = checked.data["targets"][i] = _take_old_spellings(checked, TargetConfig, raw, loc)
+    before = len(checked.problems)
+    generic = None
     try:
-        TargetConfig.model_validate(raw)
+        generic = TargetConfig.model_validate(raw)
     except ValidationError as exc:
-        problems.extend(_problems(exc, path, positions, loc))
+        checked.problems.extend(_problems(exc, path, positions, loc))
     source, options = raw.get("source"), None
-    if isinstance(source, str) and source in NETWORK_SOURCES and not str(raw.get("address") or "").strip():
-        problems.append(_at(path, positions, loc, f"a {source} target needs an address: (the device to poll)"))
     if isinstance(source, str) and source in collectors.SOURCES:
         try:
             cls = collectors.get(source)
         except collectors.UnknownSource:
-            problems.append(_at(path, positions, (*loc, "source"), f"source {source!r} is not available in this installation"))
+            checked.problems.append(_at(path, positions, (*loc, "source"), f"source {source!r} is not available in this installation"))
         else:
+            address = raw.get("address")
+            wrong = cls.address_problem(address or "") if address is None or isinstance(address, str) else None
+            if wrong is not None:  # (an address that is not text is TargetConfig's error)
+                checked.problems.append(_at(path, positions, (*loc, "address") if address else loc, wrong))
+            raw = checked.data["targets"][i] = _take_old_spellings(checked, cls.options_model, raw, loc)
             extra = {k: v for k, v in raw.items() if k not in _TARGET_FIELDS}
             try:
                 options = cls.options_model.model_validate(extra)
             except ValidationError as exc:
-                problems.extend(_problems(exc, path, positions, loc))
+                checked.problems.extend(_problems(exc, path, positions, loc, cls.options_model, _TARGET_FIELDS))
     name = raw.get("name")
-    return (name if isinstance(name, str) else None), options, problems
+    valid = generic is not None and options is not None and len(checked.problems) == before
+    return (name if isinstance(name, str) else None), (CheckedTarget(i, generic, options) if valid else None)  # type: ignore[arg-type]
 
 
-def load_text(text: str, path: str = "<config>") -> LoadedConfig:
+def _check_sections(checked: Checked) -> None:
+    """Every section but ``targets:`` on its own, keeping the valid ones (defaults for absent ones)."""
+    data, path, positions = checked.data, checked.path, checked.positions
+    for key in list(data):
+        if key not in _SECTIONS:
+            checked.problems.append(_at(path, positions, (key,), "unknown key" + did_you_mean(key, _SECTIONS)))
+            continue
+        model = _model_in(Config.model_fields[_SECTIONS[key]].annotation)
+        if model is not None and isinstance(data[key], dict):
+            data[key] = _take_old_spellings(checked, model, data[key], (key,))
+    defaults = Config()
+    for key, name in _SECTIONS.items():
+        if key == "targets":
+            continue
+        if key not in data:
+            checked.sections[key] = getattr(defaults, name)
+            continue
+        try:
+            checked.sections[key] = getattr(Config.model_validate({key: data[key]}), name)
+        except ValidationError as exc:
+            checked.problems.extend(_problems(exc, path, positions, model=Config))
+
+
+def _check_targets(checked: Checked) -> None:
+    targets = checked.data.get("targets") or []
+    if not isinstance(targets, list):
+        checked.problems.append(_at(checked.path, checked.positions, ("targets",), "targets must be a list"))
+        return
+    targets = checked.data["targets"] = list(targets)
+    first_line: dict[str, int] = {}
+    for i, raw in enumerate(targets):
+        name, target = _validate_target(checked, i, raw)
+        if name is None:
+            continue
+        if name in first_line:
+            checked.problems.append(_at(checked.path, checked.positions, ("targets", i, "name"),
+                                        f"duplicate target name {name!r} (first at line {first_line[name]})"))
+        else:
+            first_line[name] = _position(checked.positions, ("targets", i, "name"))[0]
+            if target is not None:
+                checked.targets.append(target)
+
+
+def _take_parameter_spellings(checked: Checked, section: str, models: dict[str, type[BaseModel]]) -> None:
+    """The deprecated duration spellings (``window_s: 600``) of the rules' or the analyses'
+    parameters taken in, each warned about at its line, as for every other section."""
+    block = checked.data.get(section)
+    if not isinstance(block, dict):
+        return
+    block = checked.data[section] = dict(block)
+    for name, raw in block.items():
+        if name in models and isinstance(raw, dict):
+            block[name] = _take_old_spellings(checked, models[name], raw, (section, name))
+
+
+def check_text(text: str, path: str = "<config>") -> Checked:
+    """Validate a config file's text completely: every section, every target, the rules and the
+    checks that span sections. Raises ConfigError only when the text is not a YAML mapping at all
+    (nothing else can be checked then); every other problem is in the result."""
     data, positions = _compose(text, path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError([f"{path}:1:1: (top level): the config must be a mapping with keys like targets:, global:"])
-    problems: list[str] = []
-    for key, value in data.items():
-        if key not in _SECTIONS:
-            problems.append(_at(path, positions, (key,), "unknown key"))
-        elif key != "targets":
-            try:
-                Config.model_validate({key: value})
-            except ValidationError as exc:
-                problems.extend(_problems(exc, path, positions))
-    options: dict[str, Any] = {}
-    targets = data.get("targets") or []
-    if not isinstance(targets, list):
-        problems.append(_at(path, positions, ("targets",), "targets must be a list"))
-        targets = []
-    first_line: dict[str, int] = {}
-    for i, raw in enumerate(targets):
-        name, opts, target_problems = _validate_target(i, raw, path, positions)
-        problems.extend(target_problems)
-        if name is None:
-            continue
-        if name in first_line:
-            problems.append(_at(path, positions, ("targets", i, "name"),
-                                f"duplicate target name {name!r} (first at line {first_line[name]})"))
-        else:
-            first_line[name] = _position(positions, ("targets", i, "name"))[0]
-            if opts is not None:
-                options[name] = opts
-    from fabricmon.agent.detector import rules as rules_mod  # the detector imports config: import late
+    checked = Checked(path, dict(data), positions)
+    _check_sections(checked)
+    _check_targets(checked)
+    from fabricmon.agent.detector import analyses, rules  # the detector imports config: import late
 
-    if isinstance(data.get("rules"), dict):
+    _take_parameter_spellings(checked, "rules", {n: cls.Params for n, cls in rules.RULES.items()})
+    _take_parameter_spellings(checked, "detector", {n: analyses.ANALYSES[n].Params for n in analyses.CONFIGURABLE})
+    # Each rule's and analysis's parameters by their own models, reported at the key's line.
+    for loc, what in [*rules.problems(checked.data.get("rules")), *analyses.problems(checked.data.get("detector"))]:
+        checked.problems.extend(_problems(what, path, positions, loc) if isinstance(what, ValidationError)
+                                else [_at(path, positions, loc, what)])
+    if not checked.problems:
         try:
-            rules_mod.build(data["rules"])
-        except (ValueError, TypeError) as exc:
-            problems.append(_at(path, positions, ("rules",), str(exc)))
-    if problems:
-        raise ConfigError(problems)
-    try:
-        config = Config.model_validate(data)
-    except ValidationError as exc:  # only checks that span sections are left at this point
-        raise ConfigError(_problems(exc, path, positions)) from None
-    except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a cross-section validator tripped on a value of the wrong shape
-        raise ConfigError([_at(path, positions, (), f"{type(exc).__name__}: {exc}")]) from None
-    return LoadedConfig(config=config, path=path, options=options, positions=positions)
+            checked.config = Config.model_validate(checked.data)
+        except ValidationError as exc:  # only checks that span sections are left at this point
+            checked.problems.extend(_problems(exc, path, positions, model=Config))
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:  # a cross-section validator tripped on a value of the wrong shape
+            checked.problems.append(_at(path, positions, (), f"{type(exc).__name__}: {exc}"))
+    checked.problems = position_order(checked.problems, path)
+    checked.warnings = position_order(checked.warnings, path)
+    return checked
+
+
+def load_text(text: str, path: str = "<config>") -> LoadedConfig:
+    """The validated config of a file's text; ConfigError with every problem when there is one."""
+    checked = check_text(text, path)
+    if checked.problems or checked.config is None:
+        raise ConfigError(checked.problems)
+    return LoadedConfig(config=checked.config, path=path, options={t.config.name: t.options for t in checked.targets},
+                        positions=checked.positions, warnings=checked.warnings)
 
 
 def decode_config(raw: bytes, path: str) -> str:
@@ -590,3 +743,8 @@ def read_config(path: str | Path) -> str:
 
 def load(path: str | Path) -> LoadedConfig:
     return load_text(read_config(path), str(path))
+
+
+def check_file(path: str | Path) -> Checked:
+    """:func:`check_text` of a file; ConfigError when it cannot be read or is not a YAML mapping."""
+    return check_text(read_config(path), str(path))

@@ -10,31 +10,37 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fabricmon import collectors
+from fabricmon.agent.config import DetectorConfig, GlobalConfig, JobsConfig
 from fabricmon.agent.detector import DetectContext, Detector, Rule
+from fabricmon.agent.exporter.exposition import Family, labels
 from fabricmon.agent.gcpause import gc_paused
+from fabricmon.agent.identity import Identity, is_guid_label
+from fabricmon.agent.jobs.stage import JobStage
 from fabricmon.agent.recording import RecordingWriter
 from fabricmon.agent.store import CounterStore, PortKey
 from fabricmon.core import secrets
+from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import Counters, Finding, Gauge, Link, ParseResult, Poll, TargetSpec
 from fabricmon.core.topology import Topology
-from fabricmon.core.vocabulary import COUNTERS, GAUGES, PriorityMap
+from fabricmon.core.vocabulary import COUNTERS, GAUGES, NAMESPACE, PriorityMap
 
 if TYPE_CHECKING:
     from fabricmon.agent.exporter.metrics import ExpositionPolicy
 
 log = logging.getLogger(__name__)
-# DetectContext.cache key of the config's ``fabric:`` section (a PriorityMap).
-FABRIC_CACHE_KEY = "fabric"
+# A pipeline built without a config (tests) gets the config model's defaults, as one built from
+# an empty config does (agent/assemble.py): the defaults live in the config model only.
+_GLOBAL, _DETECTOR = GlobalConfig(), DetectorConfig()
 
 
 @dataclass
 class TargetStatus:
-    """What the exporter and landing page show per target."""
+    """What the exporter, /api/targets and the web pages show per target."""
 
     name: str
     source: str
@@ -46,6 +52,42 @@ class TargetStatus:
     last_error: str | None = None
     warnings: list[str] = field(default_factory=list)
     info: dict[str, str] = field(default_factory=dict)  # ParseResult.target_info of the last parse
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        """The target as /api/targets shows it; ``age_s`` is the age of its last good data at ``now``."""
+        return {"target": self.name, "source": self.source, "up": self.up, "polls": self.polls,
+                "last_success": self.last_success_t,
+                "age_s": None if self.last_success_t is None else round(now - self.last_success_t, 3),
+                "last_error": self.last_error, "errors": self.errors, "warnings": self.warnings}
+
+
+class TargetStatuses(dict[str, TargetStatus]):
+    """Target name -> its :class:`TargetStatus`; yields the per-target metric families."""
+
+    def families(self) -> list[Family]:
+        n = NAMESPACE
+        up = Family(f"{n}_target_up", "gauge", "1 when the target's last poll succeeded and parsed, 0 when it failed. "
+                    "fabricmon polls on its own timer; values are from the last poll.")
+        dur = Family(f"{n}_target_poll_duration_seconds", "gauge", "Duration of the target's last poll.")
+        last = Family(f"{n}_target_last_success_timestamp_seconds", "gauge", "Start time of the target's last successful poll.")
+        polls = Family(f"{n}_target_polls_total", "counter", "Polls of the target that finished (successful or not).")
+        errs = Family(f"{n}_target_poll_errors_total", "counter",
+                      "Failed polls by reason: timeout, connection, http, auth, tls, command, protocol, size, parse.")
+        info = Family(f"{n}_target_info", "info",
+                      "Facts the target's last parse reported: the SNMP vendor profile and the match that chose it.")
+        for name in sorted(self):
+            s = self[name]
+            lb = labels((("target", s.name), ("source", s.source)))
+            up.add(lb, 1 if s.up else 0)
+            dur.add(lb, s.last_duration_s)
+            polls.add(lb, s.polls)
+            if s.last_success_t is not None:
+                last.add(lb, s.last_success_t)
+            for reason in sorted(s.errors):
+                errs.add(labels((("target", s.name), ("source", s.source), ("reason", reason))), s.errors[reason])
+            if s.info:
+                info.add(labels((("target", s.name), ("source", s.source), *sorted(s.info.items()))), 1)
+        return [up, dur, last, polls, errs, info]
 
 
 def classify_error(message: str) -> str:
@@ -60,37 +102,38 @@ def classify_error(message: str) -> str:
 
 
 class Pipeline:
+    """Built by :func:`fabricmon.agent.assemble.build_pipeline` (from a config) everywhere but in tests."""
+
     def __init__(
         self,
         specs: Iterable[TargetSpec],
         rules: list[Rule],
         *,
-        history: int = 8,
-        stale_after: float = 600.0,
+        history: int = _GLOBAL.history,
+        stale_after: float = _GLOBAL.stale_after,
         static_links: Iterable[Link] = (),
-        detect_min_interval: float = 0.0,
+        detect_min_interval: float = _DETECTOR.min_interval,
         recorder: RecordingWriter | None = None,
         on_finding_end: Callable[[Finding], None] | None = None,
         wall_clock: bool = False,
         max_targets: int = 100_000,
         fabric: PriorityMap | None = None,
         exposition_policy: ExpositionPolicy | None = None,
+        analyses: Mapping[str, Any] | None = None,
+        jobs: JobsConfig | None = None,
     ) -> None:
         self.store = CounterStore(history=history, stale_after=stale_after)
+        self.identity = Identity()  # GUID -> name, so one device seen through two sources is one device
         self.topology = Topology()
-        self.topology.set_static(static_links)
-        self.detector = Detector(rules)
-        self.fabric = fabric or PriorityMap()  # config ``fabric:``: lossless priorities and maps
-        # Export levels and shard (the live agent sets it from the config, and again on reload);
-        # None: everything in full, no shard info (replay, tests).
-        self.exposition_policy = exposition_policy
+        self.detector = Detector(rules, analyses)  # analyses: the config's detector: {pfc:, ib:} parameters
+        self.jobs = JobStage(jobs)  # job inventories and which jobs each finding touches (agent/jobs)
+        self._configure(fabric, static_links, detect_min_interval, exposition_policy)
         self.specs: dict[str, TargetSpec] = {}
-        self.targets: dict[str, TargetStatus] = {}
+        self.targets = TargetStatuses()
         self.parse_state: dict[str, Any] = {}  # target -> its collector's parse state (Collector.new_state)
         self.set_targets(specs)
         self.recorder = recorder
         self.on_finding_end = on_finding_end
-        self.detect_min_interval = detect_min_interval
         self.wall_clock = wall_clock  # live: ages against time.time(); replay: against the recording clock
         # Distinct target names polls may create (a recording can name millions; each keeps its
         # status for ever): polls of new targets beyond it are refused and counted.
@@ -104,6 +147,32 @@ class Pipeline:
         self._pending_devices: set[str] = set()
         self._last_expire = 0.0
 
+    def reconfigure(self, rules: list[Rule], *, fabric: PriorityMap | None, static_links: Iterable[Link],
+                    detect_min_interval: float, exposition_policy: ExpositionPolicy | None,
+                    analyses: Mapping[str, Any] | None = None, jobs: JobsConfig | None = None) -> None:
+        """What a config sets (at start, and again on reload): the rules and the analyses'
+        parameters, the fabric layout, static links, detection coalescing, the export policy and
+        the job view's settings."""
+        self.detector.configure(rules, analyses)
+        self.jobs.configure(jobs)
+        self._configure(fabric, static_links, detect_min_interval, exposition_policy)
+
+    def _configure(self, fabric: PriorityMap | None, static_links: Iterable[Link], detect_min_interval: float,
+                   exposition_policy: ExpositionPolicy | None) -> None:
+        self.fabric = fabric or PriorityMap()  # config ``fabric:``: lossless priorities and maps
+        self.topology.set_static(static_links)
+        self.detect_min_interval = detect_min_interval
+        # Export levels and shard (the live agent sets it from the config, and again on reload);
+        # None: everything in full, no shard info (replay, tests).
+        self.exposition_policy = exposition_policy
+
+    def families(self) -> list[Family]:
+        """The pipeline's own counter: polls it refused by its target limit."""
+        refused = Family(f"{NAMESPACE}_refused_targets_total", "counter",
+                         "Polls refused because a new target would exceed the pipeline's target limit.")
+        refused.add("", self.refused_targets)
+        return [refused]
+
     # ------------------------------------------------------------------ targets
     def set_targets(self, specs: Iterable[TargetSpec]) -> None:
         """Install the target list (start-up and reload). Known targets keep their status."""
@@ -113,6 +182,7 @@ class Pipeline:
                 del self.targets[name]
                 self.parse_state.pop(name, None)  # a target's parse state goes with it
                 self.topology.drop_target(name)
+                self.jobs.drop_target(name)
         for name, spec in new.items():
             old = self.specs.get(name)
             if old is None or old.source != spec.source:
@@ -203,15 +273,52 @@ class Pipeline:
         """One parsed poll of ``target`` into the store and the topology; its ports and devices
         are then pending for the next detection pass."""
         _normalize_sub(result.counters, result.gauges)
+        self._join_guids(result)
         store = self.store
         store.set_devices(result.devices, target=target)
         store.set_port_info(result.ports, t, target)
         touched = store.update_columns(result.counters.columns(target, result.clocks, result.gauges), t)
         if result.links is not None:
             self.topology.set_links(target, result.links)
+        if result.inventory is not None:
+            self.jobs.set_inventory(target, t, result.inventory)
         self._pending_ports |= touched
-        self._pending_devices.update(d for d, _ in touched)
-        self._pending_devices.update(result.clocks)
+        self._pending_devices.update(self._fresh_devices(result, touched))
+
+    def _fresh_devices(self, result: ParseResult, touched: set[PortKey]) -> set[str]:
+        """The devices this result brings fresh evidence for (the detector's hysteresis counts a
+        hit or a miss only on those): counter readings or a device clock. A device the result
+        touched only with gauges or port facts (UFM REST's states and link rates, while UFM
+        Telemetry reads its counters) is fresh only when no source reads counters on it: else a
+        gauge poll between two counter polls would count the same counter interval twice. A
+        change of a state gauge makes its device fresh at detection (:meth:`detect`)."""
+        fresh = {d for d, _ in result.counters.ports}
+        fresh.update(result.clocks)
+        ports = self.store.ports
+        with_counters = {d for d, p in touched if d not in fresh and (e := ports.get((d, p))) is not None and e.series_count()}
+        fresh.update(d for d, _ in touched if d not in with_counters)
+        return fresh
+
+    def _join_guids(self, result: ParseResult) -> None:
+        """GUID-labelled devices of ``result`` renamed to the names other sources bound to their
+        GUIDs (agent/identity.py). A new binding also renames what the store holds under a GUID
+        label: those ports are dropped (their readings go on under the name; one interval lost)."""
+        if self.identity.learn(result):
+            store = self.store
+            labels: dict[str, dict[str, str]] = {}
+            for (d, p), e in store.ports.items():
+                if is_guid_label(d):
+                    labels.setdefault(d, {})[p] = norm_guid(e.info.guid) if e.info is not None and e.info.guid else ""
+            joined = [d for d, ports in labels.items() if self.identity.name(d, ports) is not None]
+            if joined:
+                store.forget(joined)
+                log.info("joined %d device(s) labelled by GUID to their names", len(joined))
+        renamed = self.identity.resolve(result)
+        if renamed and result.ports:
+            # A port the naming source already described keeps that description (LID, split label).
+            ports = self.store.ports
+            result.ports = [p for p in result.ports if not (p.device in renamed.values() and (e := ports.get((p.device, p.port)))
+                                                             is not None and e.info is not None)]
 
     def _maybe_detect(self, t: float) -> None:
         if self._last_detect is not None and t - self._last_detect < self.detect_min_interval:
@@ -221,9 +328,10 @@ class Pipeline:
     def detect(self, t: float) -> None:
         """One detection pass over what changed since the previous pass."""
         self._last_detect = t
-        ctx = DetectContext(store=self.store, topology=self.topology, t=t,
-                            updated=self._pending_ports, updated_devices=self._pending_devices)
-        ctx.cache[FABRIC_CACHE_KEY] = self.fabric  # the one fabric layout every rule reads
+        changes = self.store.take_changes()
+        self._pending_devices.update(d for by_port in changes.gauges.values() for d, _ in by_port)  # a state changed
+        ctx = DetectContext(store=self.store, topology=self.topology, t=t, updated=self._pending_ports,
+                            updated_devices=self._pending_devices, changes=changes, fabric=self.fabric)  # the one fabric layout
         self._pending_ports = set()
         self._pending_devices = set()
         self.detector.run(ctx)
@@ -235,6 +343,7 @@ class Pipeline:
                 self.on_finding_end(f)
         if len(self.ended) > 500:
             del self.ended[: len(self.ended) - 500]
+        self.jobs.annotate(self.detector.active, self.ended, self.store, self.topology, t, lambda: self.ready)
 
     def findings(self) -> list[Finding]:
         """Active findings in ``Finding.sort_key`` order (start time, kind, device, port, priority)."""

@@ -227,7 +227,8 @@ def iter_lines(path: str | Path, report: ReadReport | None = None,
         elif not raw.endswith(b"\n"):  # only the last line can lack its newline: a torn write
             line = _decode(raw)
             if line is None:
-                _stream_problem(report, f"{path}:{lineno}: torn last line (no newline, not valid JSON) skipped; everything before it is used")
+                _stream_problem(report, f"{path}:{lineno}: torn last line (no newline, not valid JSON) skipped; "
+                                        "everything before it is used")
                 break
             problem = None
         else:

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fabricmon.agent.config import LoadedConfig, shard_of
-from fabricmon.agent.detector import rules as rules_mod
+from fabricmon.agent.assemble import build_pipeline
+from fabricmon.agent.config import LoadedConfig, in_shard
 from fabricmon.agent.pipeline import Pipeline
 from fabricmon.agent.recording import Limits, ReadReport, RecordingError, iter_lines, poll_from_line
 from fabricmon.core.model import Finding, Poll, TargetSpec
@@ -62,31 +62,29 @@ def specs_from_header(header: dict[str, Any], path: str | Path, max_targets: int
     return specs
 
 
-def in_shard(config: LoadedConfig | None) -> Callable[[str], bool]:
-    """Whether a target's polls belong to this replay: with a config that has ``shard:``,
-    only its hash share, so N sharded replays of one recording see what N agents would."""
+def keeps(config: LoadedConfig | None) -> Callable[[Poll], bool]:
+    """Whether a poll belongs to this replay: with a config that has ``shard:``, what that
+    agent would poll (:func:`fabricmon.agent.config.in_shard`: its hash share and every
+    self-sharding source), so N sharded replays of one recording see what N agents would."""
     if config is None or config.config.shard.count <= 1:
-        return lambda name: True
+        return lambda poll: True
     shard = config.config.shard
-    return lambda name: shard_of(name, shard.count) == shard.index
+    return lambda poll: in_shard(poll.target, poll.source, shard)
 
 
-def build_pipeline(header: dict[str, Any], path: str | Path, config: LoadedConfig | None = None,
-                   on_finding_end: Callable[[Finding], None] | None = None, limits: Limits | None = None) -> Pipeline:
-    cfg = config.config if config else None
-    mine = in_shard(config)
+def replay_pipeline(header: dict[str, Any], path: str | Path, config: LoadedConfig | None = None,
+                    on_finding_end: Callable[[Finding], None] | None = None, limits: Limits | None = None,
+                    exposition: bool = False) -> Pipeline:
+    """The pipeline for a recording with this header: its targets (this shard's), the config's
+    settings (the config model's defaults without one) and the replay's target limit.
+    ``exposition``: export at the config's levels (``exposition:``), as the live agent does
+    (``replay --serve``, so Prometheus scrapes what a live agent would serve)."""
     limits = limits or Limits()
-    return Pipeline(
-        [s for s in specs_from_header(header, path, limits.max_targets) if mine(s.name)],
-        rules_mod.build(cfg.rules if cfg else None),
-        history=cfg.global_.history if cfg else 8,
-        stale_after=cfg.global_.stale_after if cfg else 600.0,
-        static_links=cfg.static_links() if cfg else (),
-        detect_min_interval=cfg.detector.min_interval if cfg else 0.0,
-        on_finding_end=on_finding_end,
-        max_targets=limits.max_targets,
-        fabric=cfg.fabric.priority_map() if cfg else None,
-    )
+    specs = specs_from_header(header, path, limits.max_targets)
+    if config is not None:
+        specs = [s for s in specs if in_shard(s.name, s.source, config.config.shard)]
+    return build_pipeline(config.config if config is not None else None, specs, on_finding_end=on_finding_end,
+                          max_targets=limits.max_targets, exposition=exposition)
 
 
 class _Reader:
@@ -153,12 +151,12 @@ def replay_recording(path: str | Path, config: LoadedConfig | None = None, *,
                      limits: Limits | None = None) -> ReplayResult:
     """Replay a whole recording as fast as possible (no sleeping)."""
     reader = _Reader(path, limits)
-    pipeline = build_pipeline(reader.header, path, config, on_finding_end, limits)
+    pipeline = replay_pipeline(reader.header, path, config, on_finding_end, limits)
     prog = _Progress(progress)
     times: dict[str, list[float]] = {}
-    mine = in_shard(config)
+    mine = keeps(config)
     for lineno, poll in reader.polls():
-        if not mine(poll.target) or not reader.ingest(lineno, poll, pipeline):
+        if not mine(poll) or not reader.ingest(lineno, poll, pipeline):
             continue
         times.setdefault(poll.target, []).append(poll.t)
         prog.tick(poll, pipeline)
@@ -174,42 +172,57 @@ def _finish(reader: _Reader, pipeline: Pipeline, count: int, times: dict[str, li
                         warnings=reader.report.warnings)
 
 
-async def replay_paced(path: str | Path, pipeline_factory: Callable[[dict[str, Any]], Pipeline], *,
-                       speed: float | None, on_poll: Callable[[], None] | None = None, progress: bool = False,
-                       wall_clock: bool = False, pipeline: Pipeline | None = None,
-                       keep: Callable[[str], bool] | None = None, limits: Limits | None = None) -> ReplayResult:
-    """Replay on the event loop: paced by ``speed`` (None = as fast as possible, yielding to
-    the loop between polls so a server keeps answering). ``wall_clock`` (with a speed) maps
-    every poll time onto the wall clock: the first poll happens now, and recording time runs
-    ``speed`` times faster, so each poll carries the time it is ingested at (the demo).
-    ``keep`` selects targets (a shard's)."""
+class _Pacer:
+    """Paces polls by ``speed`` on the event loop (None: as fast as possible, yielding to the
+    loop every 50 polls so a server keeps answering); with ``wall_clock`` each poll takes the
+    wall time it is ingested at. A gap longer than :data:`MAX_PACED_GAP` is not waited out."""
+
+    def __init__(self, speed: float | None, wall_clock: bool, report: ReadReport, path: str | Path) -> None:
+        self.speed, self.wall_clock, self.report, self.path = speed, wall_clock, report, path
+        self.wall0, self.epoch0 = time.monotonic(), time.time()
+        self.t0: float | None = None
+        self.shift = 0.0  # recording seconds of gaps not slept out
+        self.last_t: float | None = None
+
+    async def wait(self, lineno: int, poll: Poll, count: int) -> None:
+        if self.t0 is None:
+            self.t0 = poll.t
+        if self.last_t is not None and poll.t - self.last_t > MAX_PACED_GAP:
+            self.report.warn(f"{self.path}:{lineno}: a gap of {poll.t - self.last_t:.0f} s in the recording; not waiting it out")
+            self.shift += poll.t - self.last_t  # the poll comes next, as if the gap were not there
+        self.last_t = max(self.last_t or poll.t, poll.t)
+        if not self.speed:
+            if count % 50 == 0:
+                await asyncio.sleep(0)
+            return
+        elapsed = (poll.t - self.shift - self.t0) / self.speed
+        delay = self.wall0 + elapsed - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if self.wall_clock:
+            poll.t = round(self.epoch0 + elapsed, 6)
+
+
+async def replay_paced(path: str | Path, config: LoadedConfig | None = None, *, speed: float | None,
+                       pipeline: Pipeline | None = None, on_finding_end: Callable[[Finding], None] | None = None,
+                       on_poll: Callable[[], None] | None = None, progress: bool = False, wall_clock: bool = False,
+                       limits: Limits | None = None) -> ReplayResult:
+    """Replay on the event loop, paced by ``speed`` (:class:`_Pacer`), into ``pipeline`` (a
+    server already shows it) or one built for the recording (:func:`replay_pipeline`).
+    ``wall_clock`` (with a speed) maps every poll time onto the wall clock: the first poll
+    happens now, and recording time runs ``speed`` times faster (the demo). With a sharded
+    ``config`` only that shard's polls are replayed."""
     reader = _Reader(path, limits)
     if pipeline is None:
-        pipeline = pipeline_factory(reader.header)
+        pipeline = replay_pipeline(reader.header, path, config, on_finding_end, limits)
     prog = _Progress(progress)
+    pacer = _Pacer(speed, wall_clock, reader.report, path)
     times: dict[str, list[float]] = {}
-    wall0, epoch0 = time.monotonic(), time.time()
-    t0: float | None = None
-    shift = 0.0  # recording seconds of gaps not slept out
-    last_t: float | None = None
+    mine = keeps(config)
     for lineno, poll in reader.polls():
-        if keep is not None and not keep(poll.target):
+        if not mine(poll):
             continue
-        if t0 is None:
-            t0 = poll.t
-        if last_t is not None and poll.t - last_t > MAX_PACED_GAP:
-            reader.report.warn(f"{path}:{lineno}: a gap of {poll.t - last_t:.0f} s in the recording; not waiting it out")
-            shift += poll.t - last_t  # the poll comes next, as if the gap were not there
-        last_t = max(last_t or poll.t, poll.t)
-        if speed:
-            elapsed = (poll.t - shift - t0) / speed
-            delay = wall0 + elapsed - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if wall_clock:
-                poll.t = round(epoch0 + elapsed, 6)
-        elif prog.count % 50 == 0:
-            await asyncio.sleep(0)
+        await pacer.wait(lineno, poll, prog.count)
         if not reader.ingest(lineno, poll, pipeline):
             continue
         times.setdefault(poll.target, []).append(poll.t)

@@ -13,47 +13,24 @@ import contextlib
 import logging
 import signal
 import time
-from typing import Any
 
 from fabricmon import collectors
 from fabricmon.agent import state, systemd
-from fabricmon.agent.config import ConfigError, LoadedConfig, TargetConfig, load, shard_options
-from fabricmon.agent.detector import rules as rules_mod
+from fabricmon.agent.assemble import build_pipeline, plan_targets, settings
+from fabricmon.agent.config import ConfigError, LoadedConfig, load
 from fabricmon.agent.exporter import connections
 from fabricmon.agent.exporter.exposition import Family
-from fabricmon.agent.exporter.metrics import ExpositionPolicy, state_family
 from fabricmon.agent.exporter.server import Exporter, make_app, start_server
-from fabricmon.agent.pipeline import Pipeline
 from fabricmon.agent.recording import RecordingWriter
-from fabricmon.agent.scheduler import ScheduledTarget, Scheduler
-from fabricmon.core.model import TargetSpec
+from fabricmon.agent.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
-
-
-def _make_collector(loaded: LoadedConfig, t: TargetConfig) -> collectors.Collector:
-    cls = collectors.get(t.source)
-    return cls(t.name, t.address, shard_options(loaded.options[t.name], loaded.config.shard))
-
-
-def _scheduled(loaded: LoadedConfig, t: TargetConfig) -> ScheduledTarget:
-    g = loaded.config.global_
-    return ScheduledTarget(_make_collector(loaded, t), t.interval or g.poll_interval, t.timeout or g.poll_timeout)
-
-
-def _fingerprint(loaded: LoadedConfig, t: TargetConfig) -> Any:
-    return (t.model_dump_json(), shard_options(loaded.options[t.name], loaded.config.shard).model_dump_json())
-
-
-def _policy(cfg: Any) -> ExpositionPolicy:
-    return ExpositionPolicy(level=cfg.exposition.level, groups=dict(cfg.exposition.groups), targets=cfg.target_levels(),
-                            shard_index=cfg.shard.index, shard_count=cfg.shard.count)
 
 
 class Agent:
     def __init__(self, loaded: LoadedConfig, listen: str | None = None, record_path: str | None = None,
                  duration: float | None = None, ssl_context=None, middlewares: list | None = None,
-                 enable_lifecycle: bool = False) -> None:
+                 enable_lifecycle: bool = False, keep_state: bool = True) -> None:
         self.loaded = loaded
         self.enable_lifecycle = enable_lifecycle  # POST /-/reload only with --web.enable-lifecycle, as in Prometheus
         self.listen = listen if listen is not None else loaded.config.web.listen_address
@@ -63,32 +40,29 @@ class Agent:
         self.middlewares = middlewares or []
         self.stop_event = asyncio.Event()
         self.reload_lock = asyncio.Lock()
-
-    def _specs(self, loaded: LoadedConfig) -> list[TargetSpec]:
-        return [_make_collector(loaded, t).spec() for t in loaded.config.shard_targets(loaded.options)]
+        g = loaded.config.global_
+        self.scheduler = Scheduler(self._on_poll, g.max_concurrency, g.jitter, g.backoff_max)
+        self.keeper: state.StateKeeper | None = None  # with a state_dir, from run()
+        self.keep_state = keep_state  # False for `fabricmon record`: the daemon's state file is not its to restore or write
 
     async def run(self) -> None:
         loaded = self.loaded
         cfg = loaded.config
-        specs = self._specs(loaded)
+        planned = plan_targets(loaded)  # this shard's targets, once per start
+        specs = [t.spec for t in planned]
         recorder = RecordingWriter(self.record_path, specs, description="fabricmon record") if self.record_path else None
-        self.pipeline = Pipeline(
-            specs, rules_mod.build(cfg.rules), history=cfg.global_.history, stale_after=cfg.global_.stale_after,
-            static_links=cfg.static_links(), detect_min_interval=cfg.detector.min_interval, recorder=recorder, wall_clock=True,
-            exposition_policy=_policy(cfg), fabric=cfg.fabric.priority_map(),
-        )
-        self.exporter = Exporter(self.pipeline, extra_families=self._scheduler_families)
-        self.exporter.reload_hook = self.reload if self.enable_lifecycle else None
-        state_dir = state.default_state_dir(cfg.global_.state_dir)
+        self.pipeline = build_pipeline(cfg, specs, recorder=recorder, wall_clock=True, exposition=True)
+        state_dir = state.default_state_dir(cfg.global_.state_dir) if self.keep_state else None
         keeper = state.StateKeeper(state.state_path(state_dir), self.pipeline.store, self.pipeline.detector) if state_dir else None
         self.keeper = keeper
+        self.exporter = Exporter(self.pipeline, extra_families=self.families)
+        self.exporter.reload_hook = self.reload if self.enable_lifecycle else None
         if keeper is not None:
             keeper.load()
             keeper.start()
         self.exporter.render_now()
-        self.scheduler = Scheduler(self._on_poll, cfg.global_.max_concurrency, cfg.global_.jitter, cfg.global_.backoff_max)
-        self._fingerprints = {t.name: _fingerprint(loaded, t) for t in cfg.shard_targets(loaded.options)}
-        self.scheduler.start([_scheduled(loaded, t) for t in cfg.shard_targets(loaded.options)])
+        self._fingerprints = {t.spec.name: t.fingerprint for t in planned}
+        self.scheduler.start([t.scheduled() for t in planned])  # each collector built here, once
         runner = None
         if self.listen:
             runner = await start_server(make_app(self.exporter, self.middlewares), self.listen, self.ssl_context)
@@ -98,7 +72,7 @@ class Agent:
                              (signal.SIGTERM, self.stop_event.set), (signal.SIGINT, self.stop_event.set)):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, handler)
-        systemd.notify("READY=1", f"STATUS=polling {len(self.scheduler.targets)} targets")
+        systemd.notify("READY=1", f"STATUS=polling {self.scheduler.status().targets} targets")
         watchdog = asyncio.create_task(systemd.watchdog_loop(self._healthy))
         try:
             if self.duration:
@@ -117,14 +91,11 @@ class Agent:
             if runner is not None:
                 await runner.cleanup()
 
-    def _scheduler_families(self) -> list[Family]:
-        restarts = Family("fabricmon_scheduler_task_restarts_total", "counter",
-                          "Poll tasks that died of an internal error and were restarted (the target shows down meanwhile).")
-        scheduler = getattr(self, "scheduler", None)
-        restarts.add("", scheduler.restarts if scheduler is not None else 0)
-        keeper = getattr(self, "keeper", None)
-        saves = [state_family(keeper.save_errors)] if keeper is not None else []
-        return [restarts, *saves, *(connections.families() if self.listen else [])]
+    def families(self) -> list[Family]:
+        """The live agent's components' own families, after the pipeline's on /metrics: the
+        scheduler's, the state file's (with a state_dir) and the HTTP listener's (when serving)."""
+        keeper = self.keeper.families() if self.keeper is not None else []
+        return [*self.scheduler.families(), *keeper, *(connections.STATS.families() if self.listen else [])]
 
     def _healthy(self) -> bool:
         return not self.stop_event.is_set() and all(not t.done() for t in self.scheduler.tasks.values())
@@ -148,10 +119,11 @@ class Agent:
             cls.reset_caches()
         try:
             new = await asyncio.to_thread(load, self.loaded.path)  # parsing a big file must not stall the loop
-            rules = rules_mod.build(new.config.rules)
-            mine = new.config.shard_targets(new.options)
-            fresh = {t.name: _fingerprint(new, t) for t in mine}
-            built = {t.name: _scheduled(new, t) for t in mine if self._fingerprints.get(t.name) != fresh[t.name]}
+            configured = settings(new.config, exposition=True)
+            planned = plan_targets(new)
+            fresh = {t.spec.name: t.fingerprint for t in planned}
+            # only new and changed targets get a (new) collector; the others keep theirs
+            built = {t.spec.name: t.scheduled() for t in planned if self._fingerprints.get(t.spec.name) != fresh[t.spec.name]}
             for mw in self.middlewares:  # the web config (TLS, basic auth) is re-read too; it commits last
                 if hasattr(mw, "reload"):
                     mw.reload()
@@ -165,15 +137,14 @@ class Agent:
                 await self.scheduler.remove(name)
         for target in built.values():
             self.scheduler.add(target)
-        self.pipeline.set_targets(self._specs(new))
-        self.pipeline.detector.rules = rules
-        self.pipeline.fabric = new.config.fabric.priority_map()
-        self.pipeline.topology.set_static(new.config.static_links())
-        self.pipeline.exposition_policy = _policy(new.config)
+        self.pipeline.set_targets([t.spec for t in planned])
+        self.pipeline.reconfigure(**configured)
         self._fingerprints = fresh
         self.loaded = new
         self.exporter.reload_ok = True
         self.exporter.reload_t = time.time()
         self.exporter.request_render()
+        for w in new.warnings:  # deprecated spellings, as at start
+            log.warning("%s", w)
         log.info("configuration reloaded from %s: %d targets (%d restarted)", new.path, len(fresh), len(built))
         return True

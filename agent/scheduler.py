@@ -19,10 +19,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fabricmon.agent.config import GlobalConfig
+from fabricmon.agent.exporter.exposition import Family
 from fabricmon.collectors import Collector, FetchError
 from fabricmon.core.model import Poll
+from fabricmon.core.vocabulary import NAMESPACE
 
 log = logging.getLogger(__name__)
+_GLOBAL = GlobalConfig()  # the config model's defaults, for a scheduler built without a config (tests)
 # A task that dies at once on every start would otherwise restart in a tight loop, logging a
 # traceback each time: at least this long between restarts (then the target's backoff).
 RESTART_MIN_DELAY = 1.0
@@ -35,9 +39,17 @@ class ScheduledTarget:
     timeout: float
 
 
+@dataclass(frozen=True, slots=True)
+class SchedulerStatus:
+    """What :meth:`Scheduler.status` reports."""
+
+    targets: int  # targets being polled
+    restarts: int  # poll tasks that died of an internal error and were restarted
+
+
 class Scheduler:
-    def __init__(self, on_poll: Callable[[Poll], bool | None], max_concurrency: int = 64, jitter: float = 0.1,
-                 backoff_max: float = 300.0, rng: random.Random | None = None) -> None:
+    def __init__(self, on_poll: Callable[[Poll], bool | None], max_concurrency: int = _GLOBAL.max_concurrency,
+                 jitter: float = _GLOBAL.jitter, backoff_max: float = _GLOBAL.backoff_max, rng: random.Random | None = None) -> None:
         self.on_poll = on_poll
         self.semaphore = asyncio.Semaphore(max_concurrency)
         self.jitter = jitter
@@ -49,12 +61,22 @@ class Scheduler:
         self.retry_after: dict[str, float] = {}  # target -> seconds its server asked us to wait
         self.restarts = 0  # poll tasks that died and were restarted
 
+    def status(self) -> SchedulerStatus:
+        return SchedulerStatus(len(self.targets), self.restarts)
+
+    def families(self) -> list[Family]:
+        restarts = Family(f"{NAMESPACE}_scheduler_task_restarts_total", "counter",
+                          "Poll tasks that died of an internal error and were restarted (the target shows down meanwhile).")
+        restarts.add("", self.status().restarts)
+        return [restarts]
+
     def start(self, targets: list[ScheduledTarget]) -> None:
         for t in targets:
             self.add(t)
 
     def add(self, target: ScheduledTarget) -> None:
         name = target.collector.name
+        target.collector.set_schedule(target.interval, target.timeout)
         self.targets[name] = target
         self.failures[name] = 0
         self.tasks[name] = asyncio.create_task(self._supervise(target), name=f"poll:{name}")

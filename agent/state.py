@@ -31,13 +31,16 @@ import logging
 import os
 import time
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fabricmon.agent.detector import Detector
+from fabricmon.agent.exporter.exposition import Family
 from fabricmon.agent.gcpause import gc_paused
 from fabricmon.agent.store import CounterStore, valid_text
 from fabricmon.core.model import Finding
+from fabricmon.core.vocabulary import NAMESPACE
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,60 @@ def default_state_dir(configured: str | None) -> str | None:
         return configured
     env = os.environ.get("STATE_DIRECTORY", "")
     return env.split(":")[0] or None
+
+
+# ---------------------------------------------------------------------- the directory
+# Who owns the state directory: the user the agent runs as, mode 0700, which is what systemd's
+# StateDirectory= gives a unit (created before ExecStartPre=, owned by its User= or DynamicUser=,
+# StateDirectoryMode=0700 in the shipped units). So the agent creates a missing directory only
+# when it runs as an ordinary user, who then owns it, and says so in the log; as root it never
+# does: a root-owned directory left by a manual run is one the service user cannot write.
+DIR_MODE = 0o700
+
+
+def _user() -> str:
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(os.geteuid()).pw_name} (uid {os.geteuid()})"
+    except (ImportError, KeyError):
+        return f"uid {os.geteuid()}"
+
+
+def dir_problem(state_dir: str) -> tuple[str | None, str | None]:
+    """(error, note) about ``state_dir`` before the agent starts, without changing anything:
+    an error when it cannot be used or created with the right owner; a note when ``fabricmon
+    run`` will create it."""
+    p = Path(state_dir)
+    if p.is_dir():
+        if not os.access(p, os.W_OK | os.X_OK):
+            return f"state_dir {p} is not writable by {_user()}", None
+        return None, None
+    if p.exists() or p.is_symlink():
+        return f"state_dir {p} is not a directory", None
+    if os.geteuid() == 0:
+        return (f"state_dir {p} does not exist, and fabricmon does not create it as root: create it for the user that "
+                f"runs the agent (install -d -m 0700 -o USER {p}), or under systemd leave state_dir unset and let "
+                "StateDirectory= create it"), None
+    parent = p.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return f"state_dir {p} does not exist, and {_user()} cannot create it in {parent}", None
+    return None, f"state_dir {p} does not exist: fabricmon run creates it, owned by {_user()}, mode 0700"
+
+
+def prepare_dir(state_dir: str) -> str | None:
+    """Make ``state_dir`` ready at start (:func:`dir_problem`'s rules): None when it can be used
+    (created, and logged, when missing), else the error."""
+    error, note = dir_problem(state_dir)
+    if error is not None:
+        return error
+    if note is not None:
+        try:
+            Path(state_dir).mkdir(mode=DIR_MODE)
+        except OSError as exc:
+            return f"state_dir {state_dir}: cannot create it: {exc.strerror or exc}"
+        log.info("created the state directory %s, owned by %s, mode 0700", state_dir, _user())
+    return None
 
 
 # ---------------------------------------------------------------------- limits
@@ -128,7 +185,8 @@ def _finding_from_json(d: Any, i: int) -> Finding:
     except UnicodeEncodeError:
         raise StateError(f"findings[{i}].evidence holds a lone surrogate") from None
     return Finding(
-        kind=valid_text(d.get("kind"), f"findings[{i}].kind"), severity=severity, device=valid_text(d.get("device"), f"findings[{i}].device"),
+        kind=valid_text(d.get("kind"), f"findings[{i}].kind"), severity=severity,
+        device=valid_text(d.get("device"), f"findings[{i}].device"),
         port=_opt_text(d, "port", i), priority=priority, role=_opt_text(d, "role", i), start=float(start), end=None,
         summary=valid_text(d.get("summary", ""), f"findings[{i}].summary"), evidence=dict(evidence),
         peer_device=_opt_text(d, "peer_device", i), peer_port=_opt_text(d, "peer_port", i),
@@ -171,9 +229,9 @@ def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so a crash leaves either the old file or the new one.
 
     The temporary file is created with O_EXCL|O_NOFOLLOW in the state directory: a file or
-    symlink planted under its name makes the save fail instead of writing through it.
+    symlink planted under its name makes the save fail instead of writing through it. The
+    directory must exist (:func:`prepare_dir` at start): a save never creates it.
     """
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f"{_tmp_prefix(path)}{os.getpid()}-{next(_tmp_seq)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)  # a planted name: FileExistsError
     try:
@@ -280,6 +338,14 @@ def load_into(path: Path, store: CounterStore, detector: Detector) -> bool:
     return True
 
 
+@dataclass(frozen=True, slots=True)
+class StateStatus:
+    """What :meth:`StateKeeper.status` reports."""
+
+    saves: int  # saves that succeeded
+    save_errors: int  # saves that failed (the last good file stays)
+
+
 class StateKeeper:
     """Loads the state at start, saves it every ``interval`` seconds and once more at shutdown.
 
@@ -296,6 +362,15 @@ class StateKeeper:
         self._task: asyncio.Task[None] | None = None
         self.saves = 0
         self.save_errors = 0  # failed writes (exported as fabricmon_state_save_errors_total)
+
+    def status(self) -> StateStatus:
+        return StateStatus(self.saves, self.save_errors)
+
+    def families(self) -> list[Family]:
+        fam = Family(f"{NAMESPACE}_state_save_errors_total", "counter",
+                     "Saves of the agent state file that failed (disk full, permissions, a planted file).")
+        fam.add("", self.status().save_errors)
+        return [fam]
 
     def load(self) -> bool:
         n = remove_stale_temp_files(self.path)

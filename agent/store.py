@@ -78,7 +78,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from fabricmon.agent.exporter.exposition import Family, labels
 from fabricmon.core.model import CounterColumns, Counters, DeviceInfo, Gauge, PortInfo, Sample
+from fabricmon.core.vocabulary import NAMESPACE
 
 # Why the last interval has (or has no) delta.
 OK = "ok"
@@ -99,7 +101,8 @@ _KEYS: dict[SeriesKey, SeriesKey] = {}
 DENSE = frozenset({"rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "queue_tx_packets", "queue_tx_bytes"})
 # State gauges whose changes the rules act on (a link going down, a speed drop, a watchdog
 # entering storm state). Occupancy and temperature change on every poll and are read directly.
-TRACKED_GAUGES = frozenset({"link_up", "link_speed_bytes", "link_width_lanes", "pfc_watchdog_stormed"})
+TRACKED_GAUGES = frozenset({"link_up", "link_speed_bytes", "link_width_lanes", "link_width_rated_lanes", "link_speed_rated_bytes",
+                            "pfc_watchdog_stormed"})
 
 # Widths a reading may declare: 1..64 are the counters that exist (4, 8, 16, 32, 64 bits);
 # wider is accepted (it never wraps and no uint64 reaches its cap). Anything else is refused
@@ -692,6 +695,19 @@ class _Chunk(NamedTuple):
 _CHUNK = 1 << 17
 
 
+def _port_groups(port_of: np.ndarray) -> Iterable[tuple[int, int]]:
+    """(start, stop) of each run of readings of one port group; one reading at a time when the
+    groups are not in order (a group may then come back later)."""
+    n = len(port_of)
+    if n == 0:
+        return []
+    steps = np.diff(port_of)
+    if not bool((steps >= 0).all()):
+        return ((i, i + 1) for i in range(n))
+    bounds = (np.flatnonzero(steps) + 1).tolist()
+    return zip([0, *bounds], [*bounds, n], strict=True)
+
+
 def _chunks(rows: np.ndarray, end: int) -> list[_Chunk]:
     out = []
     for a in range(0, len(rows), _CHUNK):
@@ -734,6 +750,58 @@ _GAUGE_VALUE = attrgetter("value")
 # headroom. 1,000,000 ports is 10x the largest fabric one agent is sized for (docs/scaling.md).
 MAX_PORTS = 1_000_000
 MAX_SERIES_PER_PORT = 1024
+
+
+class _GroupClocks(NamedTuple):
+    """Per port group of a poll's columns: its device's clock (when the device has one) and
+    whether that clock failed to advance (None: no group has either)."""
+
+    has: np.ndarray | None
+    t: np.ndarray | None
+    bad: np.ndarray | None
+
+    @classmethod
+    def of(cls, cols: CounterColumns, clock_bad: set[str]) -> _GroupClocks:
+        has = t = None
+        if cols.clocks:
+            g_dev = [cols.clocks.get(d) for d, _ in cols.ports]
+            has = np.array([x is not None for x in g_dev], dtype=bool)
+            t = np.array([0.0 if x is None else x for x in g_dev], dtype=np.float64)
+        bad = np.array([d in clock_bad for d, _ in cols.ports], dtype=bool) if clock_bad else None
+        return cls(has, t, bad)
+
+
+class _Readings(NamedTuple):
+    """Readings ``a`` to ``b`` of a poll as arrays (per reading) for :meth:`CounterStore._apply`."""
+
+    values: np.ndarray
+    exotic: np.ndarray | None  # readings that are not an integer in [0, 2^64) (kept as Python numbers)
+    bits: np.ndarray
+    sat: np.ndarray
+    scale: np.ndarray
+    dev_t: np.ndarray  # the device clock of the reading's device (0 without one)
+    has_dev: np.ndarray
+    bad: np.ndarray  # the device's clock did not advance
+
+    @classmethod
+    def of(cls, cols: CounterColumns, a: int, b: int, port_of: np.ndarray, g: _GroupClocks) -> _Readings:
+        n = b - a
+        values, exotic = _values(cols.values[a:b], n)
+        bits = np.asarray(cols.bits[a:b], dtype=np.int64).reshape(n).clip(0, _MAX_BITS).astype(np.int16)
+        sat = np.asarray(cols.saturating[a:b], dtype=bool).reshape(n)
+        scale = np.asarray(cols.scale[a:b], dtype=np.float64).reshape(n)
+        has_dev, dev_t = (g.has[port_of], g.t[port_of]) if g.has is not None and g.t is not None else (np.zeros(n, bool), np.zeros(n))
+        bad = g.bad[port_of] if g.bad is not None else np.zeros(n, bool)
+        return cls(values, exotic, bits, sat, scale, dev_t, has_dev, bad)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStatus:
+    """What :meth:`CounterStore.status` reports."""
+
+    series: int  # counter series held
+    refused_ports: int  # readings of new ports refused at max_ports
+    refused_series: int  # readings of new series refused at max_series_per_port
 
 
 class CounterStore:
@@ -913,12 +981,7 @@ class CounterStore:
         limit = self.max_series_per_port
         grown: dict[PortEntry, dict[SeriesKey, int]] = {}
         shapes: dict[tuple[Any, tuple[SeriesKey, ...]], tuple[np.ndarray, np.ndarray, tuple[SeriesKey, ...]] | None] = {}
-        bounds = np.flatnonzero(np.diff(port_of)) + 1 if n else np.zeros(0, np.int64)
-        starts = [0, *bounds.tolist()] if n else []
-        stops = [*bounds.tolist(), n] if n else []
-        monotonic = n == 0 or bool((np.diff(port_of) >= 0).all())
-        groups = zip(starts, stops, strict=True) if monotonic else ((i, i + 1) for i in range(n))
-        for a, b in groups:
+        for a, b in _port_groups(port_of):
             e = entries[port_of[a]]
             if e is None:
                 continue
@@ -934,85 +997,90 @@ class CounterStore:
                         new[a:b] = first
                         grown[e] = {k: len(e.schema.keys) + j for j, k in enumerate(added)}
                     continue
-            for i in range(a, b):  # reading by reading
-                if bad_bits and i in bad_bits:
-                    refused += 1
-                    continue
-                key = keys[i]
-                off = e.schema.index.get(key)
-                if off is None:
-                    pend = grown.get(e)
-                    if pend is None:
-                        pend = grown[e] = {}
-                    off = pend.get(key)
-                    if off is None:
-                        size = len(e.schema.keys) + len(pend)
-                        if size >= limit:
-                            refused += 1
-                            continue
-                        off = pend[_KEYS.setdefault(key, key)] = size
-                        new[i] = True
-                offs[i] = off
+            refused += self._offsets_one_by_one(keys, range(a, b), e, bad_bits, grown, offs, new)
         if grown:
             self._reserve(sum(len(e.schema.keys) + len(pend) for e, pend in grown.items()))
         for e, pend in grown.items():
             self._grow(e, pend)
         return offs, (new if new.any() else None), refused
 
+    def _offsets_one_by_one(self, keys: Sequence[SeriesKey], at: range, e: PortEntry, bad_bits: set[int],
+                            grown: dict[PortEntry, dict[SeriesKey, int]], offs: np.ndarray, new: np.ndarray) -> int:
+        """:meth:`_offsets` for the readings ``at`` of port ``e``, reading by reading; returns how
+        many were refused (a width out of range, or a new series at ``max_series_per_port``)."""
+        refused = 0
+        for i in at:
+            if bad_bits and i in bad_bits:
+                refused += 1
+                continue
+            key = keys[i]
+            off = e.schema.index.get(key)
+            if off is None:
+                pend = grown.get(e)
+                if pend is None:
+                    pend = grown[e] = {}
+                off = pend.get(key)
+                if off is None:
+                    size = len(e.schema.keys) + len(pend)
+                    if size >= self.max_series_per_port:
+                        refused += 1
+                        continue
+                    off = pend[_KEYS.setdefault(key, key)] = size
+                    new[i] = True
+            offs[i] = off
+        return refused
+
     def _apply(self, cols: CounterColumns, plan: _Plan, poll_t: float, clock_bad: set[str]) -> None:
         """Whole-array passes over the readings, chunk by chunk (one pass per repeat of a series)."""
         t = self._t
-        clocks = cols.clocks
-        if clocks:
-            g_dev = [clocks.get(d) for d, _ in cols.ports]
-            g_has = np.array([x is not None for x in g_dev], dtype=bool)
-            g_t = np.array([0.0 if x is None else x for x in g_dev], dtype=np.float64)
-        g_bad = np.array([d in clock_bad for d, _ in cols.ports], dtype=bool) if clock_bad else None
+        clocks = _GroupClocks.of(cols, clock_bad)
         big_rows = np.fromiter(t.big, np.int64, len(t.big)) if t.big else None
         ti = self._time(poll_t)
         for ch in plan.chunks:
             a, b = ch.start, ch.stop
-            values, exotic = _values(cols.values[a:b], b - a)
-            bits = np.asarray(cols.bits[a:b], dtype=np.int64).reshape(b - a).clip(0, _MAX_BITS).astype(np.int16)
-            sat = np.asarray(cols.saturating[a:b], dtype=bool).reshape(b - a)
-            scale = np.asarray(cols.scale[a:b], dtype=np.float64).reshape(b - a)
-            port_of = plan.port_of[a:b]
-            has_dev, dev_t = (g_has[port_of], g_t[port_of]) if clocks else (np.zeros(b - a, bool), np.zeros(b - a))
-            bad = g_bad[port_of] if g_bad is not None else np.zeros(b - a, bool)
+            rd = _Readings.of(cols, a, b, plan.port_of[a:b], clocks)
             moved = np.zeros(b - a, bool)
             rows = plan.rows[a:b]
             new_all = None if plan.new is None else plan.new[a:b]
             for pos, idx in zip(ch.passes, ch.index, strict=True):
                 pick = (lambda x: x) if pos is None else (lambda x, pos=pos: x[pos])
                 r = pick(rows)
-                big = None if exotic is None else pick(exotic)
+                big = None if rd.exotic is None else pick(rd.exotic)
                 if big_rows is not None:
                     in_big = np.isin(r, big_rows)
                     big = in_big if big is None else big | in_big
                 new = None if new_all is None else pick(new_all)
                 if (big is None or not big.any()) and (new is None or not new.any()):  # the steady state
-                    mv = self._advance(idx, pick(values), pick(bits), pick(sat), pick(scale), pick(dev_t), pick(has_dev),
-                                       pick(bad), poll_t, ti, False)
-                    moved[slice(None) if pos is None else pos] = mv & ~self._t.dense[idx]
+                    mv = self._advance(idx, pick(rd.values), pick(rd.bits), pick(rd.sat), pick(rd.scale), pick(rd.dev_t),
+                                       pick(rd.has_dev), pick(rd.bad), poll_t, ti, False)
+                    moved[slice(None) if pos is None else pos] = mv & ~t.dense[idx]
                     continue
                 p_all = np.arange(b - a) if pos is None else pos
-                big = np.zeros(len(r), bool) if big is None else big
-                new = np.zeros(len(r), bool) if new is None else new
-                for obj in (False, True):
-                    for first in (True, False):
-                        m = (big if obj else ~big) & (new if first else ~new)
-                        if not m.any():
-                            continue
-                        p, rr = p_all[m], r[m]
-                        v = _object_values(cols.values, p + a) if obj else values[p]
-                        if first:
-                            self._first(rr, v, bits[p], sat[p], scale[p], dev_t[p], has_dev[p], ti,
-                                        [cols.keys[i][0] in DENSE for i in (p + a).tolist()], obj)
-                        else:
-                            mv = self._advance(rr, v, bits[p], sat[p], scale[p], dev_t[p], has_dev[p], bad[p], poll_t, ti, obj)
-                            moved[p] = mv & ~self._t.dense[rr]
+                self._apply_mixed(cols, rd, a, p_all, r, np.zeros(len(r), bool) if big is None else big,
+                                  np.zeros(len(r), bool) if new is None else new, (poll_t, ti), moved)
             if moved.any():
                 self._note_moved(cols, plan, a + np.flatnonzero(moved))
+
+    def _apply_mixed(self, cols: CounterColumns, rd: _Readings, a: int, p_all: np.ndarray, r: np.ndarray, big: np.ndarray,
+                     new: np.ndarray, when: tuple[float, int], moved: np.ndarray) -> None:
+        """A pass with first readings or values beyond uint64: each of the four kinds (new or
+        not, exotic or not) on its own; ``moved`` (positions in the chunk that starts at reading
+        ``a``) is set where a total changed. ``when``: the poll time and its index."""
+        poll_t, ti = when
+        for obj in (False, True):
+            for first in (True, False):
+                m = (big if obj else ~big) & (new if first else ~new)
+                if not m.any():
+                    continue
+                p, rr = p_all[m], r[m]
+                v = _object_values(cols.values, p + a) if obj else rd.values[p]
+                if first:
+                    self._first(rr, v, rd.bits[p], rd.sat[p], rd.scale[p], rd.dev_t[p], rd.has_dev[p], ti,
+                                [cols.keys[i][0] in DENSE for i in (p + a).tolist()], obj)
+                else:
+                    mv = self._advance(rr, v, rd.bits[p], rd.sat[p], rd.scale[p], rd.dev_t[p], rd.has_dev[p], rd.bad[p],
+                                       poll_t, ti, obj)
+                    moved[p] = mv & ~self._t.dense[rr]
 
     def _note_moved(self, cols: CounterColumns, plan: _Plan, at: np.ndarray) -> None:
         """The moved series into the change sets (counter name -> port -> its view)."""
@@ -1343,20 +1411,35 @@ class CounterStore:
         pi = np.fromiter((e.pi for e in self.ports.values()), np.int64, len(self.ports))
         old = (self._pcols.seen[pi] < limit).tolist() if len(pi) else []
         stale = [pk for pk, o in zip(self.ports, old, strict=True) if o]
-        for pk in stale:
+        self._drop_ports(stale)
+        self._drop_devices([d for d, seen in self.device_seen.items() if seen < limit])
+        return len(stale)
+
+    def forget(self, devices: Iterable[str]) -> int:
+        """Drop every port and fact of ``devices`` (a GUID-labelled device that now has a name:
+        agent/identity.py; its readings go on under the name); returns the ports dropped."""
+        gone = set(devices)
+        ports = [pk for pk in self.ports if pk[0] in gone]
+        self._drop_ports(ports)
+        self._drop_devices([d for d in gone if d in self.device_seen or d in self.devices or d in self._device_clock])
+        return len(ports)
+
+    def _drop_ports(self, pks: list[PortKey]) -> None:
+        for pk in pks:
             self._drop(self.ports.pop(pk))
-        if stale:
+        if pks:
             self.layout += 1
             self._plans.clear()  # their rows are stale now; a target gone from the config keeps none
             self._gplans.clear()
             self._infos.clear()
             self._compact()
-        for device in [d for d, seen in self.device_seen.items() if seen < limit]:
-            del self.device_seen[device]
+
+    def _drop_devices(self, devices: list[str]) -> None:
+        for device in devices:
+            self.device_seen.pop(device, None)
             self._device_clock.pop(device, None)
             self.devices.pop(device, None)
             self.device_target.pop(device, None)
-        return len(stale)
 
     # ----------------------------------------------------------------- persistence
     def save(self) -> dict[str, Any]:
@@ -1525,6 +1608,21 @@ class CounterStore:
 
     def series_count(self) -> int:
         return sum(len(e.schema.keys) for e in self.ports.values())
+
+    def status(self) -> StoreStatus:
+        """How full the store is and what its bounds refused."""
+        return StoreStatus(self.series_count(), self.refused["port"], self.refused["series"])
+
+    def families(self) -> list[Family]:
+        """The store's own metric families (the counters themselves are the exporter's)."""
+        s = self.status()
+        series = Family(f"{NAMESPACE}_store_series", "gauge", "Counter series held in the store.")
+        series.add("", s.series)
+        refused = Family(f"{NAMESPACE}_store_refused_total", "counter", "Readings the store refused by its bounds: "
+                         "a new port over max_ports, a new series of a port at max_series_per_port.")
+        refused.add(labels((("what", "port"),)), s.refused_ports)
+        refused.add(labels((("what", "series"),)), s.refused_series)
+        return [series, refused]
 
     # ----------------------------------------------------------------- bulk reads
     def port_order(self) -> list[PortKey]:

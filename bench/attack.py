@@ -62,6 +62,7 @@ class Agent:
         data = _fabric(tmp / "ib", "sw-a", "0002c90300000a00", 10)
         _counters(data, 10, 1000, 0)
         ibnet, perfq = _wrappers(tmp / "bin", data)
+        (tmp / "state").mkdir(mode=0o700)  # the agent never creates a state directory as root
         (tmp / "fabricmon.yml").write_text(f"""global:
   poll_interval: 1s
   poll_timeout: 10s
@@ -71,7 +72,7 @@ class Agent:
 web:
   listen_address: 127.0.0.1:{port}
 targets:
-  - {{name: ib-a, source: perfquery, address: local, include_cas: false, topology_interval: 3600,
+  - {{name: ib-a, source: perfquery, address: local, include_cas: false, topology_interval: 1h,
       ibnetdiscover_path: {ibnet}, perfquery_path: {perfq}}}
   - {{name: tele, source: ufm-telemetry, address: 127.0.0.1, scheme: http, port: {tele_port}, interval: 5s, timeout: 20s}}
 """)

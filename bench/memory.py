@@ -28,11 +28,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.size import INTERVAL, T0, Payloads, rss_mb
-from fabricmon.agent.detector import rules as rules_mod
+from bench.size import CONFIG, INTERVAL, T0, Payloads, rss_mb
+from fabricmon.agent.assemble import build_pipeline
 from fabricmon.agent.exporter.server import Exporter
 from fabricmon.agent.gcpause import gc_paused
-from fabricmon.agent.pipeline import Pipeline
 from fabricmon.collectors.perfquery import PerfqueryCollector
 from fabricmon.core.model import TargetSpec
 
@@ -54,7 +53,7 @@ RULES: list[tuple[str, str, str]] = [
     ("agent/exporter/metrics.py", "_RenderCache.template", "exposition: templates"),
     ("agent/exporter/metrics.py", "_cache_for", "exposition: port label blocks"),
     ("agent/exporter/metrics.py", "topology_families", "exposition: fabricmon_port_info lines"),
-    ("agent/exporter/metrics.py", "finding_families", "exposition: the rules' per-port label blocks"),
+    ("agent/detector/families.py", "", "exposition: the rules' per-port label blocks"),
     ("agent/exporter/", "", "exposition: other"),
     ("collectors/perfquery/bulk.py", "", "perfquery state: counter layout"),
     ("collectors/textlayout.py", "", "perfquery state: text layout"),
@@ -62,7 +61,7 @@ RULES: list[tuple[str, str, str]] = [
     ("collectors/perfquery/parse.py", "", "perfquery state: ibnetdiscover topology"),
     ("agent/core/guid.py", "", "perfquery state: ibnetdiscover topology"),
     ("collectors/infiniband.py", "", "perfquery state: ibnetdiscover topology"),
-    ("agent/detector/", "", "detector (its caches and rules)"),
+    ("agent/detector/", "", "detector (its analyses, caches and rules)"),
     ("agent/core/topology.py", "", "pipeline: cables (topology)"),
     ("agent/", "", "agent: other"),
     ("collectors/", "", "collectors: other"),
@@ -135,7 +134,7 @@ def measure(ports: int, polls: int = 3) -> dict[str, Any]:
         out["rss_before_agent_mb"] = rss_mb()
         tracemalloc.start(12)
         spec = TargetSpec("ib", "perfquery")
-        p = Pipeline([spec], rules_mod.build(), stale_after=3600.0)
+        p = build_pipeline(CONFIG, [spec])
         exporter = Exporter(p)
         state = PerfqueryCollector.new_state()
         stages: list[dict[str, Any]] = []

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.fabric import Fabric
-from bench.size import INTERVAL, T0, Clock, peak_rss_mb, scrape_from_other_process, serve_in_thread
-from fabricmon.agent.detector import rules as rules_mod
+from bench.size import CONFIG, INTERVAL, T0, Clock, peak_rss_mb, scrape_from_other_process, serve_in_thread
+from fabricmon.agent.assemble import build_pipeline
 from fabricmon.agent.exporter import metrics
 from fabricmon.agent.exporter.exposition import GZIP_LEVEL, build
 from fabricmon.agent.exporter.server import Exporter
@@ -55,7 +55,7 @@ def poll(p: Pipeline, fab: Fabric, state: PerfqueryState, k: int) -> PerfquerySt
 
 def one(ports: int) -> dict[str, Any]:
     fab = Fabric(ports)
-    p = Pipeline([TargetSpec("ib", "perfquery")], rules_mod.build(), stale_after=3600.0)
+    p = build_pipeline(CONFIG, [TargetSpec("ib", "perfquery")])
     state = PerfqueryState()
     for k in range(2):
         state = poll(p, fab, state, k)

@@ -190,7 +190,9 @@ class Fabricmon:
         # (it holds the last payload's layout: the next one is read in bulk).
         self.states = {c.name: SnmpCollector.new_state() for c in self.cols}
 
-    async def _poll(self, cols: list[Any]) -> tuple[int, int, float]:
+    async def _poll(self, cols: list[Any], store: Any = None) -> tuple[int, int, float]:
+        """Fetch every target, parse every payload (and, given a CounterStore, store it: the
+        path bench/gnmi_compare.py compares); (values, failed targets, CPU after the fetch)."""
         from fabricmon.collectors.snmp import SnmpCollector
         from fabricmon.core.model import TargetSpec
 
@@ -202,6 +204,8 @@ class Fabricmon:
                 errors += 1
                 continue
             r, self.states[c.name] = SnmpCollector.parse_poll(payload, TargetSpec(c.name, "snmp"), self.states[c.name])
+            if store is not None:
+                store.update_columns(r.counters.columns(c.name, r.clocks, r.gauges), time.time())
             values += len(r.counters) + len(r.gauges)
         return values, errors, time.process_time() - t0
 

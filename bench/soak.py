@@ -139,7 +139,7 @@ def config_text(snmp_port: int, tele_port: int, targets: int, a: argparse.Namesp
         f" interval: {a.ufm_interval}s, timeout: {max(5.0, 0.9 * a.ufm_interval):g}s}}",
     ]
     lines += [f"  - {{name: sw{i:03d}, source: snmp, address: 127.0.0.1, port: {snmp_port}, community: sw{i:03d},"
-              f" snmp_timeout: 5, retries: 1}}" for i in range(targets)]
+              f" snmp_timeout: 5s, retries: 1}}" for i in range(targets)]
     return "\n".join(lines) + "\n"
 
 

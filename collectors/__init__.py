@@ -1,7 +1,9 @@
 """Collector registry: source name -> collector class, imported on first use.
 
 Adding a source: create ``collectors/<name>/`` with ``fetch.py`` and ``parse.py`` and a
-collector class decorated with nothing more than an entry in ``SOURCES`` below. Modules load
+collector class that declares what the agent needs of it (:class:`Collector`'s class
+attributes: address kind, default port, executables, self-sharding), then add one line to
+``SOURCES`` below. No other part of the agent names a source. Modules load
 lazily so that an agent that only polls SNMP never imports the UFM client, and a broken
 optional dependency only affects its own source.
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 
-from fabricmon.collectors.base import Collector, ErrorReason, FetchError, ParseError, SourceOptions
+from fabricmon.collectors.base import AddressKind, Collector, ErrorReason, Executable, FetchError, ParseError, SourceOptions
 
 # source name -> "module:Class"
 SOURCES: dict[str, str] = {
@@ -20,6 +22,11 @@ SOURCES: dict[str, str] = {
     "ufm-telemetry": "fabricmon.collectors.ufm_telemetry:UfmTelemetryCollector",
     "nvue": "fabricmon.collectors.nvue:NvueCollector",
     "host": "fabricmon.collectors.host:HostCollector",
+    "gnmi": "fabricmon.collectors.gnmi:GnmiCollector",
+    "slurm": "fabricmon.collectors.slurm:SlurmCollector",
+    "slurmrestd": "fabricmon.collectors.slurm:SlurmRestCollector",
+    "kubernetes": "fabricmon.collectors.kubernetes:KubernetesCollector",
+    "jobs-file": "fabricmon.collectors.jobs_file:JobsFileCollector",
 }
 
 _loaded: dict[str, type[Collector]] = {}
@@ -67,4 +74,5 @@ def available() -> list[str]:
     return names
 
 
-__all__ = ["SOURCES", "Collector", "ErrorReason", "FetchError", "ParseError", "SourceOptions", "UnknownSource", "available", "get", "loaded_classes"]
+__all__ = ["SOURCES", "AddressKind", "Collector", "ErrorReason", "Executable", "FetchError", "ParseError", "SourceOptions",
+           "UnknownSource", "available", "get", "loaded_classes"]

@@ -4,16 +4,21 @@ A collector class is registered under its source name (``snmp``, ``perfquery``, 
 ``ufm-telemetry``, ``nvue``, ``host``). The scheduler calls ``fetch`` on an instance made
 for one target; the pipeline calls the class's ``parse_poll`` (``parse``, then every string
 sanitised) on the payload, live or from a recording. Nothing outside the collector's own
-package knows which source it is.
+package knows which source it is: what the agent needs of a source (which address it takes,
+the commands it runs, whether it splits itself across shards) the class declares
+(:class:`Collector`'s class attributes), and config validation, ``check-config``, preflight
+and sharding read those.
 """
 
 from __future__ import annotations
 
 import abc
+import ipaddress
+import re
 import reprlib
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, NamedTuple, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -110,10 +115,95 @@ class ResultBuilder:
         return True
 
 
-class SourceOptions(BaseModel):
-    """Base of each collector's per-target options; unknown keys are errors."""
+class AddressKind(StrEnum):
+    """What a target's ``address`` may be (:attr:`Collector.address_kind`); config validation
+    reports any other at the target's line (:meth:`Collector.address_problem`)."""
 
-    model_config = ConfigDict(extra="forbid")
+    NONE = "none"  # takes no address: reads this node (host, jobs-file); an address is an error
+    LOCAL = "local"  # empty or this node only (perfquery: the local HCA); a remote address is an error
+    REMOTE = "remote"  # a device or server to reach over the network: required
+
+
+# The addresses that name this node, for an AddressKind.LOCAL source.
+LOCAL_ADDRESSES = ("", "local", "localhost", "127.0.0.1", "::1")
+
+
+class Executable(NamedTuple):
+    """A command a source runs (:attr:`Collector.executables`): preflight warns when it is not on PATH."""
+
+    option: str  # the options-model field that names the command (e.g. "perfquery_path")
+    switch: str | None = None  # an options field that turns the command off (e.g. "ethtool"), or None
+
+
+class LocalFile(NamedTuple):
+    """A file a source reads to poll (:attr:`Collector.files`): check-config proves it can be
+    read (and, for a ``ca`` file, loaded as a CA bundle), as the user running the check."""
+
+    option: str  # the options-model field that names the file (e.g. "ca_file")
+    # "ca": PEM CA certificates, read only over HTTPS/TLS while certificates are verified;
+    # "tls": a client certificate or key, read only over HTTPS/TLS; "file": any readable file.
+    kind: str = "file"
+
+
+def address_problem(kind: AddressKind, source: str, address: str, default_port: int | None = None) -> str | None:
+    """Why ``address`` does not fit a source of this kind, or None when it does."""
+    a = address.strip()
+    if kind is AddressKind.NONE:
+        return None if not a else f"a {source} target takes no address: it reads this node; remove address: {a!r}"
+    if kind is AddressKind.LOCAL:
+        return None if a.lower() in LOCAL_ADDRESSES else \
+            f"address {a!r}: a {source} target polls from this node only; leave the address empty or write 'local'"
+    if not a:
+        return f"a {source} target needs an address: (the device to poll)"
+    if "://" in a or "/" in a:
+        return f"address {a!r}: give the host name or IP address alone, not a URL"
+    if a.count(":") == 1 or (a.startswith("[") and "]:" in a):  # host:port, [v6]:port; a bare IPv6 literal has 2+ colons
+        port = f" (default {default_port})" if default_port else ""
+        return f"address {a!r}: give the host alone and the port as port:{port}"
+    return host_problem(a)
+
+
+# A DNS label (RFC 1123 section 2.1: letters, digits, hyphens, not at either end, 1-63 characters).
+# An underscore is accepted too: resolvers look such names up, and internal zones hold them.
+_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+
+
+def host_problem(host: str) -> str | None:
+    """Why ``host`` is neither an IPv4 or IPv6 address nor a DNS name, or None.
+
+    ``127.0.0.300`` is refused here rather than at every poll: a name made of digits only
+    is an IPv4 address or nothing (RFC 1123 section 2.1: a top-level label is never all
+    digits, so a resolver would not look it up as a name either)."""
+    if host.startswith("[") and host.endswith("]"):
+        return f"address {host!r}: write an IPv6 address without brackets: {host[1:-1]}"
+    try:
+        ipaddress.ip_address(host)  # IPv4, IPv6, IPv6 with a zone (fe80::1%eth0)
+        return None
+    except ValueError:
+        pass
+    if ":" in host:
+        return f"address {host!r} is not a valid IPv6 address"
+    labels = host.removesuffix(".").split(".")
+    if all(label.isdigit() for label in labels):
+        return f"address {host!r} is not a valid IPv4 address (four numbers from 0 to 255)"
+    if len(host) > 253:
+        return f"address {host[:40]!r}... is longer than a DNS name can be (253 characters)"
+    bad = next((label for label in labels if not _LABEL.fullmatch(label)), None)
+    if bad is not None:
+        return (f"address {host!r} is neither an IP address nor a DNS name: label {bad!r} (letters, digits and hyphens, "
+                "1 to 63 of them, no hyphen at either end)")
+    if labels[-1].isdigit():
+        return f"address {host!r} is not a DNS name: its last label is all digits"
+    return None
+
+
+class SourceOptions(BaseModel):
+    """Base of each collector's per-target options: closed (an unknown key is an error) and
+    strict, for every source at once: a boolean option takes ``true``/``false`` only (YAML's
+    ``yes``/``no`` are booleans too), never a string such as ``"yes"``, and a number is never a
+    string (``port: "161"``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ParseOptions(BaseModel):
@@ -143,24 +233,82 @@ class ParseOptions(BaseModel):
 
 
 class Collector(abc.ABC):
-    """One collector instance polls one target."""
+    """One collector instance polls one target.
+
+    A source declares what the agent needs of it as class attributes (defaults here):
+    ``address_kind`` (config validation checks the target's address against it),
+    ``default_port`` (named when an address carries a port), ``executables`` (preflight looks
+    them up on PATH), ``files`` (preflight reads them) and ``self_sharding`` (sharding gives such a target to every agent, with
+    its own shard in its options, instead of to one agent by its name's hash). Secret options
+    are derived from ``options_model``: every field ``X`` that also has ``X_file`` and ``X_env``.
+    """
 
     source: ClassVar[str]
     options_model: ClassVar[type[SourceOptions]] = SourceOptions
     # The options that change how payloads are parsed, typed; their values go into the recording
     # header, in field order. The base class has none (perfquery).
     parse_options_model: ClassVar[type[ParseOptions]] = ParseOptions
+    address_kind: ClassVar[AddressKind] = AddressKind.REMOTE
+    default_port: ClassVar[int | None] = None  # e.g. 161 snmp, 443 ufm
+    executables: ClassVar[tuple[Executable, ...]] = ()
+    files: ClassVar[tuple[LocalFile, ...]] = ()  # files its options name, read at poll time
+    # Splits itself by its own shard options (``num_shards`` and ``shard``, as UFM Telemetry's
+    # endpoint does): every agent polls it for its own share.
+    self_sharding: ClassVar[bool] = False
+    # Polled by every shard (the job inventories: each shard joins the jobs to its own findings).
+    every_shard: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.self_sharding and not {"num_shards", "shard"} <= set(cls.options_model.model_fields):
+            raise TypeError(f"{cls.__name__}: a self-sharding source needs num_shards and shard options")
+
+    @classmethod
+    def address_problem(cls, address: str) -> str | None:
+        """Why ``address`` cannot be this source's target address, or None."""
+        return address_problem(cls.address_kind, cls.source, address, cls.default_port)
+
+    @classmethod
+    def commands(cls, options: SourceOptions) -> list[tuple[str, str]]:
+        """(option, command) of every command a target with these options runs."""
+        return [(e.option, getattr(options, e.option)) for e in cls.executables
+                if e.switch is None or getattr(options, e.switch)]
+
+    @classmethod
+    def local_files(cls, options: SourceOptions) -> list[tuple[LocalFile, str]]:
+        """(declaration, path) of every file a target with these options reads (:attr:`files`
+        that are set): plain HTTP (``scheme: http``) reads no TLS file, and
+        ``tls_insecure_skip_verify`` no CA bundle."""
+        tls = getattr(options, "scheme", "https") == "https"
+        verify = not getattr(options, "tls_insecure_skip_verify", False)
+        return [(f, path) for f in cls.files if (path := getattr(options, f.option))
+                and (f.kind == "file" or (tls and (f.kind == "tls" or verify)))]
+
+    @classmethod
+    def shard_options(cls, options: SourceOptions, index: int, count: int) -> SourceOptions:
+        """The options of this agent's target when it is shard ``index`` of ``count``: a
+        self-sharding source asks for its share; any other is unchanged (it is polled whole, by
+        the one agent its name hashes to)."""
+        if not cls.self_sharding or count <= 1:
+            return options
+        return options.model_copy(update={"num_shards": count, "shard": index})
 
     def __init__(self, name: str, address: str, options: SourceOptions) -> None:
         self.name = name
         self.address = address
         self.options = options
 
+    @classmethod
+    def target_spec(cls, name: str, options: SourceOptions) -> TargetSpec:
+        """The parse-relevant view of a target, as written to a recording header: what the
+        pipeline needs of a target, known without building its collector."""
+        dumped = options.model_dump(mode="json")
+        opts = {k: dumped[k] for k in cls.parse_options_model.model_fields if dumped.get(k) is not None}
+        return TargetSpec(name=name, source=cls.source, options=opts)
+
     def spec(self) -> TargetSpec:
-        """The parse-relevant view of this target, as written to a recording header."""
-        dumped = self.options.model_dump(mode="json")
-        opts = {k: dumped[k] for k in self.parse_options_model.model_fields if dumped.get(k) is not None}
-        return TargetSpec(name=self.name, source=self.source, options=opts)
+        """:meth:`target_spec` of this collector's target."""
+        return self.target_spec(self.name, self.options)
 
     @abc.abstractmethod
     async def fetch(self) -> dict[str, Any]:
@@ -193,6 +341,11 @@ class Collector(abc.ABC):
         pipeline and the testcase runner use, so no collector can skip it."""
         result, new_state = cls.parse(payload, spec, state)
         return sanitize_result(result), new_state
+
+    def set_schedule(self, interval: float, timeout: float) -> None:
+        """The target's poll interval and timeout, told by the scheduler before the first poll.
+        Polled sources ignore them; a streaming source (gnmi) samples at the interval."""
+        return None
 
     async def close(self) -> None:
         """Release sessions, engines, subprocesses. Called on shutdown and reload."""

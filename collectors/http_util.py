@@ -17,12 +17,14 @@ import ssl
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Self
 from urllib.parse import urlsplit
 
 import aiohttp
+from pydantic import model_validator
 
-from fabricmon.collectors.base import Collector, ErrorReason, FetchError, SourceOptions, resolve_secret
+from fabricmon.collectors.base import Collector, ErrorReason, FetchError, LocalFile, SourceOptions, resolve_secret
 from fabricmon.core import secrets
 
 DEFAULT_MAX_BODY = 256 * 1024 * 1024  # a full-fabric UFM ports list can be tens of MB
@@ -36,8 +38,14 @@ class HttpAuth:
     username: str = ""
     secret: str = ""
     token_scheme: str = "Bearer"
+    # Headers of an API's own scheme (slurmrestd: X-SLURM-USER-NAME and X-SLURM-USER-TOKEN),
+    # sent whatever the kind; a secret among them is resolved like any other.
+    extra: tuple[tuple[str, str], ...] = ()
 
     def headers(self) -> dict[str, str]:
+        return {**self._authorization(), **dict(self.extra)}
+
+    def _authorization(self) -> dict[str, str]:
         if self.kind == "basic":
             pair = base64.b64encode(f"{self.username}:{self.secret}".encode()).decode("ascii")
             secrets.remember(pair)  # a device that echoes this header in an error body: redacted like the password
@@ -47,19 +55,40 @@ class HttpAuth:
         return {}
 
 
-class RestOptions(SourceOptions):
+# The files a TLS client reads (Collector.files): the CA bundle and a client certificate and key.
+TLS_FILES = (LocalFile("ca_file", "ca"), LocalFile("cert_file", "tls"), LocalFile("key_file", "tls"))
+
+
+class TlsPasswordOptions(SourceOptions):
+    """The TLS and credential keys every source that talks to a device over TLS with a
+    username and password has, spelled the same everywhere (REST sources and gNMI):
+    ``ca_file`` (PEM CA bundle; default the system store), ``tls_insecure_skip_verify`` (only
+    when asked), ``cert_file``/``key_file`` (a client certificate), ``username`` and
+    ``password`` / ``password_file`` / ``password_env``."""
+
+    ca_file: str | None = None
+    tls_insecure_skip_verify: bool = False
+    cert_file: str | None = None
+    key_file: str | None = None
+    username: str | None = None
+    password: str | None = None
+    password_file: str | None = None
+    password_env: str | None = None
+
+    @model_validator(mode="after")
+    def _client_cert_pair(self) -> Self:
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ValueError("a client certificate needs both cert_file and key_file")
+        return self
+
+
+class RestOptions(TlsPasswordOptions):
     """Options every REST collector has: where and how to connect, and basic credentials.
     Subclasses override defaults (port, scheme) and add their own fields."""
 
     scheme: Literal["https", "http"] = "https"
     port: int | None = None
-    ca_file: str | None = None
-    tls_insecure_skip_verify: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY
-    username: str | None = None
-    password: str | None = None
-    password_file: str | None = None
-    password_env: str | None = None
 
 
 class TokenRestOptions(RestOptions):
@@ -99,17 +128,35 @@ class HttpResponse:
         return {"method": self.method, "path": self.path, "status": self.status, "body": self.body}
 
 
-def make_ssl_context(ca_file: str | None, insecure: bool) -> ssl.SSLContext:
-    """Verify against the system store, or ``ca_file``; ``insecure`` turns verification off."""
+def make_ssl_context(ca_file: str | None, insecure: bool, cert_file: str | None = None, key_file: str | None = None) -> ssl.SSLContext:
+    """Verify against the system store, or ``ca_file``; ``insecure`` turns verification off;
+    ``cert_file``/``key_file``: the client certificate to present."""
     if insecure:
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
-        return ctx
+    else:
+        try:
+            ctx = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
+        except (OSError, ssl.SSLError) as exc:
+            raise FetchError(f"cannot load ca_file {ca_file}: {exc}", ErrorReason.TLS) from None
+    if cert_file:
+        try:
+            ctx.load_cert_chain(cert_file, key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise FetchError(f"cannot load the client certificate cert_file {cert_file} / key_file {key_file}: {exc}",
+                             ErrorReason.TLS) from None
+    return ctx
+
+
+def read_pem(path: str | None, option: str) -> bytes | None:
+    """A PEM file's bytes for a TLS option (gRPC takes bytes, not paths); None when unset."""
+    if not path:
+        return None
     try:
-        return ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
-    except (OSError, ssl.SSLError) as exc:
-        raise FetchError(f"cannot load ca_file {ca_file}: {exc}", ErrorReason.TLS) from None
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise FetchError(f"cannot read {option} {path}: {exc.strerror or exc}", ErrorReason.TLS) from None
 
 
 def base_url(scheme: str, address: str, port: int | None) -> str:
@@ -130,24 +177,28 @@ class HttpClient:
         auth: HttpAuth | None = None,
         ca_file: str | None = None,
         insecure: bool = False,
+        client_cert: tuple[str, str] | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY,
         headers: dict[str, str] | None = None,
         connect_timeout: float | None = 10.0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.base = base.rstrip("/")
         self.auth = auth or HttpAuth()
         self.ca_file = ca_file
         self.insecure = insecure
+        self.client_cert = client_cert
         self.max_body_bytes = max_body_bytes
         self.headers = dict(headers or {})
         self.connect_timeout = connect_timeout
+        self.ssl_context = ssl_context  # made by the caller (a kubeconfig's CA and client certificate), else from ca_file
         self._session: aiohttp.ClientSession | None = None
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             ssl_arg: ssl.SSLContext | bool = True
             if urlsplit(self.base).scheme == "https":
-                ssl_arg = make_ssl_context(self.ca_file, self.insecure)
+                ssl_arg = self.ssl_context or make_ssl_context(self.ca_file, self.insecure, *(self.client_cert or (None, None)))
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(ssl=ssl_arg),
                 headers={"Accept": "application/json, text/plain;q=0.9, */*;q=0.5", **self.headers, **self.auth.headers()},
@@ -180,7 +231,8 @@ class HttpClient:
         except TimeoutError:
             raise FetchError(f"timed out on GET {path}", ErrorReason.TIMEOUT) from None
         except aiohttp.ClientConnectorCertificateError as exc:
-            raise FetchError(f"TLS certificate of {self.base} not trusted ({exc.certificate_error}); set ca_file, or tls_insecure_skip_verify", ErrorReason.TLS) from None
+            raise FetchError(f"TLS certificate of {self.base} not trusted ({exc.certificate_error}); "
+                             "set ca_file, or tls_insecure_skip_verify", ErrorReason.TLS) from None
         except (aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch, ssl.SSLError) as exc:
             raise FetchError(f"TLS error talking to {self.base}: {exc}", ErrorReason.TLS) from None
         except aiohttp.ClientConnectorError as exc:
@@ -196,7 +248,8 @@ class HttpClient:
             raise FetchError(f"GET {path} refused with HTTP {status}: check the credentials and the user's role", ErrorReason.AUTH)
         if status not in ok_statuses:
             if 300 <= status < 400:
-                raise FetchError(f"GET {path} answered with a redirect (HTTP {status}); check scheme, port and URL prefix", ErrorReason.HTTP)
+                raise FetchError(f"GET {path} answered with a redirect (HTTP {status}); check scheme, port and URL prefix",
+                                 ErrorReason.HTTP)
             if status in (429, 503):
                 wait = retry_after_seconds(retry_header)
                 asks = f"; the server asks to wait {wait:g} s (Retry-After)" if wait is not None else ""
@@ -209,7 +262,8 @@ class HttpClient:
                 resp_out.body = json.loads(raw)
                 resp_out.is_json = True
             except ValueError:
-                raise FetchError(f"GET {path}: expected JSON, got {ctype or 'no Content-Type'}: {_snippet(raw)}", ErrorReason.PROTOCOL) from None
+                raise FetchError(f"GET {path}: expected JSON, got {ctype or 'no Content-Type'}: {_snippet(raw)}",
+                                 ErrorReason.PROTOCOL) from None
         return resp_out
 
     async def _read_body(self, resp: aiohttp.ClientResponse, path: str) -> bytes:
@@ -237,13 +291,18 @@ class ClientSlot:
 
     def __init__(self) -> None:
         self._client: HttpClient | None = None
-        self._auth: HttpAuth | None = None
+        self._auth: tuple[HttpAuth, object] | None = None
 
-    async def client(self, base: str, auth: HttpAuth, *, ca_file: str | None, insecure: bool, max_body_bytes: int) -> HttpClient:
-        if self._client is None or auth != self._auth:
+    async def client(self, base: str, auth: HttpAuth, *, ca_file: str | None, insecure: bool, max_body_bytes: int,
+                     client_cert: tuple[str, str] | None = None, ssl_context: ssl.SSLContext | None = None,
+                     tls_key: object = None) -> HttpClient:
+        """The client for ``auth``; ``ssl_context`` (the caller's, e.g. from a kubeconfig) is
+        used when ``tls_key`` (what it was made from) differs from the last one."""
+        if self._client is None or (auth, tls_key) != self._auth:
             await self.close()
-            self._client = HttpClient(base, auth=auth, ca_file=ca_file, insecure=insecure, max_body_bytes=max_body_bytes)
-            self._auth = auth
+            self._client = HttpClient(base, auth=auth, ca_file=ca_file, insecure=insecure, client_cert=client_cert,
+                                      max_body_bytes=max_body_bytes, ssl_context=ssl_context)
+            self._auth = (auth, tls_key)
         return self._client
 
     async def close(self) -> None:
@@ -263,6 +322,7 @@ class RestCollector(Collector):
     token_scheme: ClassVar[str] = "Bearer"
 
     options_model: ClassVar[type[SourceOptions]] = RestOptions
+    files = TLS_FILES
 
     def __init__(self, name: str, address: str, options: SourceOptions) -> None:
         super().__init__(name, address, options)
@@ -274,6 +334,7 @@ class RestCollector(Collector):
         return await self._slot.client(
             base_url(o.scheme, self.address, o.port), auth_from_options(o, self.token_scheme),
             ca_file=o.ca_file, insecure=o.tls_insecure_skip_verify, max_body_bytes=o.max_body_bytes,
+            client_cert=(o.cert_file, o.key_file) if o.cert_file and o.key_file else None,
         )
 
     async def close(self) -> None:

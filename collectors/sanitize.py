@@ -22,7 +22,7 @@ from itertools import chain
 from operator import attrgetter, itemgetter
 from typing import Any
 
-from fabricmon.core.model import ParseResult
+from fabricmon.core.model import JobInfo, ParseResult
 
 # Longest name or label value kept. The longest names the sources define are shorter: an SNMP
 # DisplayString (ifName, ifAlias, sysName) is at most 255 octets (RFC 2579), an InfiniBand
@@ -73,6 +73,16 @@ _PORT_FIELDS = attrgetter("device", "port", "guid", "lid", "alias", "label")
 _DEVICE_FIELDS = attrgetter("name", "kind", "guid", "description", "model")
 
 
+def _clean_job(job: JobInfo) -> JobInfo:
+    """A job with its id, host names, aliases and labels cleaned like device names (they become
+    label values and join device names)."""
+    texts = [job.id, *job.hosts, *job.aliases, *(v for kv in job.labels for v in kv)]
+    if all(_ok(v) for v in texts):
+        return job
+    return JobInfo(clean(job.id), tuple(clean(h) for h in job.hosts), job.start, tuple(clean(a) for a in job.aliases),
+                   tuple((clean(k), clean(v)) for k, v in job.labels))
+
+
 def sanitize_result(result: ParseResult) -> ParseResult:
     """``result`` with every string made safe (see the module docstring), changed in place.
 
@@ -81,6 +91,15 @@ def sanitize_result(result: ParseResult) -> ParseResult:
     gauges); a result whose strings are all printable ASCII of sane length (the normal case)
     is not rewritten.
     """
+    _readings(result)
+    _facts(result)
+    result.warnings = [clean(w, MAX_TEXT) for w in result.warnings]
+    result.target_info = {clean(k): clean(v, MAX_TEXT) for k, v in result.target_info.items()}
+    return result
+
+
+def _readings(result: ParseResult) -> None:
+    """Device, port and sub-label strings of the counters and gauges."""
     counters, gauges = result.counters, result.gauges
     names = set(chain.from_iterable(counters.ports)) | set(map(_DEVICE, gauges)) | set(map(_PORT, gauges))
     if not _all_ok(names):
@@ -94,6 +113,10 @@ def sanitize_result(result: ParseResult) -> ParseResult:
         for g in gauges:
             if g.sub:
                 g.sub = _clean_sub(g.sub)
+
+
+def _facts(result: ParseResult) -> None:
+    """The strings of ports, devices, links and device clocks."""
     if not _all_ok(set(chain.from_iterable(map(_PORT_FIELDS, result.ports)))):
         for p in result.ports:
             p.device, p.port, p.guid, p.lid, p.alias, p.label = (clean(v) for v in _PORT_FIELDS(p))
@@ -104,6 +127,5 @@ def sanitize_result(result: ParseResult) -> ParseResult:
         result.links = [type(ln)(clean(ln.device), clean(ln.port), clean(ln.peer_device), clean(ln.peer_port)) for ln in result.links]
     if not _all_ok(set(result.clocks)):
         result.clocks = {clean(k): v for k, v in result.clocks.items()}
-    result.warnings = [clean(w, MAX_TEXT) for w in result.warnings]
-    result.target_info = {clean(k): clean(v, MAX_TEXT) for k, v in result.target_info.items()}
-    return result
+    if result.inventory is not None:
+        result.inventory = [_clean_job(j) for j in result.inventory]

@@ -34,7 +34,8 @@ def dump(result: ParseResult) -> str:
     lines: list[str] = []
     for s in result.counters:
         sub = ",".join(fmt(x) for x in s.sub)
-        lines.append(f"sample {s.device}|{s.port}|{s.counter}|{sub} value={fmt(s.value)} bits={s.bits} sat={int(s.saturating)} scale={fmt(s.scale)}")
+        lines.append(f"sample {s.device}|{s.port}|{s.counter}|{sub} value={fmt(s.value)} bits={s.bits} "
+                     f"sat={int(s.saturating)} scale={fmt(s.scale)}")
     for g in result.gauges:
         sub = ",".join(fmt(x) for x in g.sub)
         lines.append(f"gauge {g.device}|{g.port}|{g.name}|{sub} value={fmt(g.value)}")
@@ -50,6 +51,11 @@ def dump(result: ParseResult) -> str:
         lines.append(f"clock {dev} {fmt(clock)}")
     for w in result.warnings:
         lines.append(f"warning {w}")
+    if result.inventory is not None:
+        lines.append(f"jobs {len(result.inventory)}")
+        for j in result.inventory:
+            labels = ",".join(f"{k}={v}" for k, v in j.labels)
+            lines.append(f"job {j.id} start={fmt(j.start)} hosts={','.join(j.hosts)} aliases={','.join(j.aliases)} labels={labels}")
     return "\n".join(sorted(lines)) + "\n"
 
 

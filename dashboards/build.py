@@ -9,8 +9,10 @@ temp dir and fails when the committed files differ (tests/test_dashboards.py).
 Needs ``grafana-foundation-sdk~=0.0.21`` (the unpinned package resolves to an old epoch build).
 
 Every panel names the scenario of ``tests/scenarios`` in which it must show data
-(:data:`PANEL_SCENARIOS`); tests/test_dashboards_prometheus.py runs each query against a real
-Prometheus scraping ``fabricmon replay --serve`` of that scenario.
+(:data:`PANEL_SCENARIOS`) and the exposition levels it is recommended for (:data:`PANEL_LEVELS`:
+``full``, and ``health``, the level the README recommends at scale, unless it reads raw counters
+that level does not export); tests/test_dashboards_prometheus.py runs each query against a real
+Prometheus scraping ``fabricmon replay --serve`` of that scenario at each of its levels.
 """
 
 from __future__ import annotations
@@ -41,9 +43,11 @@ DP = 'device=~"$device", port=~"$port"'
 D = 'device=~"$device"'
 TG = 'target=~"$target"'
 RI = "[$__rate_interval]"
-# A port is an InfiniBand port when it exports XmitWait (no Ethernet source has it).
-IB_PORT = "and on (instance, device, port) fabricmon_port_transmit_wait_ticks_total"
-NOT_IB_PORT = "unless on (instance, device, port) fabricmon_port_transmit_wait_ticks_total"
+# A port is an InfiniBand port when it exports XmitWait (no Ethernet source has it) or, at the health
+# level, which exports no raw counter, when fabricmon_port_info gives it a LID (an InfiniBand address).
+IB_MARK = '(fabricmon_port_transmit_wait_ticks_total or fabricmon_port_info{lid!=""})'
+IB_PORT = f"and on (instance, device, port) {IB_MARK}"
+NOT_IB_PORT = f"unless on (instance, device, port) {IB_MARK}"
 PEER_JOIN = "* on (instance, device, port) group_left (peer_device, peer_port) fabricmon_port_info"
 
 # (dashboard uid, panel title) -> the scenario (tests/scenarios/<name>.jsonl.gz) in which the panel must
@@ -51,6 +55,13 @@ PEER_JOIN = "* on (instance, device, port) group_left (peer_device, peer_port) f
 # parse and evaluate. (No queue-occupancy panel: only NVUE's tc-usage reports fabricmon_queue_occupancy_bytes
 # and no scenario renders it, so the panel would stay empty; the gauge is still exported and queryable.)
 PANEL_SCENARIOS: dict[tuple[str, str], str] = {}
+# (dashboard uid, panel title) -> the exposition levels the panel is recommended for (and tested at).
+PANEL_LEVELS: dict[tuple[str, str], tuple[str, ...]] = {}
+BOTH = ("full", "health")
+# Raw counters (or gauges of a counter group) that the health level replaces by per-port rates and
+# per-target sums: such a panel needs its group at the full level (exposition.groups).
+FULL = ("full",)
+FULL_NOTE = " Needs the full exposition level for this counter group (exposition.groups, docs/scaling.md)."
 
 
 @dataclass
@@ -77,6 +88,7 @@ class P:
     h: int = 8
     max: float | None = None
     hide: list[str] = field(default_factory=list)  # table columns to hide
+    levels: tuple[str, ...] = BOTH  # exposition levels it shows data at (FULL: raw counters only)
 
 
 def _target(q: Q, ref: str) -> prometheus.Dataquery:
@@ -115,8 +127,9 @@ def _panel(spec: P, pid: int) -> Any:
     else:
         raise ValueError(f"unknown panel kind {kind}")
     b = b.id(pid).title(spec.title).datasource(DS).unit(spec.unit).span(spec.w).height(spec.h)
-    if spec.description:
-        b = b.description(spec.description)
+    description = spec.description + (FULL_NOTE if "health" not in spec.levels else "")
+    if description:
+        b = b.description(description.strip())
     if kind in ("timeseries", "bargauge", "heatmap"):
         b = b.min(0)
     if spec.max is not None:
@@ -152,6 +165,7 @@ def build_dashboard(uid: str, title: str, description: str, rows: list[tuple[str
         pid += 1
         for spec in panels:
             PANEL_SCENARIOS[(uid, spec.title)] = spec.scenario
+            PANEL_LEVELS[(uid, spec.title)] = spec.levels
             d = d.with_panel(_panel(spec, pid))
             pid += 1
     return d.build()
@@ -161,9 +175,12 @@ def build_dashboard(uid: str, title: str, description: str, rows: list[tuple[str
 
 
 def overview() -> Any:
-    rate = f"rate(fabricmon_pfc_receive_pause_seconds_total{{{DP}}}{RI})"
+    paused = f"(clamp_max(rate(fabricmon_pfc_receive_pause_seconds_total{{{DP}}}{RI}), 1) or fabricmon_port_pause_ratio{{{DP}}})"
     wait = f"rate(fabricmon_port_transmit_wait_ticks_total{{{DP}}}{RI})"
     tx = f"rate(fabricmon_port_transmit_bytes_total{{{DP}}}{RI})"
+    r_wait = f"({wait} / ({wait} + {tx} / 4 > 0) or fabricmon_port_xmit_wait_ratio{{{DP}}})"
+    tx_any = f"({tx} or fabricmon_port_transmit_bytes_per_second{{{DP}}})"
+    ecn = f"rate(fabricmon_ecn_marked_packets_total{{{DP}}}{RI}) / (rate(fabricmon_queue_transmit_packets_total{{{DP}}}{RI}) > 0)"
     return build_dashboard("fabricmon-overview", "fabricmon / Fabric overview",
                            "Active findings, worst ports and fabric-wide trends for InfiniBand and RoCE Ethernet.", [
         ("Findings", [
@@ -177,38 +194,42 @@ def overview() -> Any:
         ]),
         ("Worst ports", [
             P("table", "Worst ports: paused share (Ethernet, per priority)",
-              [Q(f"topk(10, clamp_max({rate}, 1))", table=True)], "percentunit", "nic_pause_storm_arista",
-              "Share of time the port's transmitter was held by PFC pause, worst 10.", hide=["instance"]),
+              [Q(f"topk(10, {paused})", table=True)], "percentunit", "switch_storm_watchdog",
+              "Share of time the port's transmitter was held by PFC pause, worst 10 (health level: the detector's "
+              "fabricmon_port_pause_ratio).", hide=["instance"]),
             P("table", "Worst ports: XmitWait ratio (InfiniBand)",
-              [Q(f"topk(10, {wait} / ({wait} + {tx} / 4 > 0))", table=True)], "percentunit", "ib_credit_loop",
-              "r_wait = XmitWait / (XmitWait + XmitData words): share of time with data but no credits, worst 10.", hide=["instance"]),
+              [Q(f"topk(10, {r_wait})", table=True)], "percentunit", "ib_credit_loop",
+              "r_wait = XmitWait / (XmitWait + XmitData words): share of time with data but no credits, worst 10 "
+              "(health level: the detector's f_wait, fabricmon_port_xmit_wait_ratio).", hide=["instance"]),
         ]),
         ("Throughput", [
             P("timeseries", "Fabric throughput: InfiniBand vs Ethernet", [
-                Q(f"sum({tx} {IB_PORT})", "InfiniBand transmit"),
-                Q(f"sum({tx} {NOT_IB_PORT})", "Ethernet transmit"),
-            ], "Bps", "benign_heavy_load", "Bytes per second sent by all selected ports; a port is InfiniBand when it reports XmitWait.", w=24),
+                Q(f"sum({tx_any} {IB_PORT})", "InfiniBand transmit"),
+                Q(f"sum({tx_any} {NOT_IB_PORT})", "Ethernet transmit"),
+            ], "Bps", "benign_heavy_load", "Bytes per second sent by all selected ports; a port is InfiniBand when it reports XmitWait "
+              "or has a LID.", w=24),
         ]),
         ("Pause and ECN trends", [
-            P("timeseries", "Paused share by priority (fabric max)", [Q(f"max by (priority) (clamp_max({rate}, 1))", "priority {{priority}}")],
-              "percentunit", "nic_pause_storm_arista", max=1),
-            P("timeseries", "ECN-marked packets per second by queue",
-              [Q(f"sum by (queue) (rate(fabricmon_ecn_marked_packets_total{{{DP}}}{RI}))", "queue {{queue}}")],
-              "pps", "incast_congestion"),
+            P("timeseries", "Paused share by priority (fabric max)", [Q(f"max by (priority) {paused}", "priority {{priority}}")],
+              "percentunit", "switch_storm_watchdog", max=1),
+            P("timeseries", "ECN mark ratio by queue (fabric max)",
+              [Q(f"max by (queue) ({ecn} or fabricmon_queue_ecn_mark_ratio{{{DP}}})", "queue {{queue}}")],
+              "percentunit", "incast_congestion", "CE-marked share of the packets each egress queue sent, worst port.", max=1),
         ]),
         ("Health: InfiniBand | Ethernet", [
-            P("timeseries", "InfiniBand: XmitWait ratio (worst port)", [Q(f"max({wait} / ({wait} + {tx} / 4 > 0))", "worst port")],
+            P("timeseries", "InfiniBand: XmitWait ratio (worst port)", [Q(f"max{r_wait}", "worst port")],
               "percentunit", "ib_credit_loop", w=6, max=1),
             P("timeseries", "InfiniBand: errors and discards per second", [
                 Q(f"sum(rate(fabricmon_port_symbol_errors_total{{{DP}}}{RI}))", "symbol errors"),
                 Q(f"sum(rate(fabricmon_port_transmit_discards_total{{{DP}}}{RI}) {IB_PORT})", "transmit discards"),
+                Q(f"sum(fabricmon_port_problems_per_second{{{DP}}} {IB_PORT})", "errors and discards (health level)"),
             ], "cps", "ib_credit_loop", w=6),
             P("timeseries", "Ethernet: lossless-class drops per second", [
                 Q(f"sum(rate(fabricmon_queue_no_buffer_dropped_packets_total{{{DP}}}{RI}))", "no-buffer drops"),
                 Q(f"sum(rate(fabricmon_pfc_watchdog_dropped_packets_total{{{DP}}}{RI}))", "watchdog drops"),
-            ], "pps", "lossless_drops_arista", w=6),
+            ], "pps", "lossless_drops_arista", w=6, levels=FULL),
             P("timeseries", "Ethernet: PFC watchdog storms", [Q(f"sum(increase(fabricmon_pfc_watchdog_storms_total{{{DP}}}{RI}))", "storms")],
-              "none", "switch_storm_watchdog", w=6),
+              "none", "switch_storm_watchdog", w=6, levels=FULL),
         ]),
         ("Links", [
             P("stat", "Ports down", [Q(f"count(fabricmon_port_up{{{DP}}} == 0) or vector(0)", instant=True)], "none", "benign_heavy_load", w=6, h=6),
@@ -227,63 +248,63 @@ def ethernet() -> Any:
         ("PFC pause", [
             P("timeseries", "Paused share received (transmitter held) per priority",
               [Q(f"clamp_max(rate(fabricmon_pfc_receive_pause_seconds_total{{{DP}}}{RI}), 1)", prio)], "percentunit",
-              "nic_pause_storm_arista", "Pause time received / wall time: 1 = the port could not send at all on that priority.", max=1),
+              "nic_pause_storm_arista", "Pause time received / wall time: 1 = the port could not send at all on that priority.", max=1, levels=FULL),
             P("timeseries", "Paused share sent (peer held) per priority",
               [Q(f"clamp_max(rate(fabricmon_pfc_transmit_pause_seconds_total{{{DP}}}{RI}), 1)", prio)], "percentunit",
-              "nic_pause_storm_arista", max=1),
+              "nic_pause_storm_arista", max=1, levels=FULL),
             P("timeseries", "Pause frames received per second", [Q(f"rate(fabricmon_pfc_receive_pause_frames_total{{{DP}}}{RI})", prio)],
-              "pps", "nic_pause_storm_arista", "Frame counts include XON and refreshes: prefer the paused share when it exists."),
+              "pps", "nic_pause_storm_arista", "Frame counts include XON and refreshes: prefer the paused share when it exists.", levels=FULL),
             P("timeseries", "Pause frames sent per second", [Q(f"rate(fabricmon_pfc_transmit_pause_frames_total{{{DP}}}{RI})", prio)],
-              "pps", "nic_pause_storm_arista"),
+              "pps", "nic_pause_storm_arista", levels=FULL),
             P("timeseries", "Detector paused share (fabricmon_port_pause_ratio)", [Q(f"fabricmon_port_pause_ratio{{{DP}}}", prio)],
               "percentunit", "switch_storm_watchdog", "The share of the last poll interval the detector used, per priority.", max=1),
             P("timeseries", "Link-level pause frames per second", [
                 Q(f"rate(fabricmon_pause_receive_frames_total{{{DP}}}{RI})", "{{device}} {{port}} rx"),
                 Q(f"rate(fabricmon_pause_transmit_frames_total{{{DP}}}{RI})", "{{device}} {{port}} tx"),
-            ], "pps", "nic_pause_storm_sonic"),
+            ], "pps", "nic_pause_storm_sonic", levels=FULL),
         ]),
         ("ECN and congestion", [
             P("timeseries", "ECN mark ratio per queue", [Q(f"{ecn} / ({qtx} > 0)", queue)], "percentunit", "incast_congestion",
-              "CE-marked share of the packets each egress queue sent.", max=1),
+              "CE-marked share of the packets each egress queue sent.", max=1, levels=FULL),
             P("timeseries", "Detector ECN mark ratio (fabricmon_queue_ecn_mark_ratio)", [Q(f"fabricmon_queue_ecn_mark_ratio{{{DP}}}", queue)],
               "percentunit", "incast_congestion", max=1),
-            P("timeseries", "Queue transmit rate", [Q(f"rate(fabricmon_queue_transmit_bytes_total{{{DP}}}{RI}) > 0", queue)], "Bps", "incast_congestion"),
+            P("timeseries", "Queue transmit rate", [Q(f"rate(fabricmon_queue_transmit_bytes_total{{{DP}}}{RI}) > 0", queue)], "Bps", "incast_congestion", levels=FULL),
         ]),
         ("Watchdogs", [
             P("timeseries", "PFC watchdog storms and restores", [
                 Q(f"increase(fabricmon_pfc_watchdog_storms_total{{{DP}}}{RI}) > 0", "{{device}} {{port}} p{{priority}} storm"),
                 Q(f"increase(fabricmon_pfc_watchdog_restores_total{{{DP}}}{RI}) > 0", "{{device}} {{port}} p{{priority}} restore"),
-            ], "none", "switch_storm_watchdog"),
+            ], "none", "switch_storm_watchdog", levels=FULL),
             P("timeline", "PFC watchdog state (1 = stormed)", [Q(f"fabricmon_pfc_watchdog_stormed{{{DP}}}", prio)], "none",
-              "switch_storm_watchdog"),
+              "switch_storm_watchdog", levels=FULL),
             P("timeseries", "Packets dropped by PFC watchdogs", [Q(f"rate(fabricmon_pfc_watchdog_dropped_packets_total{{{DP}}}{RI}) > 0", prio)],
-              "pps", "switch_storm_watchdog"),
+              "pps", "switch_storm_watchdog", levels=FULL),
             P("timeseries", "NIC pause storm events", [
                 Q(f"increase(fabricmon_nic_pause_storm_warning_events_total{{{DP}}}{RI})", "{{device}} {{port}} warning"),
                 Q(f"increase(fabricmon_nic_pause_storm_error_events_total{{{DP}}}{RI})", "{{device}} {{port}} error"),
-            ], "none", "nic_pause_storm_arista"),
+            ], "none", "nic_pause_storm_arista", levels=FULL),
         ]),
         ("Drops", [
             P("timeseries", "Queue drops per second", [
                 Q(f"rate(fabricmon_queue_no_buffer_dropped_packets_total{{{DP}}}{RI}) > 0", queue + " no buffer"),
                 Q(f"rate(fabricmon_queue_dropped_packets_total{{{DP}}}{RI}) > 0", queue + " tail"),
                 Q(f"rate(fabricmon_queue_wred_dropped_packets_total{{{DP}}}{RI}) > 0", queue + " WRED"),
-            ], "pps", "lossless_drops_arista", "No-buffer drops on a PFC priority are a lossless-class violation."),
+            ], "pps", "lossless_drops_arista", "No-buffer drops on a PFC priority are a lossless-class violation.", levels=FULL),
             P("timeseries", "WJH drops by reason", [
                 Q(f"sum by (device, group, reason, traffic_class) (rate(fabricmon_wjh_dropped_packets_total{{{D}}}{RI}))",
                   "{{device}} {{group}} {{reason}} TC{{traffic_class}}"),
-            ], "pps", "wjh_buffer_drops_nvue", "What Just Happened drop records by group and reason id (503-505 on a lossless TC are buffer drops)."),
+            ], "pps", "wjh_buffer_drops_nvue", "What Just Happened drop records by group and reason id (503-505 on a lossless TC are buffer drops).", levels=FULL),
             P("timeseries", "Host NIC transport errors per second", [
                 Q(f"rate(fabricmon_nic_out_of_sequence_packets_total{{{DP}}}{RI})", "{{device}} {{port}} out of sequence"),
                 Q(f"rate(fabricmon_nic_packet_sequence_errors_total{{{DP}}}{RI})", "{{device}} {{port}} sequence NAKs"),
                 Q(f"rate(fabricmon_nic_local_ack_timeouts_total{{{DP}}}{RI})", "{{device}} {{port}} local ACK timeouts"),
                 Q(f"rate(fabricmon_nic_receive_discards_phy_total{{{DP}}}{RI})", "{{device}} {{port}} rx_discards_phy"),
-            ], "pps", "nic_pause_storm_arista"),
+            ], "pps", "nic_pause_storm_arista", levels=FULL),
             P("timeseries", "Host NIC CNPs per second", [
                 Q(f"rate(fabricmon_nic_cnp_sent_total{{{DP}}}{RI})", "{{device}} {{port}} sent"),
                 Q(f"rate(fabricmon_nic_cnp_handled_total{{{DP}}}{RI})", "{{device}} {{port}} handled"),
                 Q(f"rate(fabricmon_nic_ecn_marked_packets_total{{{DP}}}{RI})", "{{device}} {{port}} CE received"),
-            ], "pps", "nic_pause_storm_arista"),
+            ], "pps", "nic_pause_storm_arista", levels=FULL),
         ]),
     ])
 
@@ -292,7 +313,9 @@ def infiniband() -> Any:
     port = "{{device}} {{port}}"
     wait = f"rate(fabricmon_port_transmit_wait_ticks_total{{{DP}}}{RI})"
     tx = f"rate(fabricmon_port_transmit_bytes_total{{{DP}}}{RI})"
-    ratio = f"{wait} / ({wait} + {tx} / 4 > 0)"
+    ratio = f"{wait} / ({wait} + {tx} / 4 > 0) or fabricmon_port_xmit_wait_ratio{{{DP}}}"
+    tx_any = f"({tx} or fabricmon_port_transmit_bytes_per_second{{{DP}}})"
+    rx_any = f"(rate(fabricmon_port_receive_bytes_total{{{DP}}}{RI}) or fabricmon_port_receive_bytes_per_second{{{DP}}})"
 
     def err(metric: str, name: str) -> Q:
         return Q(f"rate({metric}{{{DP}}}{RI}) {IB_PORT} > 0", f"{port} {name}")
@@ -300,11 +323,11 @@ def infiniband() -> Any:
     return build_dashboard("fabricmon-infiniband", "fabricmon / InfiniBand",
                            "Throughput, XmitWait congestion, discards, error counters, symbol error rate, link flaps and topology.", [
         ("Throughput and congestion", [
-            P("timeseries", "Transmit throughput", [Q(f"{tx} {IB_PORT}", port)], "Bps", "benign_heavy_load"),
-            P("timeseries", "Receive throughput",
-              [Q(f"rate(fabricmon_port_receive_bytes_total{{{DP}}}{RI}) {IB_PORT}", port)], "Bps", "benign_heavy_load"),
+            P("timeseries", "Transmit throughput", [Q(f"{tx_any} {IB_PORT}", port)], "Bps", "benign_heavy_load"),
+            P("timeseries", "Receive throughput", [Q(f"{rx_any} {IB_PORT}", port)], "Bps", "benign_heavy_load"),
             P("heatmap", "XmitWait ratio across ports", [Q(ratio, port)], "percentunit", "ib_credit_loop",
-              "Distribution of r_wait = XmitWait / (XmitWait + XmitData words) over the selected ports."),
+              "Distribution of r_wait = XmitWait / (XmitWait + XmitData words) over the selected ports (health level: the "
+              "detector's f_wait of the ports that waited)."),
             P("timeseries", "Detector stalled share (fabricmon_port_xmit_wait_ratio)", [Q(f"fabricmon_port_xmit_wait_ratio{{{DP}}}", port)],
               "percentunit", "ib_credit_loop", "f_wait: share of the last poll interval the port waited for credits.", max=1),
         ]),
@@ -313,7 +336,7 @@ def infiniband() -> Any:
                 err("fabricmon_port_transmit_discards_total", "xmit discards"),
                 err("fabricmon_port_excessive_buffer_overrun_errors_total", "buffer overrun"),
                 err("fabricmon_port_vl15_dropped_total", "VL15 dropped"),
-            ], "cps", "ib_credit_loop", "PortXmitDiscards: HOQ lifetime and VL stall timeouts, port down."),
+            ], "cps", "ib_credit_loop", "PortXmitDiscards: HOQ lifetime and VL stall timeouts, port down.", levels=FULL),
             P("timeseries", "Error counters per second", [
                 err("fabricmon_port_receive_errors_total", "rcv errors"),
                 err("fabricmon_port_receive_remote_physical_errors_total", "remote physical"),
@@ -322,26 +345,34 @@ def infiniband() -> Any:
                 err("fabricmon_port_transmit_constraint_errors_total", "xmit constraint"),
                 err("fabricmon_port_receive_constraint_errors_total", "rcv constraint"),
                 err("fabricmon_port_symbol_errors_total", "symbol errors"),
-            ], "cps", "ber_creep_ib"),
+                Q(f"fabricmon_port_problems_per_second{{{DP}}} {IB_PORT} > 0", f"{port} errors and discards (health level)"),
+            ], "cps", "ber_creep_ib", "Each error counter at the full level; their sum with the discards at the health level."),
             P("timeseries", "Symbol error rate (per bit at line rate)", [
                 Q(f"rate(fabricmon_port_symbol_errors_total{{{DP}}}{RI}) / on (instance, device, port) (fabricmon_port_speed_bytes{{{DP}}} * 8) > 0",
                   port),
-            ], "sci", "ber_creep_ib", "A BER-ish estimate: symbol errors per second / line bits per second. PDR flags > 1e-12."),
+            ], "sci", "ber_creep_ib", "A BER-ish estimate: symbol errors per second / line bits per second. PDR flags > 1e-12.", levels=FULL),
             P("table", "Symbol errors per bit over the dashboard range", [
                 Q(f"topk(10, increase(fabricmon_port_symbol_errors_total{{{DP}}}[$__range]) / on (instance, device, port) "
                   f"(fabricmon_port_speed_bytes{{{DP}}} * 8 * $__range_s) > 0)", table=True),
-            ], "sci", "ber_creep_ib", hide=["instance"]),
+            ], "sci", "ber_creep_ib", hide=["instance"], levels=FULL),
         ]),
         ("Links", [
             P("timeseries", "Link downs and retrains", [
                 Q(f"increase(fabricmon_port_link_downed_total{{{DP}}}{RI}) > 0", f"{port} down"),
                 Q(f"increase(fabricmon_port_link_error_recovery_total{{{DP}}}{RI}) > 0", f"{port} retrain"),
-            ], "none", "link_flap_ib"),
+            ], "none", "link_flap_ib", levels=FULL),
             P("timeline", "Link state (1 = up)", [Q(f"fabricmon_port_up{{{DP}}} {IB_PORT}", port)], "none", "link_flap_ib"),
             P("table", "Link flaps over the dashboard range", [
                 Q(f"sort_desc(increase(fabricmon_port_link_downed_total{{{DP}}}[$__range]) > 0)", table=True),
-            ], "none", "link_flap_ib", hide=["instance"]),
-            P("timeseries", "Active link width", [Q(f"fabricmon_port_width_lanes{{{DP}}}", port)], "none", "benign_heavy_load"),
+            ], "none", "link_flap_ib", hide=["instance"], levels=FULL),
+            P("timeseries", "Active link width", [Q(f"fabricmon_port_width_lanes{{{DP}}}", port)], "none", "benign_heavy_load", levels=FULL),
+            # Rated rates come from UFM REST (supported/enabled speed and width); no scenario of
+            # tests/scenarios reads UFM, so the live test checks the query only.
+            P("table", "Links below their rated rate (share of it)", [
+                Q(f"fabricmon_port_speed_bytes{{{DP}}} / on (instance, device, port) fabricmon_port_speed_rated_bytes{{{DP}}} < 1",
+                  table=True),
+            ], "percentunit", "", "Active link rate over the rate both ends support and have enabled (UFM). The link_degraded "
+              "finding also judges links without a rated rate, against their usual.", hide=["instance"], levels=FULL),
         ]),
         ("Topology", [
             P("table", "Ports and cables (fabricmon_port_info)", [Q(f"fabricmon_port_info{{{DP}}}", table=True)], "none", "ib_credit_loop",
@@ -380,11 +411,18 @@ def findings() -> Any:
               [Q(f'count by (priority, role) (fabricmon_finding_active{{kind="pfc_storm", {DP}}})', "p{{priority}} {{role}}", instant=True)],
               "none", "nic_pause_storm_arista", w=8),
         ]),
-        ("Deadlocks", [
+        ("Deadlocks and stalled ports", [
             P("table", "Deadlock cycle members (PFC and credit loops)",
-              [Q(f'fabricmon_finding_active{{kind=~"pfc_deadlock|credit_deadlock", {DP}}} {PEER_JOIN}', table=True)], "none", "ib_credit_loop",
-              "Every member pauses (or waits for credits from) the next one; the peer columns show the cycle.", w=24,
+              [Q(f'fabricmon_finding_active{{kind=~"pfc_deadlock|credit_deadlock", role="member", {DP}}} {PEER_JOIN}', table=True)],
+              "none", "ib_credit_loop",
+              "Every member pauses (or waits for credits from) the next one; the peer columns show the cycle.", w=14,
               hide=["Value", "instance"]),
+            P("table", "Stalled InfiniBand ports (with the receiver they wait for)",
+              [Q(f'fabricmon_finding_active{{kind="credit_deadlock", role="stalled", {DP}}} {PEER_JOIN}', table=True)],
+              "none", "ib_stalled_port",
+              "A port stalled alone: it holds data and its cable peer (the peer columns: a dead or slow receiver, a stuck HCA) "
+              "returns no credits. Same alert as a credit loop (FabricmonCreditDeadlock); the ports waiting behind it are "
+              "congestion findings that name it.", w=10, hide=["Value", "instance", "kind", "role"]),
         ]),
         # No scenario of tests/scenarios carries configuration state (the audit recordings live in
         # tests/scenarios_audit), so these panels have no scenario: the live test checks their queries.
@@ -410,6 +448,10 @@ def agent() -> Any:
             P("stat", "Agents scraped", [Q('count(up{job=~"fabricmon.*"} == 1) or vector(0)', instant=True)], "none", "benign_heavy_load",
               w=6, h=6),
             P("timeline", "Target up (1) / down (0)", [Q(f"fabricmon_target_up{{{TG}}}", tl)], "none", "target_outage", w=12, h=6),
+            P("bargauge", "Targets up by source", [Q(f"count by (source) (fabricmon_target_up{{{TG}}} == 1)", "{{source}}", instant=True)],
+              "none", "benign_heavy_load",
+              "Sources: perfquery, ufm, ufm-telemetry, snmp, nvue, host, gnmi (gNMI Subscribe streams, cut into polls at the "
+              "poll interval: a broken stream shows its target down with the reason).", w=8, h=6),
             P("timeseries", "Poll duration", [Q(f"fabricmon_target_poll_duration_seconds{{{TG}}}", tl)], "s", "benign_heavy_load"),
             P("timeseries", "Staleness (time since the last successful poll)",
               [Q(f"time() - fabricmon_target_last_success_timestamp_seconds{{{TG}}}", tl)], "s", "benign_heavy_load",
@@ -427,7 +469,7 @@ def agent() -> Any:
             P("table", "Agent versions", [Q("fabricmon_build_info", table=True)], "none", "benign_heavy_load", w=12, h=6, hide=["Value"]),
             P("timeseries", "Series in the store", [Q("fabricmon_store_series", "{{instance}}")], "short", "benign_heavy_load", w=8),
             P("timeseries", "Exposition render time", [Q("fabricmon_exposition_render_seconds", "{{instance}}")], "s", "benign_heavy_load", w=8),
-            P("timeseries", "Detector rule errors", [Q("increase(fabricmon_detector_rule_errors_total[$__range])", "{{instance}} {{rule}}")],
+            P("timeseries", "Detector rule failures", [Q("increase(fabricmon_rule_failures_total[$__range])", "{{instance}} {{rule}}")],
               "none", "benign_heavy_load", w=8),
         ]),
     ], extra_vars=[target_var])

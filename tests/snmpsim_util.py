@@ -30,13 +30,17 @@ SNMPSIM = tool("snmpsim-command-responder")
 SYS_UPTIME = "1.3.6.1.2.1.1.3.0"
 
 
-def _free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def _free_udp_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(_family(host), socket.SOCK_DGRAM) as s:
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
-def probe(port: int, community: str, oid: str = SYS_UPTIME, timeout: float = 0.3) -> bool:
+def probe(port: int, community: str, oid: str = SYS_UPTIME, timeout: float = 0.3, host: str = "127.0.0.1") -> bool:
     """One raw SNMPv2c GET, no engine: True when the agent answered anything."""
     p_mod = api.PROTOCOL_MODULES[api.SNMP_VERSION_2C]
     pdu = p_mod.GetRequestPDU()
@@ -48,9 +52,9 @@ def probe(port: int, community: str, oid: str = SYS_UPTIME, timeout: float = 0.3
     p_mod.apiMessage.set_pdu(msg, pdu)
     from pyasn1.codec.ber import encoder
 
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+    with socket.socket(_family(host), socket.SOCK_DGRAM) as s:
         s.settimeout(timeout)
-        s.sendto(encoder.encode(msg), ("127.0.0.1", port))
+        s.sendto(encoder.encode(msg), (host, port))
         try:
             s.recvfrom(65535)
         except OSError:
@@ -61,14 +65,14 @@ def probe(port: int, community: str, oid: str = SYS_UPTIME, timeout: float = 0.3
 class SnmpSim:
     def __init__(self, data: dict[str, str | Path], *, v3_user: str | None = None, v3_auth_key: str | None = None,
                  v3_priv_key: str | None = None, v3_auth_proto: str = "SHA", v3_priv_proto: str = "AES",
-                 start_timeout: float = 60.0) -> None:
+                 start_timeout: float = 60.0, host: str = "127.0.0.1") -> None:
         if not data:
             raise ValueError("snmpsim needs at least one data file")
         self.data = data
         self.v3 = (v3_user, v3_auth_key, v3_priv_key, v3_auth_proto, v3_priv_proto)
         self.start_timeout = start_timeout
         self.port = 0
-        self.host = "127.0.0.1"
+        self.host = host  # 127.0.0.1, or ::1 for IPv6
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -88,9 +92,10 @@ class SnmpSim:
                 shutil.copyfile(src, dest)
             else:
                 dest.write_text(str(src))
-        self.port = _free_udp_port()
-        cmd = [SNMPSIM, f"--data-dir={data_dir}", f"--cache-dir={cache_dir}",
-               f"--agent-udpv4-endpoint=127.0.0.1:{self.port}"]
+        self.port = _free_udp_port(self.host)
+        endpoint = f"--agent-udpv6-endpoint=[{self.host}]:{self.port}" if ":" in self.host else \
+            f"--agent-udpv4-endpoint={self.host}:{self.port}"
+        cmd = [SNMPSIM, f"--data-dir={data_dir}", f"--cache-dir={cache_dir}", endpoint]
         user, auth_key, priv_key, auth_proto, priv_proto = self.v3
         if user:
             cmd += [f"--v3-user={user}"]
@@ -104,11 +109,11 @@ class SnmpSim:
             self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         first = next(iter(self.data))
         deadline = time.monotonic() + self.start_timeout
-        while not probe(self.port, first):
+        while not probe(self.port, first, host=self.host):
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 out = self.log.read_text(errors="replace")[-3000:]
                 self.__exit__(None, None, None)
-                raise RuntimeError(f"snmpsim did not start on 127.0.0.1:{self.port}:\n{out}")
+                raise RuntimeError(f"snmpsim did not start on {self.host} port {self.port}:\n{out}")
             time.sleep(0.1)
         return self
 

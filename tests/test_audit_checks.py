@@ -10,7 +10,6 @@ from fabricmon.agent.detector import DetectContext, Detector
 from fabricmon.agent.detector import checklist as cl
 from fabricmon.agent.detector.rules import build
 from fabricmon.agent.detector.rules.misconfig import MisconfigRule
-from fabricmon.agent.pipeline import FABRIC_CACHE_KEY
 from fabricmon.agent.store import CounterStore
 from fabricmon.core.model import DeviceInfo, Gauge, Link, Sample
 from fabricmon.core.topology import Topology
@@ -271,8 +270,8 @@ def test_infiniband_ports_stay_out_of_the_audit() -> None:
 # ---------------------------------------------------------------------- the misconfig rule
 def detect(f: Fabric, det: Detector, t: float, samples: list[Sample] = ()) -> None:
     touched = f.poll(t, samples)
-    ctx = DetectContext(store=f.store, topology=f.topology, t=t, updated=touched, updated_devices={d for d, _ in touched})
-    ctx.cache[FABRIC_CACHE_KEY] = PMAP
+    ctx = DetectContext(store=f.store, topology=f.topology, t=t, updated=touched, updated_devices={d for d, _ in touched},
+                        fabric=PMAP)
     det.run(ctx)
 
 
@@ -317,8 +316,7 @@ def test_rule_updates_only_what_a_poll_touched_and_matches_a_full_run() -> None:
     detect(f, det, 100.0)
     f.set(HOST_PORT, "qos_trust_dscp", (), 0)
     touched = f.store.update([], 110.0, gauges=[Gauge(*HOST_PORT, "qos_trust_dscp", 0)])
-    ctx = DetectContext(store=f.store, topology=f.topology, t=110.0, updated=touched, updated_devices={HOST})
-    ctx.cache[FABRIC_CACHE_KEY] = PMAP
+    ctx = DetectContext(store=f.store, topology=f.topology, t=110.0, updated=touched, updated_devices={HOST}, fabric=PMAP)
     det.run(ctx)
     assert [(x.device, x.evidence["check"]) for x in det.active] == [(HOST, "trust_mismatch")]
     assert [r.to_json() for r in rule.results()] == [r.to_json() for r in f.check()]
@@ -327,7 +325,7 @@ def test_rule_updates_only_what_a_poll_touched_and_matches_a_full_run() -> None:
 def test_rule_is_registered_and_can_be_switched_off() -> None:
     assert "misconfig" in [r.name for r in build()]
     assert "misconfig" not in [r.name for r in build({"misconfig": {"enabled": False}})]
-    with pytest.raises(ValueError, match="unknown parameter"):
+    with pytest.raises(ValueError, match=r"rules\.misconfig\.threshold: unknown key"):
         build({"misconfig": {"threshold": 1}})
 
 
@@ -400,8 +398,7 @@ def test_rule_follows_cables_that_appear_and_ports_that_expire() -> None:
     assert f.store.expire(130.0) == 1  # host03 sent nothing since 110: dropped
     # a pass in which only spine01 reports: host03's results still follow the store
     touched = f.store.update([], 130.0, gauges=[Gauge(*SPINE_PORT, n, v, sub) for (n, sub), v in f.config[SPINE_PORT].items()])
-    ctx = DetectContext(store=f.store, topology=f.topology, t=130.0, updated=touched, updated_devices={SPINE})
-    ctx.cache[FABRIC_CACHE_KEY] = PMAP
+    ctx = DetectContext(store=f.store, topology=f.topology, t=130.0, updated=touched, updated_devices={SPINE}, fabric=PMAP)
     det.run(ctx)
     assert [r.to_json() for r in rule.results()] == [r.to_json() for r in f.check()]
     assert {r.status for r in rule.results() if r.device == "host03"} == {cl.UNKNOWN}  # still cabled: unverified

@@ -76,23 +76,30 @@ def test_json_has_every_result_the_summary_and_what_to_fix(tmp_path: Path) -> No
     assert {x["status"] for x in doc["results"]} <= set(STATUSES)
 
 
-def test_one_live_poll_reports_the_target_that_failed(tmp_path: Path) -> None:
+def test_every_target_down_exits_2_naming_it(tmp_path: Path) -> None:
+    """Nothing could be verified when no target answered: that is not a clean bill (exit 0) but
+    an audit that could not be done (exit 2), with the failed target in the notes."""
     port = free_udp_port()  # nothing answers there
     cfg = config(tmp_path, f"""global:
   poll_timeout: 2s
 targets:
   - name: leaf09
     source: snmp
-    address: 127.0.0.1:{port}
+    address: 127.0.0.1
+    port: {port}
     version: "2c"
     community: public
-    snmp_timeout: 0.3
+    snmp_timeout: 300ms
     retries: 0
 """)
     r = audit("--config.file", cfg)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 2, r.stderr
     assert "1 poll(s), 0 port(s), 0 link(s)" in r.stdout
     assert "note: target leaf09 (snmp) failed:" in r.stdout
+    assert "no target delivered data: every target failed, so nothing could be verified" in r.stdout
+    assert r.stderr.strip().splitlines()[-1] == "error: no target delivered data (every target failed): nothing could be verified"
+    doc = json.loads(audit("--json", "--config.file", cfg).stdout)
+    assert doc["read"] is False
     assert "Traceback" not in r.stderr
 
 

@@ -174,3 +174,28 @@ def test_deadlock_page_draws_the_cycle(out_dir) -> None:
         seen.add(n)
         n = nxt[n]
     assert seen == members
+
+
+def test_job_page_draws_where_the_job_runs_and_what_touched_it(out_dir) -> None:
+    """``/jobs/<id>`` on the job-impact scenario: the storm's finding page links the two jobs it
+    touched; each job page loads clean, names the storm (or says none touched it), and its
+    picture has the job's switches and host groups."""
+    _require_chromium()
+    rec = SCEN / "storm_two_of_three_jobs.jsonl.gz"
+    with serve(rec) as base:
+        finding = finding_url(base, "pfc_storm")
+        fdom, console = chromium(finding)
+        assert not console, console
+        assert 'href="/jobs/48211"' in fdom and 'href="/jobs/48212"' in fdom and "/jobs/48213" not in fdom
+        want = {"48212": ("pfc_storm (critical)", {"sw:leaf01", "sw:leaf02", "hosts:gpu01", "hosts:gpu05"}),
+                "48213": ("no fabric finding touches this job's 3 hosts", {"sw:leaf03", "hosts:gpu07"})}
+        for jid, (verdict, nodes) in want.items():
+            url = f"{base}/jobs/{jid}"
+            dom, console = chromium(url)
+            assert not console, f"{url}: console output {console}"
+            shown = re.search(r'<p id="verdict"><b>(.*?)</b>', dom)
+            assert shown and verdict in shown.group(1).replace("&#x27;", "'").replace("&#39;", "'"), dom[:2000]
+            pic = dom[dom.index('id="picture"'):]
+            assert set(re.findall(r'data-node="([^"]*)"', pic[: pic.index("</svg>")])) == nodes
+            chromium(url, screenshot=out_dir / f"job-{jid}.png")
+            assert (out_dir / f"job-{jid}.png").stat().st_size > 1000

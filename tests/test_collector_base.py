@@ -79,3 +79,22 @@ def test_parse_poll_sanitises_what_parse_returns(monkeypatch):
     assert state is None
     first = next(iter(res.counters))
     assert first.device == "dev\ufffd" and len(first.port) == 256
+
+
+def test_rest_client_certificate_loads_or_fails_as_tls(tmp_path):
+    """cert_file/key_file (the keys the REST and gNMI sources share): a good pair loads into the
+    TLS context; a missing or mismatched one is the poll's ``tls`` error naming the options."""
+    from fabricmon.collectors.http_util import RestOptions, make_ssl_context
+    from tests.pki import self_signed_cert
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    cert, key = self_signed_cert(tmp_path / "a")
+    _other_cert, other_key = self_signed_cert(tmp_path / "b")
+    make_ssl_context(None, False, str(cert), str(key))
+    for bad_key in (other_key, tmp_path / "missing.pem"):
+        with pytest.raises(FetchError) as err:
+            make_ssl_context(None, False, str(cert), str(bad_key))
+        assert err.value.reason == ErrorReason.TLS and "cert_file" in str(err.value)
+    with pytest.raises(ValueError, match="both cert_file and key_file"):
+        RestOptions(cert_file=str(cert))

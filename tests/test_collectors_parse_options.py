@@ -40,6 +40,11 @@ NON_DEFAULT: dict[str, dict[str, Any]] = {
              "pfc_watchdog_path": "interface/{if}/qos/pfc-watchdog?x=1", "roce_status_path": "interface/{if}/qos/roce/status?x=1",
              "lldp_path": "interface/{if}/lldp/neighbor?x=1", "wjh_path": "system/wjh/other", "pfc_profile_path": "qos/pfc/other",
              "roce_priority": 4, "roce_tc": 5, "cnp_tc": 7},
+    "slurm": {"labels": ["name", "user"]},
+    "slurmrestd": {"user_name": "u", "token": "t", "labels": ["partition"]},
+    "kubernetes": {"token": "t", "resources": ["nvidia.com/gpu"], "job_label_keys": ["job-name"], "labels": ["namespace"]},
+    "jobs-file": {"path": "{tmp}/jobs.yml", "labels": ["project"]},
+    "gnmi": {"username": "u", "password": "p", "profile_dirs": ["{tmp}"]},
 }
 
 

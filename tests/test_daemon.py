@@ -114,7 +114,7 @@ targets:
     source: perfquery
     address: local
     include_cas: false
-    topology_interval: 3600
+    topology_interval: 1h
 {extra_target}"""
 
 
@@ -213,6 +213,7 @@ def test_daemon_lifecycle(tmp_path):
     _counters(data_b, 30, 5, 0)
     ibnd_b, pq_b = _wrappers(tmp_path / "bin-b", data_b)
     state_dir = tmp_path / "state"
+    state_dir.mkdir(mode=0o700)  # as StateDirectory= would: the agent never creates it as root
     config = tmp_path / "fabricmon.yml"
     config.write_text(_config(port, state_dir))
     notify = Notify(tmp_path / "notify.sock")

@@ -73,9 +73,10 @@ def test_metric_name_extraction() -> None:
 
 @pytest.fixture(scope="module")
 def exportable() -> set[str]:
-    """Names the agent exports: vocabulary, every family of a pipeline after a replay, rule gauges."""
+    """Names the agent exports: vocabulary, every family of a pipeline after a replay, rule gauges,
+    and the health level's per-port rates (exported instead of raw counters at that level)."""
     from fabricmon.agent.detector import rules as rules_mod
-    from fabricmon.agent.exporter.metrics import all_families
+    from fabricmon.agent.exporter.metrics import HEALTH_RATES, all_families
     from fabricmon.agent.pipeline import Pipeline
     from fabricmon.core.vocabulary import COUNTERS, GAUGES, metric_name
 
@@ -88,6 +89,7 @@ def exportable() -> set[str]:
         p = replay_recording(str(rec), None).pipeline
     names |= {f.name for f in all_families(p)}
     names |= {m.name for r in p.detector.rules for m in r.metrics()}
+    names |= {f"fabricmon_{metric}" for metric, _help in HEALTH_RATES.values()}
     return names
 
 

@@ -199,5 +199,217 @@ def test_misconfig_in_the_report_table() -> None:
     assert (s.matched_findings, s.false_findings, s.precision) == (1, 1, 0.5)
     text = format_report(rep)
     row = next(ln for ln in text.splitlines() if ln.startswith("misconfig"))
-    assert row.split() == ["misconfig", "1", "2", "1", "1", "0.50", "1.00", "0", "0"]
+    assert row.split() == ["misconfig", "1", "2", "1", "1", "0.50", "1.00", "0/0", "0/0", "1.00/1.00"]
     assert "misconfig: precision 0.50 < 0.95" in text
+
+
+# ---------------------------------------------------------------------- issue 27: what a user of the detector needs
+# Each test builds truth and findings by a rule and computes the expected figures from that rule.
+
+INTERVAL = 10.0
+
+
+def _span(i: int, polls: int = 6) -> tuple[float, float]:
+    """Truth line i's span: well apart from every other line's (no overlap within the tolerance)."""
+    start = T + i * 100 * INTERVAL
+    return start, start + polls * INTERVAL
+
+
+ROLE_CASES = [("pfc_storm", "origin"), ("pfc_storm", "victim"), ("pfc_storm", "watchdog"),
+              ("credit_deadlock", "member"), ("credit_deadlock", "stalled"), ("pfc_deadlock", "member")]
+
+
+def test_precision_and_recall_per_kind_and_role() -> None:
+    """Every third truth line of a role is missed and every fourth round invents one more: the
+    figures per kind/role follow from that rule."""
+    truths, findings = [], []
+    expect: dict[str, dict[str, int]] = {}
+    for i in range(36):
+        kind, role = ROLE_CASES[i % len(ROLE_CASES)]
+        key = f"{kind}/{role}"
+        e = expect.setdefault(key, {"truths": 0, "found": 0, "findings": 0, "false": 0})
+        start, end = _span(i)
+        prio = None if kind == "credit_deadlock" else 3
+        truths.append(truth(kind=kind, role=role, port=f"p{i}", priority=prio, start=start, end=end))
+        e["truths"] += 1
+        if (i // len(ROLE_CASES)) % 3 != 0:
+            findings.append(finding(kind=kind, role=role, port=f"p{i}", priority=prio, start=start, end=end))
+            e["found"] += 1
+            e["findings"] += 1
+        if (i // len(ROLE_CASES) + i) % 4 == 0:  # an invented one of the same kind and role, elsewhere
+            findings.append(finding(kind=kind, role=role, port=f"x{i}", priority=prio, start=start, end=end))
+            e["findings"] += 1
+            e["false"] += 1
+    assert any(e["found"] < e["truths"] for e in expect.values()) and any(e["false"] for e in expect.values())
+    rep = evaluate({"r": findings}, {"r": truths})
+    for key, e in expect.items():
+        s = rep.roles[key]
+        assert (s.truths, s.matched_truths, s.findings, s.false_findings) == (e["truths"], e["found"], e["findings"], e["false"]), key
+        assert s.recall == e["found"] / e["truths"], key
+        assert s.precision == ((e["findings"] - e["false"]) / e["findings"] if e["findings"] else None), key
+    for kind in {k for k, _ in ROLE_CASES}:  # the kind row sums its roles
+        mine = [e for key, e in expect.items() if key.startswith(kind + "/")]
+        assert rep.kinds[kind].truths == sum(e["truths"] for e in mine)
+        assert rep.kinds[kind].false_findings == sum(e["false"] for e in mine)
+    text = format_report(rep)
+    assert "kind/role" in text and all(key in text for key in expect)
+
+
+def test_confusion_says_what_was_found_instead() -> None:
+    """Per truth line, what was found at its place and time instead of it; false findings where no
+    truth is are (no truth); a finding right about another truth line at the same port is not a
+    confusion."""
+    plan = [  # (truth kind, role, priority) -> (found kind, role, priority) or None
+        (("credit_deadlock", "stalled", None), ("congestion", None, None)),
+        (("credit_deadlock", "stalled", None), ("congestion", None, None)),
+        (("packet_loss", None, 3), ("packet_loss", None, None)),
+        (("pfc_deadlock", "member", 3), ("pfc_storm", "origin", 3)),
+        (("link_degraded", None, None), None),
+        (("congestion", None, 3), ("congestion", None, 3)),  # found right
+        (("link_degraded", None, None), ("congestion", None, 3)),  # another kind: its priority is no news
+    ]
+    truths, findings, want = [], [], {}
+    for i, ((tk, tr, tp), found) in enumerate(plan):
+        start, end = _span(i)
+        truths.append(truth(kind=tk, role=tr, priority=tp, port=f"p{i}", start=start, end=end))
+        t_label = f"{tk}/{tr}" if tr else tk
+        if found is None:
+            label = "(nothing)"
+        else:
+            fk, fr, fp = found
+            findings.append(finding(kind=fk, role=fr, priority=fp, port=f"p{i}", start=start + INTERVAL, end=end))
+            label = (f"{fk}/{fr}" if fr else fk) + ("" if fp == tp or fk != tk or fr != tr else f" (priority {fp})")
+        want[(t_label, label)] = want.get((t_label, label), 0) + 1
+    # at p0 the stalled port's discards are also (rightly) loss: not a confusion of p0's stall
+    truths.append(truth(kind="packet_loss", role=None, priority=None, port="p0", start=_span(0)[0], end=_span(0)[1]))
+    findings.append(finding(kind="packet_loss", role=None, priority=None, port="p0", start=_span(0)[0], end=_span(0)[1]))
+    want[("packet_loss", "packet_loss")] = 1
+    # a false finding where no truth line is
+    findings.append(finding(kind="congestion", role=None, priority=3, port="elsewhere", start=T, end=T + 60))
+    want[("(no truth)", "congestion")] = 1
+    rep = evaluate({"r": findings}, {"r": truths})
+    assert dict(rep.confusion) == want
+    stalled = [m for m in rep.missed if m["role"] == "stalled"]
+    assert len(stalled) == 2 and all(m["found_there"] == ["congestion"] for m in stalled)
+    text = format_report(rep)
+    assert "credit_deadlock/stalled -> congestion: 2" in text and "found there: congestion" in text
+
+
+def test_time_to_detect_in_polls_and_seconds() -> None:
+    """Findings raised d polls after their truth, at two poll intervals: medians and worst per kind
+    are those of the d's, in polls and in seconds."""
+    import statistics
+
+    delays = {"r10": [0, 1, 2, 1], "r30": [0, 3]}
+    intervals = {"r10": 10.0, "r30": 30.0}
+    findings, truths = {}, {}
+    for rec, ds in delays.items():
+        iv = intervals[rec]
+        truths[rec] = [truth(kind="link_degraded", role=None, priority=None, port=f"p{i}", start=T + i * 1000,
+                             end=T + i * 1000 + 10 * iv) for i in range(len(ds))]
+        findings[rec] = [finding(kind="link_degraded", role=None, priority=None, port=f"p{i}", start=T + i * 1000 + d * iv,
+                                 end=None, severity="warning") for i, d in enumerate(ds)]
+    rep = evaluate(findings, truths, intervals, tolerance_polls=5)
+    s = rep.kinds["link_degraded"]
+    polls = [d for ds in delays.values() for d in ds]
+    seconds = [d * intervals[rec] for rec, ds in delays.items() for d in ds]
+    assert (s.delay_median, s.delay_max) == (statistics.median(polls), max(polls))
+    assert (s.delay_s_median, s.delay_s_max) == (statistics.median(seconds), max(seconds))
+    assert rep.failures({"max_delay_polls": {"link_degraded": max(polls) - 1}})
+
+
+@pytest.mark.parametrize(("length", "late", "lasts"), [(20, 1, 1), (20, 1, 3), (20, 2, 30), (6, 1, 6), (1, 0, 3)])
+def test_coverage_of_a_lasting_fault(length: int, late: int, lasts: int) -> None:
+    """A fault ``length`` polls long, one finding raised ``late`` polls in and lasting ``lasts``
+    polls: it covers its polls, and the poll before it (the poll a rule needs to see it)."""
+    start, end = T, T + length * INTERVAL
+    f = finding(kind="link_degraded", role=None, priority=None, port="1", start=start + late * INTERVAL,
+                end=start + (late + lasts) * INTERVAL, severity="warning")
+    rep = evaluate({"r": [f]}, {"r": [truth(kind="link_degraded", role=None, priority=None, port="1", start=start, end=end)]},
+                   tolerance_polls=3)
+    covered_polls = min(length, late + lasts) - max(0, late - 1)
+    assert rep.kinds["link_degraded"].coverage == [round(covered_polls / length, 3)]
+    floor = {"min_coverage": {"link_degraded": 0.8}}
+    assert bool(rep.failures(floor)) == (covered_polls / length < 0.8)
+
+
+def test_coverage_of_an_open_fault_runs_to_the_recording_s_end() -> None:
+    """A truth line open to the end (end null) is covered up to the recording's last poll; two
+    findings for it count as their union."""
+    end_of_recording = T + 40 * INTERVAL
+    t = truth(kind="link_degraded", role=None, priority=None, port="1", start=T, end=None)
+    spans = [(1, 10), (20, 30)]  # polls after the truth's start
+    fs = [finding(kind="link_degraded", role=None, priority=None, port="1", start=T + a * INTERVAL, end=T + b * INTERVAL,
+                  severity="warning") for a, b in spans]
+    rep = evaluate({"r": fs}, {"r": [t]}, recording_end={"r": end_of_recording})
+    covered = sum(b - (a - 1) for a, b in spans)
+    assert rep.kinds["link_degraded"].coverage == [round(covered / 40, 3)]
+    open_f = finding(kind="link_degraded", role=None, priority=None, port="1", start=T + 5 * INTERVAL, end=None, severity="warning")
+    rep = evaluate({"r": [open_f]}, {"r": [t]}, recording_end={"r": end_of_recording})
+    assert rep.kinds["link_degraded"].coverage == [round((40 - 4) / 40, 3)]
+
+
+def test_every_false_finding_names_its_rule_and_attribution() -> None:
+    why = "per-queue counter: queue 3 maps to lossless priority 3"
+    invented = [finding(kind="packet_loss", role=None, port=f"e{i}", rule="packet_loss", summary=f"loss {i}",
+                        evidence={"attribution": why} if i % 2 else {}) for i in range(4)]
+    rep = evaluate({"r": invented}, {"r": []})
+    assert [f["port"] for f in rep.false_findings] == [f.port for f in invented]
+    for f, out in zip(invented, rep.false_findings, strict=True):
+        assert out["rule"] == f.rule and out["summary"] == f.summary and out["recording"] == "r"
+        assert out["attribution"] == f.evidence.get("attribution")
+    text = format_report(rep)
+    assert text.count("rule packet_loss") == len(invented)
+    assert text.count(f"attribution: {why}") == sum(1 for f in invented if f.evidence)
+
+
+def test_json_report_holds_what_the_text_shows() -> None:
+    import json
+
+    rep = evaluate({"r": [finding(), finding(kind="congestion", role=None, port="Ethernet9")]},
+                   {"r": [truth(), truth(kind="credit_deadlock", role="stalled", port="Ethernet9", priority=None)]})
+    out = json.loads(json.dumps(rep.to_json()))
+    assert out["recordings"] == rep.recordings and out["pass"] is (not rep.failures())
+    assert out["failures"] == rep.failures()
+    for kind, s in rep.kinds.items():
+        assert out["kinds"][kind]["precision"] == s.precision and out["kinds"][kind]["recall"] == s.recall
+        assert out["kinds"][kind]["detect_polls"] == {"median": s.delay_median, "max": s.delay_max}
+    assert set(out["roles"]) == set(rep.roles)
+    assert out["confusion"] == [{"truth": t, "found": f, "count": n} for (t, f), n in sorted(rep.confusion.items())]
+    assert out["missed"] == rep.missed and out["false_findings"] == rep.false_findings
+    assert out["per_recording"]["r"] == {"truths": 2, "findings": 2, "matched_truths": 1, "false_findings": 1, "missed": 1}
+
+
+def test_eval_command_on_a_hand_made_recording(tmp_path) -> None:
+    """The worked example of docs/recording-format.md (a link goes down between two polls), as
+    text and as JSON: the command's figures are those of its one truth line."""
+    import gzip
+    import json
+    import subprocess
+    import sys
+
+    snmprec = ("1.3.6.1.2.1.1.1.0|4|Arista Networks EOS version 4.28\n1.3.6.1.2.1.1.2.0|6|1.3.6.1.4.1.30065.1.3011.7060\n"
+               "1.3.6.1.2.1.1.3.0|67|{up}\n1.3.6.1.2.1.2.2.1.8.1|2|{oper}\n1.3.6.1.2.1.31.1.1.1.1.1|4|Ethernet1\n"
+               "1.3.6.1.2.1.31.1.1.1.6.1|70|{rx}\n1.3.6.1.2.1.31.1.1.1.10.1|70|{tx}\n1.3.6.1.2.1.31.1.1.1.15.1|66|100000\n")
+    t0 = 1764691200.0
+    lines = [{"type": "header", "format": "fabricmon-recording", "version": 1, "created": "2026-12-02T16:00:00Z",
+              "description": "one leaf, Ethernet1 goes down", "targets": [{"name": "leaf01", "source": "snmp", "profile": "arista"}]},
+             {"type": "poll", "target": "leaf01", "source": "snmp", "t": t0, "duration_s": 0.1, "ok": True,
+              "payload": {"snmprec": snmprec.format(up=100000, oper=1, rx=1000000, tx=2000000)}},
+             {"type": "poll", "target": "leaf01", "source": "snmp", "t": t0 + 10, "duration_s": 0.1, "ok": True,
+              "payload": {"snmprec": snmprec.format(up=101000, oper=2, rx=1500000, tx=2600000)}},
+             {"type": "truth", "kind": "link_degraded", "device": "leaf01", "port": "Ethernet1", "priority": None,
+              "role": None, "start": t0 + 10, "end": None}]
+    path = tmp_path / "ex.jsonl.gz"
+    with gzip.open(path, "wt") as fh:
+        fh.write("".join(json.dumps(line) + "\n" for line in lines))
+    truth_lines = [line for line in lines if line["type"] == "truth"]
+    cmd = [sys.executable, "-m", "fabricmon.agent", "--log.level", "error", "eval"]
+    r = subprocess.run([*cmd, "--json", str(path)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    row = out["kinds"]["link_degraded"]
+    assert row["truths"] == len(truth_lines) == row["matched_truths"] and row["recall"] == 1.0 and out["pass"] is True
+    assert out["per_recording"][str(path)]["truths"] == len(truth_lines)
+    text = subprocess.run([*cmd, str(path)], capture_output=True, text=True, timeout=120).stdout
+    assert text.startswith("1 recording(s)") and text.rstrip().endswith("PASS")

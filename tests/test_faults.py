@@ -146,11 +146,11 @@ def _config(tmp: Path, ports: dict[str, int], snmp_ok: int, snmp_bad: int) -> st
         f"- {{name: http-401, {tele}, port: {ports['auth']}, auth: basic, username: fabricmon, password: wrong}}",
         f"- {{name: http-500, {tele}, port: {ports['e500']}}}",
         f"- {{name: snmp-ok, {snmp}, port: {snmp_ok}, community: ok}}",
-        f"- {{name: snmp-silent, {snmp}, port: {ports['udp_silent']}, community: ok, snmp_timeout: 0.3, retries: 0}}",
+        f"- {{name: snmp-silent, {snmp}, port: {ports['udp_silent']}, community: ok, snmp_timeout: 300ms, retries: 0}}",
         f"- {{name: snmp-nosuchobject, {snmp}, port: {snmp_bad}, community: nothing}}",
         f"- {{name: snmp-endofmibview, {snmp}, port: {snmp_bad}, community: sysonly}}",
         f"- {{name: pq-killed, source: perfquery, address: local, ibnetdiscover_path: {FAKEBIN / 'ibnetdiscover'},"
-        f" perfquery_path: {FAKEBIN / 'perfquery_killed'}, include_cas: true, command_timeout: 2, timeout: 3s}}",
+        f" perfquery_path: {FAKEBIN / 'perfquery_killed'}, include_cas: true, command_timeout: 2s, timeout: 3s}}",
     ]
     cfg = tmp / "fabricmon.yml"
     cfg.write_text(

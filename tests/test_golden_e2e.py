@@ -109,5 +109,5 @@ def test_findings_are_present(body):
         if line.startswith("fabricmon_findings_total{"):
             kind = line.split('kind="', 1)[1].split('"', 1)[0]
             raised[kind] = raised.get(kind, 0) + float(line.rsplit(" ", 1)[1])
-    for kind in ("pfc_storm", "congestion", "link_degraded"):
+    for kind in ("pfc_storm", "credit_deadlock", "congestion", "link_degraded"):
         assert raised.get(kind, 0) >= 1, f"no {kind} finding raised on the demo recording: {raised}"

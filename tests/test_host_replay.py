@@ -16,7 +16,7 @@ from typing import Any
 
 from fabricmon.agent.pipeline import Pipeline
 from fabricmon.agent.recording import iter_lines, poll_from_line
-from fabricmon.agent.replay import build_pipeline
+from fabricmon.agent.replay import replay_pipeline
 from fabricmon.core.model import Finding
 
 CORPUS = Path(__file__).resolve().parent / "scenarios"
@@ -28,7 +28,7 @@ def _replay(name: str, truth: list[dict[str, Any]]) -> Iterator[tuple[float, Pip
     path = CORPUS / f"{name}.jsonl.gz"
     lines = iter_lines(path)
     _, header = next(lines)
-    pipe = build_pipeline(header, path)
+    pipe = replay_pipeline(header, path)
     t_prev: float | None = None
     for lineno, line in lines:
         if line["type"] == "truth":

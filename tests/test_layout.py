@@ -203,3 +203,173 @@ def test_collector_tests_are_named_test_source_aspect():
         if named not in sources:
             problems.append(f"tests/{path.name} imports {sorted(sources)} but is named for {named}")
     assert problems == []
+
+
+# ---------------------------------------------------------------------- one way to build, one registry
+SOURCE_TREES = ("agent", "collectors", "bench", "tools", "dashboards")
+
+
+def _python_files(*trees: str) -> list[Path]:
+    return [p for tree in trees for p in sorted((ROOT / tree).rglob("*.py"))]
+
+
+def _called(node: ast.Call) -> str:
+    return node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) else ""
+
+
+def test_one_pipeline_construction_outside_the_tests():
+    """Every command and benchmark builds its pipeline with ``assemble.build_pipeline`` (from a
+    config, defaults from the config model): a second ``Pipeline(...)`` would be a second set
+    of defaults and settings to keep in step."""
+    sites = [f"{p.relative_to(ROOT)}:{n.lineno}" for p in _python_files(*SOURCE_TREES)
+             for n in ast.walk(ast.parse(p.read_text(), str(p))) if isinstance(n, ast.Call) and _called(n) == "Pipeline"]
+    assert len(sites) == 1 and sites[0].startswith("agent/assemble.py:"), sites
+
+
+# Device kinds (DeviceInfo.kind: switch | ca | host | router) share a word with the host source.
+DEVICE_KINDS = frozenset({"switch", "ca", "host", "router"})
+
+
+def _device_kind_set(parent: ast.AST | None) -> bool:
+    """A literal set/tuple/list of device kinds (``{"host", "ca"}``): the word is a device kind there."""
+    if not isinstance(parent, ast.Set | ast.Tuple | ast.List):
+        return False
+    words = {e.value for e in parent.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return bool(words & (DEVICE_KINDS - {"host"})) and words <= DEVICE_KINDS
+
+
+def _other_meaning(node: ast.Constant, parent: ast.AST | None, sources: set[str]) -> bool:
+    """Where a word that names a source means something else: a device kind (a literal set of
+    device kinds, or compared with a ``.kind``), a record's field (``row["host"]``, or a key of
+    a dict literal whose other keys are not source names: ``{"host": h, "device": d}``). A dict
+    keyed by source names only (``{"perfquery": ..., "host": ...}``) is knowledge per source."""
+    if _device_kind_set(parent):
+        return True
+    if isinstance(parent, ast.Subscript) and parent.slice is node:
+        return True
+    if isinstance(parent, ast.Compare) and any(isinstance(x, ast.Attribute) and x.attr == "kind" for x in (parent.left, *parent.comparators)):
+        return True
+    if isinstance(parent, ast.Dict) and node in parent.keys:
+        keys = {k.value for k in parent.keys if isinstance(k, ast.Constant)}
+        return not keys <= sources
+    return False
+
+
+def test_no_source_name_in_the_agent():
+    """The agent knows sources only through the registry (``collectors.SOURCES``) and what
+    each collector class declares (address kind, executables, self-sharding): a source name as
+    a string in agent/ is knowledge about one source in the wrong place. The word "host" is also
+    a device kind and a field of job records (:func:`_other_meaning`)."""
+    from fabricmon import collectors
+
+    sources = set(collectors.SOURCES)
+    problems = []
+    for path in _python_files("agent"):
+        tree = ast.parse(path.read_text(), str(path))
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in sources and not _other_meaning(node, parents.get(node), sources):
+                problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    assert problems == []
+
+
+def _family_name(arg: ast.expr) -> str | None:
+    """The name a ``Family(...)`` call defines when its text says it (a literal, or an f-string
+    of literals and the namespace); None when data gives it (the vocabulary, a rule's metric)."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if not isinstance(arg, ast.JoinedStr):
+        return None
+    out = []
+    for part in arg.values:
+        if isinstance(part, ast.Constant):
+            out.append(str(part.value))
+        elif isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name) and part.value.id in ("N", "n", "NAMESPACE"):
+            out.append("fabricmon")
+        else:
+            return None
+    return "".join(out)
+
+
+def test_each_metric_family_is_defined_once():
+    """Each component defines its own families (``families()`` of the store, the scheduler,
+    the targets, the state file, the HTTP listener) and no family is defined in two places."""
+    sites: dict[str, list[str]] = {}
+    for path in _python_files("agent", "collectors"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and _called(node) == "Family" and node.args:
+                name = _family_name(node.args[0])
+                if name is not None:
+                    sites.setdefault(name, []).append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert {"fabricmon_target_up", "fabricmon_store_series", "fabricmon_http_connections_open",
+            "fabricmon_scheduler_task_restarts_total", "fabricmon_state_save_errors_total"} <= set(sites)  # it sees them
+    assert {n: s for n, s in sites.items() if len(s) > 1} == {}
+    from fabricmon.core.vocabulary import COUNTERS, GAUGES, metric_name
+
+    data_given = {metric_name(d) for d in [*COUNTERS.values(), *GAUGES.values()]}
+    assert data_given.isdisjoint(sites)  # a vocabulary entry is not also written out by hand
+
+
+ASSEMBLERS = ("agent/exporter", "agent/web", "agent/runtime.py", "agent/assemble.py", "agent/cli.py", "agent/audit.py")
+# GatedSite subclasses aiohttp's BaseSite and stops as BaseSite.stop does (a library's protocol).
+LIBRARY_INTERNALS = {"self._runner._check_site"}
+
+
+def test_the_exporter_and_web_view_read_no_private_attribute():
+    """What /metrics, the pages and the live agent show comes from the components' own surfaces
+    (``families()``, status objects, public fields): ``x._name`` of anything but ``self``/``cls``
+    (or a module's own private names) is reading another component's internals."""
+    problems = []
+    for path in _python_files("agent"):
+        rel = path.relative_to(ROOT).as_posix()
+        if not rel.startswith(ASSEMBLERS):
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+                    and ast.unparse(node) not in LIBRARY_INTERNALS):
+                problems.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+
+
+# ---------------------------------------------------------------------- the detector's seams
+DETECTOR = ROOT / "agent" / "detector"
+RULE_FILES = sorted(p for p in (DETECTOR / "rules").glob("*.py") if p.name != "__init__.py")
+
+
+def test_the_detector_framework_imports_no_rule_module():
+    """The framework (``agent/detector/__init__.py``, ``base``, ``families``, ``common``), the
+    analyses and the checklist know no rule: rules plug in through the registry only."""
+    problems = []
+    for path in sorted(DETECTOR.rglob("*.py")):
+        if path.parent.name == "rules":
+            continue
+        problems += [f"{path.relative_to(ROOT)} imports {imp}" for imp in sorted(_imports(path))
+                     if imp.startswith("fabricmon.agent.detector.rules")]
+    assert problems == []
+
+
+def test_rules_read_analyses_never_another_rule_and_share_no_cache():
+    """No string-keyed cache passes facts between rules (``DetectContext`` has none); a rule imports
+    no other rule; it reads the fabric layout through the ``fabric`` analysis, not ``ctx.fabric``;
+    and every analysis it asks for (``ctx.analysis(X)``) is one it names in ``needs``."""
+    from fabricmon.agent.detector import DetectContext
+    from fabricmon.agent.detector.rules import RULES
+
+    assert "cache" not in DetectContext.__dataclass_fields__
+    by_module = {cls.__module__: cls for cls in RULES.values()}
+    problems = []
+    for path in RULE_FILES:
+        module = _module_name(path)
+        problems += [f"{path.name} imports {imp}" for imp in sorted(_imports(path))
+                     if imp.startswith("fabricmon.agent.detector.rules") and not imp.startswith(module)]
+        rule = by_module[module]
+        namespace = vars(sys.modules[module])
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ("cache", "fabric") and _base_name(node.value) == "ctx":
+                problems.append(f"{path.name}:{node.lineno}: ctx.{node.attr}")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "analysis":
+                asked = namespace[node.args[0].id].name  # type: ignore[attr-defined]
+                if asked not in rule.needs:
+                    problems.append(f"{path.name}:{node.lineno}: reads analysis {asked!r} not in {rule.name}.needs {rule.needs}")
+    assert problems == []

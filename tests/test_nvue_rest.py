@@ -8,6 +8,7 @@ the others are derived from the ``nv show`` CLI samples in the public fixtures (
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from pydantic import ValidationError
 from fabricmon import collectors
 from fabricmon.collectors.base import FetchError, ParseError
 from fabricmon.collectors.nvue import NvueCollector, NvueOptions
-from fabricmon.collectors.nvue.parse import NvueState, classify, parse_payload, to_count
+from fabricmon.collectors.nvue.parse import NvueState, carrier_downs, classify, parse_payload, to_count
 from fabricmon.core.model import ParseResult, TargetSpec
 from tests.conftest import public_fixture
 from tests.http_standins import BasicAuthRule, Reply, StandIn, fetch_once
@@ -214,6 +215,20 @@ def test_helpers():
     assert classify("/nvue_v1/interface/swp1s0/link/stats?rev=operational", paths) == ("link_stats_path", "swp1s0")
     assert classify("/nvue_v1/interface?rev=operational", paths) == ("interfaces", None)
     assert classify("/nvue_v1/system", paths) is None
+
+
+def test_carrier_transitions_count_each_down_once():
+    """Linux carrier_changes counts both directions and transitions alternate: back from the state
+    now, the downs are ceil(n/2) when down and floor(n/2) when up, whatever the state at boot. A
+    reboot of the peer (up -> down -> up) is one down, in the poll that shows the link down."""
+    up_at_boot = [(0, True), (1, False), (2, True), (3, False), (4, True)]  # transitions, up now
+    down_at_boot = [(1, True), (2, False), (3, True)]  # the kernel's own start: no carrier until the first up
+    for history in (up_at_boot, down_at_boot):
+        downs = [carrier_downs(None, n, up) for n, up in history]
+        assert [b - a for a, b in pairwise(downs)] == [0 if up else 1 for _, up in history[1:]]
+    assert carrier_downs(None, 7, None) == 3  # no state: the kernel's start (odd while up)
+    assert carrier_downs(5, 99, True) == 5  # a down count, when shown, is taken as it is
+    assert carrier_downs(None, "56.52 MB", True) is None
 
 
 @pytest.mark.parametrize("payload", [[], {}, {"responses": {}}, {"responses": [1]}, {"responses": [{"path": 3}]}])

@@ -4,7 +4,7 @@ tick on Quantum, 32 bytes per lane on Switch-IB 2 and older). Real public files 
 
 from __future__ import annotations
 
-from fabricmon.agent.detector.rules._ib import IB_DEFAULTS, TICK_BY_DEVID, devid, tick_s
+from fabricmon.agent.detector.analyses.ib_wait import TICK_BY_DEVID, IbParams, devid, tick_s
 from fabricmon.agent.store import CounterStore
 from fabricmon.collectors.perfquery.parse import PerfqueryState, parse_ibnetdiscover, parse_payload
 from fabricmon.core.model import Gauge
@@ -44,9 +44,9 @@ def test_devid_reaches_device_info_and_picks_the_generation_tick():
     store = CounterStore()
     store.update([], 1.0, gauges=[Gauge("sw", "1", "link_speed_bytes", 7e9), Gauge("sw", "1", "link_width_lanes", 4.0)])
     entry = store.ports[("sw", "1")]
-    assert tick_s(entry, IB_DEFAULTS, "0xc738") == 32 / (7e9 / 4)
-    assert tick_s(entry, IB_DEFAULTS, "0xd2f2") == 8 / 7e9
-    assert tick_s(entry, IB_DEFAULTS, "") == 64 / (7e9 * 8)  # unknown device: the 8-byte default
+    assert tick_s(entry, IbParams(), "0xc738") == 32 / (7e9 / 4)
+    assert tick_s(entry, IbParams(), "0xd2f2") == 8 / 7e9
+    assert tick_s(entry, IbParams(), "") == 64 / (7e9 * 8)  # unknown device: the 8-byte default
 
 
 def test_a_header_without_devid_leaves_it_empty_and_bad_values_are_ignored():

@@ -1,6 +1,6 @@
-"""The PFC analysis is the detector's: one tracker per parameter set handed to the rules that
-use it, its state export independent of which rules run; one paused-by graph for the agent
-and ``fabricmon correlate``."""
+"""The PFC analysis is the detector's: one per detector, read by the rules that name it, its
+state export independent of which rules run; one paused-by graph for the agent and
+``fabricmon correlate``."""
 
 from __future__ import annotations
 
@@ -38,18 +38,19 @@ def test_switching_pfc_rules_off_keeps_the_pfc_state_export(off):
     assert "pfc_storm" not in fab.kinds()
 
 
-def test_rules_with_the_same_pfc_parameters_share_one_tracker_and_reload_keeps_it():
+def test_one_pfc_analysis_for_every_rule_and_a_reload_keeps_it_while_its_parameters_hold():
     det = Detector(build())
-    by = {r.name: r for r in det.rules}
-    assert by["pfc_storm"].pfc is by["pfc_deadlock"].pfc is by["congestion"].pfc is det.pfc
-    kept = det.pfc
+    kept = det.analysis("pfc")
+    assert [r.name for r in det.rules if "pfc" in r.needs] == ["pfc_storm", "pfc_deadlock", "congestion"]
     det.rules = build({"pfc_deadlock": {"enabled": False}})
-    assert det.pfc is kept
-    det.rules = build({"pfc_storm": {"storm_pause_fraction": 0.99}})
-    by = {r.name: r for r in det.rules}
-    assert by["pfc_storm"].pfc is not kept and by["pfc_storm"].pfc.p["storm_pause_fraction"] == 0.99
-    assert by["pfc_deadlock"].pfc is kept  # its parameters did not change
-    assert by["congestion"].pfc is by["pfc_storm"].pfc  # a reader uses the first PFC rule's analysis
+    assert det.analysis("pfc") is kept
+    det.configure(build(), {"pfc": {}, "ib": {}})  # the same parameters written out: kept, with its state
+    assert det.analysis("pfc") is kept
+    det.configure(build(), {"pfc": {"storm_pause_fraction": 0.99}})
+    assert det.analysis("pfc") is not kept and det.analysis("pfc").params.storm_pause_fraction == 0.99
+    with pytest.raises(ValueError, match="storm_pause_fraction"):
+        det.configure(build(), {"pfc": {"storm_pause_fraction": 2}})
+    assert det.analysis("pfc").params.storm_pause_fraction == 0.99  # a bad reload changes nothing
 
 
 def test_pause_graph_sinks_deadlocks_and_hairpins():
@@ -75,5 +76,5 @@ def test_pause_graph_sinks_deadlocks_and_hairpins():
 def test_duplicates_does_not_pair_correlate_and_the_pfc_rules():
     out = subprocess.run(["duplicates", "--change"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     text = out.stdout + out.stderr
-    pairs = [ln for ln in text.splitlines() if "correlate.py" in ln and "_pfc.py" in ln]
+    pairs = [ln for ln in text.splitlines() if "correlate.py" in ln and "analyses/pfc" in ln]
     assert pairs == [], text

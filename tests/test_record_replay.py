@@ -3,6 +3,8 @@ same metrics and findings as the live run produced."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from fabricmon.agent.config import load
@@ -30,8 +32,15 @@ targets:
   - {{name: leaf-cisco, source: snmp, address: 127.0.0.1, port: {sim.port}, community: cisco}}
 """)
         loaded = load(cfg)
-        agent = Agent(loaded, listen="", record_path=str(rec), duration=6.0)
-        await agent.run()
+        agent = Agent(loaded, listen="", record_path=str(rec), duration=120.0)
+        run = asyncio.create_task(agent.run())
+        # Until each target finished two polls (a rate needs two), however slow a loaded machine
+        # makes the walks: a fixed duration made this test depend on the machine's speed.
+        while not run.done() and not (hasattr(agent, "pipeline") and len(agent.pipeline.targets) == 2
+                                      and all(s.polls >= 2 for s in agent.pipeline.targets.values())):
+            await asyncio.sleep(0.1)
+        agent.stop_event.set()
+        await run
     live = stable(Exporter(agent.pipeline).render_now().text.decode())
     header, polls, _ = read_polls(rec)
     assert {t["name"] for t in header["targets"]} == {"leaf-sonic", "leaf-cisco"}

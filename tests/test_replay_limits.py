@@ -13,7 +13,7 @@ from pathlib import Path
 from fabricmon.agent.cli import main
 from fabricmon.agent.exporter.server import Exporter
 from fabricmon.agent.recording import FORMAT, VERSION, Limits
-from fabricmon.agent.replay import build_pipeline, replay_paced, replay_recording
+from fabricmon.agent.replay import replay_paced, replay_recording
 
 T0 = 1764691200.0
 HEADER = {"type": "header", "format": FORMAT, "version": VERSION, "targets": [{"name": "leaf01", "source": "snmp"}]}
@@ -91,8 +91,7 @@ def test_header_with_too_many_targets_cannot_replay(tmp_path, capsys):
 async def test_paced_replay_rejects_far_future_times_instead_of_stalling(tmp_path):
     path = write(tmp_path / "t.jsonl", [HEADER, poll(0), {**poll(1), "t": 1e18}, b'{"type":"poll","target":"leaf01",'
                 b'"source":"snmp","t":Infinity,"ok":false}\n', poll(2)])
-    pipeline_of = lambda h: build_pipeline(h, path)  # noqa: E731
-    result = await asyncio.wait_for(replay_paced(path, pipeline_of, speed=1000.0), timeout=60)
+    result = await asyncio.wait_for(replay_paced(path, speed=1000.0), timeout=60)
     assert result.polls == 2 and result.skipped == 2
     assert "t 1e+18 is not a Unix time" in result.skipped_examples[0]
     assert "t must be finite" in result.skipped_examples[1]
@@ -100,7 +99,7 @@ async def test_paced_replay_rejects_far_future_times_instead_of_stalling(tmp_pat
 
 async def test_paced_replay_does_not_wait_out_a_long_gap(tmp_path):
     path = write(tmp_path / "gap.jsonl", [HEADER, poll(0), {**poll(1), "t": T0 + 86400}])
-    result = await asyncio.wait_for(replay_paced(path, lambda h: build_pipeline(h, path), speed=1.0), timeout=60)
+    result = await asyncio.wait_for(replay_paced(path, speed=1.0), timeout=60)
     assert result.polls == 2 and result.skipped == 0
     assert result.warnings == [f"{path}:3: a gap of 86400 s in the recording; not waiting it out"]
 

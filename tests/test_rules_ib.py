@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fabricmon.agent.detector.rules import build as build_rules
+from fabricmon.core.model import DeviceInfo
 from tests.test_rules_sim import G400, Fab
 
 FULL_WAIT = G400 * 8 / 64  # ticks per second of a port that waits all the time (64-bit ticks)
@@ -46,17 +46,26 @@ def test_credit_loop_members_and_no_congestion_duplicates():
     assert fab.kinds() == {"credit_deadlock"}
 
 
-def test_stalled_port_outside_a_cycle_is_critical_congestion():
+def test_stalled_port_outside_a_cycle_is_a_stalled_credit_deadlock_and_the_port_behind_it_its_victim():
+    """A port stalled alone toward a dead HCA is credit_deadlock role stalled (INTERFACES 4),
+    never congestion. The port stalled behind it (its receiver's only blocked egress is the
+    stalled one: a chain, not a cycle) is not a second root: a critical congestion victim that
+    names the root and carries its incident."""
     fab = ib_ring(4)
     fab.poll(n=2)
     stall(fab, "sw1", "3")  # toward a dead HCA
-    stall(fab, "sw0", "1")  # blocked behind it: sw0:1 -> sw1 -> sw1:3, a chain, not a cycle
+    stall(fab, "sw0", "1")  # blocked behind it: sw0:1 -> sw1 -> sw1:3
     fab.poll(n=2)
     got = fab.active()
-    assert set(got) == {("sw1", "3", None, None), ("sw0", "1", None, None)}
-    f = got[("sw1", "3", None, None)]
-    assert f.kind == "congestion" and f.severity == "critical" and f.evidence["stalled"] is True
-    assert f.peer_device == "hca1"
+    assert set(got) == {("sw1", "3", None, "stalled")}
+    f = got[("sw1", "3", None, "stalled")]
+    assert f.kind == "credit_deadlock" and f.severity == "critical" and f.evidence["stalled"] is True
+    assert f.peer_device == "hca1" and f.evidence["incident"] == "stall:sw1:3"
+    assert "stalled toward hca1 1" in f.summary
+    fab.poll()
+    victim = fab.active("congestion")[("sw0", "1", None, None)]
+    assert victim.severity == "critical" and victim.evidence["waiting_behind"] == ["sw1:3"]
+    assert victim.evidence["incident"] == "stall:sw1:3" and "sends almost nothing" in victim.summary
 
 
 def test_busy_ring_with_waits_but_data_moving_is_no_credit_loop():
@@ -100,7 +109,7 @@ def test_blocked_ports_are_found_whatever_the_tick():
     # A tick assumed 8x too short makes f_wait 1/8: the tick-free test still finds the loop,
     # corroborated by each cable peer receiving nothing.
     fab = ib_ring(3)
-    fab.det.rules = build_rules({"credit_deadlock": {"xmit_wait_tick_bits": 8}})
+    fab.det.configure(fab.det.rules, {"ib": {"xmit_wait_tick_bits": 8}})  # the ib analysis's parameter
     fab.poll(n=2)
     for i in range(3):
         stall(fab, f"sw{i}", "1")
@@ -157,8 +166,7 @@ def test_xmit_wait_tick_follows_the_device_generation(devid, expected):
     fab.rate("sw0", "1", "xmit_wait", full_wait_lane_ticks)
     fab.rate("sw0", "1", "tx_bytes", EDR * 0.5, scale=4)
     fab.poll(n=2)
-    rule = next(r for r in fab.det.rules if r.name == "credit_deadlock")
-    ratios = {m.name: dict(m.values) for m in rule.metrics()}["fabricmon_port_xmit_wait_ratio"]
+    ratios = {m.name: dict(m.values) for m in fab.det.metrics()}["fabricmon_port_xmit_wait_ratio"]
     assert ratios[("sw0", "1")] == pytest.approx(expected, rel=1e-6)
 
 
@@ -175,11 +183,10 @@ def test_an_impossible_f_wait_flags_the_tick_instead_of_clipping():
     peer = fab.topo.peer("sw0", "1")
     fab.rate(*peer, "rx_bytes", 0.0, scale=4)
     fab.poll(n=2)
-    rule = next(r for r in fab.det.rules if r.name == "credit_deadlock")
-    suspect = {m.name: dict(m.values) for m in rule.metrics()}["fabricmon_port_xmit_wait_tick_suspect"]
+    suspect = {m.name: dict(m.values) for m in fab.det.metrics()}["fabricmon_port_xmit_wait_tick_suspect"]
     assert suspect == {("sw0", "1"): 1.0}
     [f] = fab.active().values()  # the tick-free test still sees the blocked port
-    assert f.kind == "congestion" and "xmit_wait_fraction" not in f.evidence
+    assert (f.kind, f.role) == ("credit_deadlock", "stalled") and "xmit_wait_fraction" not in f.evidence
     assert f.evidence["blocked_because"] == ["its cable peer sw1 2 received 0.00% of line rate"]
 
 
@@ -199,15 +206,14 @@ def test_discards_on_loop_members_are_linked_to_the_loop():
     assert loop[("sw0", "1", None, "member")].evidence["loop_discards"] == 120.0
     assert "part of the credit loop sw0:1, sw1:1, sw2:1" in loss[("sw1", "1", None, None)].summary
     # The metrics carry the same id per port, so a loss finding joins its loop by device and port.
-    rule = next(r for r in fab.det.rules if r.name == "credit_deadlock")
-    incident = {m.name: dict(m.values) for m in rule.metrics()}["fabricmon_port_incident"]
+    incident = {m.name: dict(m.values) for m in fab.det.metrics()}["fabricmon_port_incident"]
     assert incident == {(f"sw{i}", "1", "credit_loop:sw0:1"): 1.0 for i in range(3)}
     for i in range(3):  # the loop breaks: credits return, data moves, no more discards
         fab.rate(f"sw{i}", "1", "xmit_wait", 0.0)
         fab.rate(f"sw{i}", "1", "tx_bytes", 5e9, scale=4)
         fab.rate(f"sw{i}", "1", "tx_discards", 0.0)
     fab.poll(n=1)
-    incident = {m.name: dict(m.values) for m in rule.metrics()}["fabricmon_port_incident"]
+    incident = {m.name: dict(m.values) for m in fab.det.metrics()}["fabricmon_port_incident"]
     assert set(incident.values()) == {0.0}  # exported as 0 once, so dashboards see it end
 
 
@@ -239,3 +245,79 @@ def test_a_leaky_loop_stays_one_loop_across_polls():
         fab.rate(f"sw{i}", "1", "tx_discards", 0.0)
     fab.poll(n=3)
     assert fab.active("credit_deadlock") == {}
+
+
+# ----------------------------------------------------------------- congestion trees and the fabric's normal
+def fat_tree(healthy: int = 4) -> Fab:
+    """Two leaves under two spines (every leaf-spine cable carries waits both ways, so waits form
+    cycles in the topology), ``healthy`` HCAs per leaf, and host hx with one HCA on each leaf."""
+    links = [("L1", "1", "S1", "1"), ("L1", "2", "S2", "1"), ("L2", "1", "S1", "2"), ("L2", "2", "S2", "2"),
+             ("L1", "9", "hx0", "1"), ("L2", "9", "hx1", "1")]
+    links += [(f"L{leaf}", str(10 + i), f"h{leaf}{i}", "1") for leaf in (1, 2) for i in range(healthy)]
+    fab = Fab(links)
+    for a, pa, b, pb in links:
+        fab.ib_port(a, pa, tx_rate=G400 / 4 * 0.8, wait=FULL_WAIT * 0.02)
+        fab.ib_port(b, pb, tx_rate=G400 / 4 * 0.8, wait=FULL_WAIT * 0.02)
+    fab.store.set_devices([DeviceInfo(d, "ca") for d in {b for _, _, b, _ in links} if not b.startswith("S")])
+    return fab
+
+
+def test_a_frozen_host_makes_a_congestion_tree_not_a_credit_loop():
+    """hx freezes: the leaf ports toward its HCAs stall and discard (the roots). Everything queued
+    for it backs up: the leaf-spine ports wait 60 % and send little (under the loop level's 5 % of
+    line rate), in cycles along the cables, but discard nothing: the roots' HOQ lifetime keeps
+    them moving. Not a loop: the roots are stalled, the rest are congestion victims naming them."""
+    fab = fat_tree()
+    fab.poll(n=3)
+    for leaf in ("L1", "L2"):
+        stall(fab, leaf, "9")
+        fab.rate(leaf, "9", "tx_discards", 30.0)
+    tree = [("L1", "1"), ("L1", "2"), ("L2", "1"), ("L2", "2"), ("S1", "1"), ("S1", "2"), ("S2", "1"), ("S2", "2")]
+    for dev, port in tree:
+        fab.rate(dev, port, "xmit_wait", FULL_WAIT * 0.6)
+        fab.rate(dev, port, "tx_bytes", G400 * 0.03, scale=4)
+        fab.rate(*fab.topo.peer(dev, port), "rx_bytes", G400 * 0.03, scale=4)
+    fab.poll(n=4)
+    assert "credit_deadlock" in fab.kinds() and not any(r == "member" for *_, r in fab.active("credit_deadlock"))
+    assert set(fab.active("credit_deadlock")) == {("L1", "9", None, "stalled"), ("L2", "9", None, "stalled")}
+    root = fab.active("credit_deadlock")[("L1", "9", None, "stalled")]
+    assert root.evidence["congestion_tree"] == sorted(f"{d}:{p}" for d, p in tree) and "not a credit loop" in root.summary
+    victims = fab.active("congestion")
+    assert {(d, p) for d, p, _, _ in victims} == set(tree)
+    s1 = victims[("S1", "1", None, None)].evidence  # spine S1 toward L1: behind L1's stalled port
+    assert s1["waiting_behind"] == ["L1:9"] and s1["incident"] == "stall:L1:9"
+    for up in ("1", "2"):  # L1's uplinks carry what L1's hosts send to hx1: behind L2's stalled port
+        assert victims[("L1", up, None, None)].evidence["waiting_behind"] == ["L2:9"]
+
+
+def test_a_leaking_loop_stays_a_loop_beside_a_stalled_host_port():
+    """The members discard at their own heads (the loop leaks through its lifetime): a loop, even
+    when a stalled port toward a dead HCA hangs off one of its switches."""
+    fab = ib_ring(4)
+    fab.store.set_devices([DeviceInfo(f"hca{i}", "ca") for i in range(4)])
+    fab.poll(n=2)
+    for i in range(4):
+        fab.rate(f"sw{i}", "1", "xmit_wait", FULL_WAIT * 0.8)
+        fab.rate(f"sw{i}", "1", "tx_bytes", G400 * 0.01, scale=4)
+        fab.rate(f"sw{(i + 1) % 4}", "2", "rx_bytes", G400 * 0.01, scale=4)
+        fab.rate(f"sw{i}", "1", "tx_discards", 50.0)
+    stall(fab, "sw1", "3")
+    fab.poll(n=3)
+    got = fab.active("credit_deadlock")
+    assert set(got) == {*((f"sw{i}", "1", None, "member") for i in range(4)), ("sw1", "3", None, "stalled")}
+
+
+def test_waits_are_judged_against_the_fabric_s_normal():
+    """An all-to-all that makes every port wait 15 % is the fabric's normal, not 40 findings; a
+    port that waits 45 % among them, for long, is congested (and tells the normal it stood out of)."""
+    fab = fat_tree()
+    for (dev, port, counter, _sub) in list(fab.rates):
+        if counter == "xmit_wait":
+            fab.rate(dev, port, "xmit_wait", FULL_WAIT * 0.15)
+    fab.poll(n=8)
+    assert fab.active() == {}
+    fab.rate("L2", "11", "xmit_wait", FULL_WAIT * 0.45)
+    fab.poll(n=5)
+    [f] = fab.active().values()
+    assert (f.kind, f.device, f.port, f.severity) == ("congestion", "L2", "11", "warning")
+    assert f.evidence["fabric_normal"] == pytest.approx(0.15, abs=0.01) and "usual being 15.0%" in f.summary

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from fabricmon.agent.detector.rules import RULES, build
+from fabricmon.core.model import DeviceInfo
 from tests.test_rules_sim import G100, G400, Fab, two_leaf_fabric
 
 P = 3
@@ -17,7 +20,31 @@ def test_registry_has_every_rule_and_rejects_unknown_parameters():
     with pytest.raises(ValueError, match="ecn_warn"):
         build({"congestion": {"ecn_warn": 0.5}})
     rule = build({"congestion": {"ecn_warning_ratio": 0.02, "raise_polls": 5}})[3]
-    assert rule.params["ecn_warning_ratio"] == 0.02 and rule.raise_polls == 5
+    assert rule.params.ecn_warning_ratio == 0.02 and rule.raise_polls == 5
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ({"link_flap": {"critical_flaps": "many"}}, "rules.link_flap.critical_flaps: Input should be a valid integer"),
+    ({"link_flap": {"enabled": "maybe"}}, "rules.link_flap.enabled: Input should be a valid boolean"),
+    ({"congestion": {"ecn_warning_ratio": 1.5}}, "rules.congestion.ecn_warning_ratio: Input should be less than or equal to 1"),
+    ({"congestion": {"ecn_warning_ratio": 0.3}}, "ecn_warning_ratio (0.3) is above ecn_critical_ratio (0.25)"),
+    ({"link_flap": {"window": "10 parsecs"}}, "rules.link_flap.window: invalid duration"),
+    ({"packet_loss": {"transport_counters": ["out_of_sequence", "oos"]}}, "not counters of the vocabulary: oos"),
+    ({"pfc_storm": {"storm_pause_fraction": 0.9}}, "rules.pfc_storm.storm_pause_fraction: not a parameter of the pfc_storm rule"),
+    ({"packet_loss": {"lossless_priorities": [3]}}, "the fabric layout is set once, under fabric:"),
+    ({"no_such_rule": {}}, "rules.no_such_rule: unknown rule"),
+])
+def test_rule_parameters_are_typed_and_checked(config, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build(config)
+
+
+def test_rule_parameters_take_durations_and_honour_enabled_words():
+    rule = next(r for r in build({"link_flap": {"window": "5m"}}) if r.name == "link_flap")
+    assert rule.params.window == 300.0
+    # YAML's quoted "no" (or "off", "false", 0) switches the rule off; it never leaves it on silently.
+    for off in ("no", "off", "false", 0, False):
+        assert "link_flap" not in [r.name for r in build({"link_flap": {"enabled": off}})], off
 
 
 def test_benign_heavy_load_with_ecn_marks_and_brief_pauses_raises_nothing():
@@ -39,7 +66,7 @@ def test_ecn_congestion_warning_after_three_polls_then_critical():
     fab = two_leaf_fabric()
     fab.poll(n=2)
     fab.rate("leaf2", "Ethernet2", "queue_tx_packets", 1e6, (P,))
-    fab.rate("leaf2", "Ethernet2", "ecn_marked_packets", 5e4, (P,))  # 5 %
+    fab.rate("leaf2", "Ethernet2", "ecn_marked_packets", 8e4, (P,))  # 8 %: above DCQCN's 1-3 % normal
     fab.poll(n=2)
     assert fab.active() == {}
     fab.poll()
@@ -52,6 +79,26 @@ def test_ecn_congestion_warning_after_three_polls_then_critical():
     assert f.severity == "critical"
     metric = next(m for r in fab.det.rules for m in r.metrics() if m.name == "fabricmon_queue_ecn_mark_ratio")
     assert dict(metric.values)[("leaf2", "Ethernet2", "3")] == pytest.approx(0.5)
+
+
+def test_ecn_is_judged_against_the_fabric_s_normal_and_the_queue_s_own():
+    # Every busy queue of this fabric marks 6 %: above the 5 % floor, but its normal. One queue
+    # marking 40 % (an incast) is congestion; the others are not.
+    fab = two_leaf_fabric()
+    busy = [("leaf1", "Ethernet1"), ("leaf1", "Ethernet2"), ("leaf2", "Ethernet1"), ("leaf2", "Ethernet2"),
+            ("spine", "Ethernet1"), ("spine", "Ethernet2")]
+    for dev, port in busy:
+        fab.rate(dev, port, "queue_tx_packets", 1e6, (P,))
+        fab.rate(dev, port, "ecn_marked_packets", 6e4, (P,))
+    fab.poll(dt=10.0, n=8)
+    assert fab.active() == {}
+    fab.rate("leaf2", "Ethernet2", "ecn_marked_packets", 4e5, (P,))
+    fab.poll(dt=10.0, n=7)  # a 60 s window over 40 %, then raise_polls
+    got = fab.active("congestion")
+    assert set(got) == {("leaf2", "Ethernet2", P, None)}
+    ev = got[("leaf2", "Ethernet2", P, None)].evidence
+    assert ev["usual"] == {"port": pytest.approx(0.06), "fabric": pytest.approx(0.06)} and ev["threshold"] == pytest.approx(0.24)
+    assert "against a usual 6.0%" in got[("leaf2", "Ethernet2", P, None)].summary
 
 
 def test_chronic_pause_is_congestion_not_storm():
@@ -83,6 +130,9 @@ def test_lossless_queue_drop_is_critical_loss_in_one_poll_but_lossy_is_not():
 
 
 def test_wjh_buffer_drops_and_nic_phy_discards():
+    # Class-less drops (a WJH record without its traffic class, a NIC's rx_discards_phy) on ports
+    # whose traffic is all priority 3: the per-queue transmit counters (the leaf port's own, and
+    # the leaf's toward the NIC) put them on the lossless class (tests/test_loss_attribution.py).
     fab = two_leaf_fabric()
     fab.rate("leaf2", "Ethernet1", "wjh_drops", 0.0, ("buffer", "503"))
     fab.rate("leaf2", "Ethernet1", "wjh_drops", 0.0, ("l2", "209"))
@@ -95,8 +145,10 @@ def test_wjh_buffer_drops_and_nic_phy_discards():
     fab.bump("h4", "eth0", "rx_discards_phy", 3)
     fab.poll()
     got = fab.active("packet_loss")
-    assert set(got) == {("leaf2", "Ethernet1", None, None), ("h4", "eth0", None, None)}
-    assert got[("leaf2", "Ethernet1", None, None)].evidence["wjh_buffer_drops"] == {"503": 12}
+    assert set(got) == {("leaf2", "Ethernet1", P, None), ("h4", "eth0", P, None)}
+    assert got[("leaf2", "Ethernet1", P, None)].evidence["wjh_buffer_drops"] == {"503": 12}
+    assert got[("h4", "eth0", P, None)].evidence["attributed_by"] == ["traffic"]
+    assert "leaf2 Ethernet2" in got[("h4", "eth0", P, None)].evidence["attribution"]  # the peer's egress is its ingress
 
 
 def test_ib_discards_warning_then_critical_at_ufm_threshold():
@@ -187,3 +239,94 @@ def test_snmp_link_down_without_counters_is_a_flap():
     fab.gauge("leaf1", "Ethernet3", "link_up", 0)
     fab.poll()
     assert set(fab.active("link_degraded")) == {("leaf1", "Ethernet3", None, None)}
+
+
+# ----------------------------------------------------------------- lasting link states
+NDR_LANE = 100e9 / 8  # bytes/s per NDR lane
+
+
+def leaf_spine(pairs: int = 4) -> Fab:
+    """``pairs`` leaf-spine cables between Quantum-2 switches (devid 0xd2f2), 4x NDR each."""
+    links = [(f"leaf{i}", "1", f"spine{i % 2}", str(i)) for i in range(pairs)]
+    fab = Fab(links)
+    fab.store.set_devices([DeviceInfo(d, "switch", model="0xd2f2") for d in {x for a, _, b, _ in links for x in (a, b)}])
+    for a, pa, b, pb in links:
+        for dev, port in ((a, pa), (b, pb)):
+            fab.ib_port(dev, port, speed=4 * NDR_LANE)
+            fab.gauge(dev, port, "link_width_lanes", 4)
+    return fab
+
+
+def narrow(fab: Fab, dev: str, port: str, lanes: int) -> None:
+    for d, p in ((dev, port), fab.topo.peer(dev, port)):
+        fab.gauge(d, p, "link_width_lanes", lanes)
+        fab.gauge(d, p, "link_speed_bytes", lanes * NDR_LANE)
+
+
+def test_a_narrower_link_is_a_finding_for_as_long_as_it_lasts():
+    """A cable retrained from 4x to 2x NDR is one finding per end from the poll after it shows
+    (one poll can catch a link mid-training) until it runs 4x again, saying since when and how
+    much of its usual bandwidth it has."""
+    fab = leaf_spine()
+    fab.poll(n=3)
+    narrow(fab, "leaf1", "1", 2)
+    fab.poll()
+    t_retrain = fab.t
+    assert fab.active() == {}
+    fab.poll(n=6)
+    got = fab.active("link_degraded")
+    assert set(got) == {("leaf1", "1", None, None), ("spine1", "1", None, None)}
+    f = got[("leaf1", "1", None, None)]
+    assert f.start == t_retrain and f.evidence["since"] == t_retrain and f.evidence["bandwidth_fraction"] == 0.5
+    assert "runs at 2x NDR (200 Gb/s) since" in f.summary and "half its usual 4x NDR (400 Gb/s)" in f.summary
+    narrow(fab, "leaf1", "1", 4)
+    fab.poll(n=3)
+    assert fab.active() == {}
+
+
+def test_a_link_degraded_before_the_agent_started_is_judged_by_its_like():
+    """No history of its own: the other ports on cables between the same two models (a strict
+    majority of at least two) say what it should run at."""
+    fab = leaf_spine()
+    narrow(fab, "leaf2", "1", 2)
+    fab.poll(n=3)
+    f = fab.active("link_degraded")[("leaf2", "1", None, None)]
+    assert "what 6 other ports on cables between 0xd2f2 and 0xd2f2 devices run at" in f.summary
+
+
+def test_two_populations_of_one_model_pair_give_no_reference():
+    """Half the cables split to 2x by design, half at 4x, since before the agent started: no
+    majority says which is right, so neither is a finding."""
+    fab = leaf_spine()
+    narrow(fab, "leaf0", "1", 2)
+    narrow(fab, "leaf2", "1", 2)
+    fab.poll(n=4)
+    assert fab.active() == {}
+
+
+def test_the_rated_width_and_speed_both_ends_report_are_the_reference():
+    """UFM says what both ends support and have enabled: NDR at 4x. A link that trained at HDR
+    runs at half of it, whatever its history and its like."""
+    fab = leaf_spine(pairs=1)
+    for dev, port in (("leaf0", "1"), ("spine0", "0")):
+        fab.gauge(dev, port, "link_width_rated_lanes", 4)
+        fab.gauge(dev, port, "link_speed_rated_bytes", 4 * NDR_LANE)
+        fab.gauge(dev, port, "link_speed_bytes", 4 * NDR_LANE / 2)  # HDR
+    fab.poll(n=3)
+    f = fab.active("link_degraded")[("leaf0", "1", None, None)]
+    assert f.evidence["reference"] == "rated" and "half its rated 4x NDR (400 Gb/s)" in f.summary
+    assert "runs at 4x HDR (200 Gb/s)" in f.summary
+
+
+def test_a_link_that_went_down_is_a_finding_until_it_is_back():
+    fab = leaf_spine(pairs=1)
+    fab.poll(n=2)
+    fab.gauge("leaf0", "1", "link_up", 0)
+    fab.poll()
+    t_down = fab.t
+    fab.poll(n=5)
+    f = fab.active("link_degraded")[("leaf0", "1", None, None)]
+    assert f.start == t_down and "is down since" in f.summary and f.evidence["was"] == "4x NDR (400 Gb/s)"
+    fab.gauge("leaf0", "1", "link_up", 1)
+    fab.poll(n=3)
+    assert fab.active() == {}

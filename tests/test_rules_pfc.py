@@ -97,6 +97,7 @@ def test_watchdog_storm_is_raised_in_one_poll():
     fab.poll(n=2)
     fab.bump("leaf1", "Ethernet1", "pfc_watchdog_storms", 1, (P,))
     fab.rate("leaf1", "Ethernet1", "pfc_watchdog_drops", 5000.0, (P,))
+    fab.rate("leaf1", "Ethernet1", "queue_tx_packets", 0.0, (P,))  # drop mode: the queue's packets are dropped
     fab.poll()
     got = fab.active("pfc_storm")
     # h1 has telemetry: it is the pauser, so it is the origin, even though its counters
@@ -104,7 +105,7 @@ def test_watchdog_storm_is_raised_in_one_poll():
     # the other end of the origin's cable: its watchdog event is the origin's evidence, not a victim.
     assert set(got) == {("h1", "eth0", P, "origin")}
     origin = got[("h1", "eth0", P, "origin")]
-    assert origin.severity == "critical" and origin.evidence.get("watchdog") is True
+    assert origin.severity == "critical" and origin.evidence["watchdog"].startswith("acted: 1 storm event(s)")
     assert origin.evidence["origin_peer"] == "leaf1:Ethernet1"
 
 
@@ -113,6 +114,7 @@ def test_watchdog_storm_toward_unmonitored_host_reports_the_switch_port_as_origi
     fab.rate("leaf1", "Ethernet1", "pfc_watchdog_storms", 0.0, (P,))
     fab.poll(n=2)
     fab.bump("leaf1", "Ethernet1", "pfc_watchdog_storms", 1, (P,))
+    fab.rate("leaf1", "Ethernet1", "queue_tx_packets", 0.0, (P,))
     fab.poll()
     got = fab.active("pfc_storm")
     assert set(got) == {("leaf1", "Ethernet1", P, "origin")}
@@ -141,9 +143,14 @@ def test_s2b_frames_only_needs_three_polls():
             del fab.rates[(dev, port, c, (P,))], fab.values[(dev, port, c, (P,))]
     fab.topo.set_links("lldp", [])
     fab.poll(n=2)
-    fab.rate("leaf1", "Ethernet1", "pfc_rx_pause_frames", 2000.0, (P,))  # floor at 100G: 100e9/(512*65535)/2 = 1490/s
+    # One max-quanta frame holds a 100G port 335 us, so 100e9/(512*65535) = 2980 frames/s keep it
+    # paused all the time; 2000/s can have held it two thirds of it at most: no storm.
+    fab.rate("leaf1", "Ethernet1", "pfc_rx_pause_frames", 2000.0, (P,))
     fab.rate("leaf1", "Ethernet1", "queue_tx_packets", 0.0, (P,))
     fab.gauge("leaf1", "Ethernet1", "queue_occupancy_bytes", 1e6, (P,))
+    fab.poll(n=4)
+    assert fab.active("pfc_storm") == {}
+    fab.rate("leaf1", "Ethernet1", "pfc_rx_pause_frames", 5960.0, (P,))  # an XOFF refresh every half quanta
     fab.poll(n=2)
     assert fab.active("pfc_storm") == {}
     fab.poll()
@@ -243,6 +250,7 @@ def test_watchdogs_firing_around_a_cycle_raise_deadlock_in_one_poll():
     fab.poll(n=2)
     for i in range(3):
         fab.bump(f"sw{i}", "e1", "pfc_watchdog_storms", 1, (P,))
+        fab.rate(f"sw{i}", "e1", "queue_tx_packets", 0.0, (P,))  # the watchdogs drop what the queues hold
     fab.poll()
     got = fab.active("pfc_deadlock")
     assert set(got) == {(f"sw{i}", "e1", P, "member") for i in range(3)}

@@ -5,9 +5,11 @@ and lossless loss at every stage, read through the vocabulary and the fabric lay
 
 from __future__ import annotations
 
-from fabricmon.agent.config import load_text
-from fabricmon.agent.detector.rules import build
+import pytest
+
+from fabricmon.agent.config import ConfigError, load_text
 from fabricmon.agent.replay import replay_recording
+from fabricmon.core.vocabulary import PriorityMap
 from tests.conftest import ROOT
 from tests.test_rules_ib import FULL_WAIT, ib_ring
 from tests.test_rules_pfc import pausing, ring, stuck
@@ -72,7 +74,7 @@ def test_xmit_wait_at_its_32bit_cap_and_discards_still_find_the_stall():
     fab.rate("hca1", "1", "rx_bytes", 0.0, scale=4)
     fab.rate("sw1", "3", "tx_discards", 40.0)
     fab.poll(n=2)
-    stall = fab.active("congestion")[("sw1", "3", None, None)]
+    stall = fab.active("credit_deadlock")[("sw1", "3", None, "stalled")]
     assert stall.severity == "critical" and stall.evidence["xmit_wait_at_cap"] is True
     assert "hca1" in stall.evidence["blocked_because"][0]
     loss = fab.active("packet_loss")[("sw1", "3", None, None)]
@@ -157,6 +159,7 @@ def watchdog_cycling(fab: Fab, dev: str, port: str, paused: float, fired: int) -
     fab.rate(dev, port, "pfc_rx_pause_seconds", paused, (P,))
     fab.rate(dev, port, "pfc_rx_pause_frames", 3000.0 * paused, (P,))
     fab.rate(dev, port, "pfc_watchdog_storms", float(fired), (P,))
+    fab.rate(dev, port, "queue_tx_packets", 0.0, (P,))  # nothing the loop carries is delivered
     fab.gauge(dev, port, "queue_occupancy_bytes", 1.5e6, (P,))
     fab.rate(dev, "e2", "pfc_tx_pause_seconds", paused, (P,))
     fab.rate(dev, "e2", "pfc_tx_pause_frames", 3000.0 * paused, (P,))
@@ -208,7 +211,7 @@ def test_a_deadlock_ending_seen_by_one_switch_first_leaves_no_phantom_storm():
 
 # ----------------------------------------------------------------- lossless loss, every stage
 def test_ingress_pg_drops_map_through_priority_to_pg():
-    fab = two_leaf_fabric(rules=build({"packet_loss": {"priority_to_pg": {3: 1}}}))
+    fab = two_leaf_fabric(fabric=PriorityMap((3,), {}, {3: 1}))
     fab.rate("leaf1", "Ethernet49", "pg_no_buffer_drops", 0.0, (1,))
     fab.rate("leaf1", "Ethernet49", "pg_no_buffer_drops", 0.0, (3,))
     fab.poll(n=2)
@@ -222,15 +225,27 @@ def test_ingress_pg_drops_map_through_priority_to_pg():
     assert "ingress priority-group buffer 1" in f.summary and "headroom" in f.summary
 
 
-def test_a_port_total_drop_is_loss_without_a_priority():
+def test_a_port_total_drop_is_lossless_only_where_the_traffic_says_so():
+    # clBufferOverflowDiscards names no class. On a port whose ingress carried best effort too (its
+    # peer's queue 0 transmits) it is loss of an unknown class: no finding, counted by stage; once
+    # the peer sends priority 3 only, the same drop is lossless loss on priority 3.
     fab = two_leaf_fabric()
     fab.rate("leaf1", "Ethernet1", "ingress_buffer_overflow_drops", 0.0)
+    fab.rate("h1", "eth0", "queue_tx_packets", 4e5, (0,))
+    fab.rate("h1", "eth0", "queue_tx_packets", 1e5, (P,))
     fab.poll(n=2)
     fab.bump("leaf1", "Ethernet1", "ingress_buffer_overflow_drops", 9)
     fab.poll()
-    f = fab.active("packet_loss")[("leaf1", "Ethernet1", None, None)]
-    assert f.evidence["ingress_buffer_overflow_drops"] == 9 and f.evidence["lossless_priorities"] == [3]
-    assert "does not say the priority" in f.summary
+    assert fab.active("packet_loss") == {}
+    [u] = fab.det.analysis("loss").unattributed_at("leaf1", "Ethernet1")
+    assert (u.stage, u.total, u.last) == ("ingress_port", 9, 9) and "80.0%" in u.why
+    fab.rate("h1", "eth0", "queue_tx_packets", 0.0, (0,))
+    fab.poll()
+    fab.bump("leaf1", "Ethernet1", "ingress_buffer_overflow_drops", 5)
+    fab.poll()
+    f = fab.active("packet_loss")[("leaf1", "Ethernet1", P, None)]
+    assert f.evidence["ingress_buffer_overflow_drops"] == 5 and f.evidence["attributed_by"] == ["traffic"]
+    assert "h1 eth0" in f.evidence["attribution"]
 
 
 def test_the_fabric_section_maps_queues_for_every_rule_in_a_replay():
@@ -244,18 +259,9 @@ def test_the_fabric_section_maps_queues_for_every_rule_in_a_replay():
     assert ("leaf02", "Ethernet2") not in identity  # assuming identity misses it: the layout is needed
 
 
-def test_rule_level_layout_keys_join_the_one_fabric_section():
-    # The layout before ``fabric:`` existed: keys under one rule. The config takes them into
-    # ``fabric:`` for every rule, a rule keeps what it was given, and other keys come from ``fabric:``.
-    from fabricmon.agent.detector import FABRIC_CACHE_KEY, DetectContext
-    from fabricmon.agent.store import CounterStore
-    from fabricmon.core.topology import Topology
-
-    cfg = load_text("fabric:\n  priority_to_queue: {3: 5}\nrules:\n  packet_loss: {lossless_priorities: [3, 4]}\n",
-                    "old.yml").config
-    layout = cfg.fabric.priority_map()
-    assert layout.lossless == (3, 4) and layout.queue(3) == 5
-    ctx = DetectContext(CounterStore(), Topology(), 0.0, set(), set(), cache={FABRIC_CACHE_KEY: layout})
-    for rule in build(cfg.rules):
-        got = rule.fabric(ctx)
-        assert got.lossless == (3, 4) and got.queue(3) == 5, rule.name
+def test_a_layout_key_under_a_rule_is_an_error_at_that_key():
+    # The layout before ``fabric:`` existed (keys under one rule) is gone: one fabric: section.
+    with pytest.raises(ConfigError) as err:
+        load_text("fabric:\n  priority_to_queue: {3: 5}\nrules:\n  packet_loss: {lossless_priorities: [3, 4]}\n", "old.yml")
+    [problem] = err.value.problems
+    assert problem.startswith("old.yml:4:17: rules.packet_loss.lossless_priorities: ") and "under fabric:" in problem

@@ -8,8 +8,9 @@ from typing import Any
 from fabricmon.agent.detector import DetectContext, Detector, Rule
 from fabricmon.agent.detector.rules import build
 from fabricmon.agent.store import CounterStore
-from fabricmon.core.model import Finding, Gauge, Link, Sample
+from fabricmon.core.model import DeviceInfo, Finding, Gauge, Link, Sample
 from fabricmon.core.topology import Topology
+from fabricmon.core.vocabulary import PriorityMap
 
 G100 = 12.5e9  # 100 Gb/s in bytes/s
 G400 = 50e9
@@ -19,12 +20,14 @@ class Fab:
     """Counters as rates (base units per second); ``poll`` advances time and runs detection."""
 
     def __init__(self, links: list[tuple[str, str, str, str]] = (), rules: list[Rule] | None = None,
-                 config: dict[str, Any] | None = None, t0: float = 1000.0) -> None:
+                 config: dict[str, Any] | None = None, t0: float = 1000.0, fabric: PriorityMap | None = None,
+                 analyses: dict[str, Any] | None = None) -> None:
         self.store = CounterStore(history=8)
+        self.fabric = fabric or PriorityMap()  # the config's fabric: layout
         self.topo = Topology()
         if links:
             self.topo.set_links("lldp", [Link(*ln) for ln in links])
-        self.det = Detector(rules if rules is not None else build(config))
+        self.det = Detector(rules if rules is not None else build(config), analyses)
         self.t = t0
         self.values: dict[tuple, float] = {}  # (device, port, counter, sub) -> accumulated value
         self.rates: dict[tuple, float] = {}
@@ -96,7 +99,7 @@ class Fab:
                 if devices is None or dev in devices:
                     gauges.append(Gauge(dev, port, name, v, sub))
             updated = self.store.update(samples, self.t, gauges=gauges)
-            ctx = DetectContext(self.store, self.topo, self.t, updated, {d for d, _ in updated})
+            ctx = DetectContext(self.store, self.topo, self.t, updated, {d for d, _ in updated}, fabric=self.fabric)
             before = {id(f) for f in self.det.active}
             self.det.run(ctx)
             assert not self.det.last_errors, self.det.last_errors
@@ -126,6 +129,7 @@ def two_leaf_fabric(hosts: bool = True, **kw: Any) -> Fab:
     if hosts:
         for h in ("h1", "h2", "h3", "h4"):
             fab.eth_port(h, "eth0", qtx=None, occupancy=None)
+        fab.store.set_devices([DeviceInfo(h, "host") for h in ("h1", "h2", "h3", "h4")], "hosts")  # as the host collector does
     return fab
 
 
@@ -137,19 +141,20 @@ def test_sim_feeds_store_with_rates():
     assert fab.det.active == []
 
 
-def test_fabric_layout_reaches_every_rule_through_the_detector_context():
-    """The config's ``fabric:`` section, as a PriorityMap, is in every pass's context."""
-    from fabricmon.agent.pipeline import FABRIC_CACHE_KEY, Pipeline
-    from fabricmon.core.vocabulary import PriorityMap
+def test_fabric_layout_reaches_the_rules_through_the_fabric_analysis():
+    """The config's ``fabric:`` section, as a PriorityMap, is the fabric analysis's layout in every pass."""
+    from fabricmon.agent.detector.analyses.fabric import FabricAnalysis
+    from fabricmon.agent.pipeline import Pipeline
 
     seen: list[Any] = []
 
     class Probe(Rule):
         name = "probe"
         kinds = ()
+        needs = ("fabric",)
 
         def evaluate(self, ctx: DetectContext):
-            seen.append(ctx.cache.get(FABRIC_CACHE_KEY))
+            seen.append(ctx.analysis(FabricAnalysis).layout)
             return ()
 
     layout = PriorityMap((3, 4), {3: 5}, {3: 2})

@@ -148,7 +148,7 @@ async def test_agent_exports_scheduler_restarts(tmp_path):
     path = tmp_path / "f.yml"
     path.write_text("targets: []\n")
     agent = Agent(load(path), listen="")
-    agent.scheduler = Scheduler(lambda poll: None)
     agent.scheduler.restarts = 3
-    [family] = agent._scheduler_families()
+    assert agent.scheduler.status().restarts == 3
+    [family] = agent.families()  # no state_dir, not serving: the scheduler's family alone
     assert family.name == "fabricmon_scheduler_task_restarts_total" and family.lines == ["fabricmon_scheduler_task_restarts_total 3"]

@@ -40,7 +40,7 @@ def test_every_target_is_in_exactly_one_shard(count):
     seen: dict[str, int] = {}
     for index in range(count):
         loaded = load_text(f"shard: {{index: {index}, count: {count}}}\ntargets:\n{targets}")
-        for t in loaded.config.shard_targets(loaded.options):
+        for t in loaded.config.shard_targets():
             assert t.name not in seen, f"{t.name} in shards {seen[t.name]} and {index}"
             seen[t.name] = index
     assert sorted(seen) == sorted(NAMES)
@@ -55,16 +55,16 @@ def test_bad_shard_names_the_line():
 
 
 def test_self_sharding_source_is_polled_by_every_agent_with_its_own_shard():
-    from fabricmon.agent.runtime import _make_collector
+    from fabricmon.agent.assemble import plan_targets
 
     text = ("shard: {index: 1, count: 3}\ntargets:\n"
             "  - {name: ufm, source: ufm-telemetry, address: 127.0.0.1}\n"
             + "".join(f"  - {{name: '{n}', source: perfquery}}\n" for n in NAMES[:30]))
     loaded = load_text(text)
-    mine = loaded.config.shard_targets(loaded.options)
+    mine = loaded.config.shard_targets()
     assert "ufm" in [t.name for t in mine]
-    ufm = next(t for t in mine if t.name == "ufm")
-    opts = _make_collector(loaded, ufm).options
+    ufm = next(t for t in plan_targets(loaded) if t.spec.name == "ufm")
+    opts = ufm.scheduled().collector.options
     assert (opts.num_shards, opts.shard) == (3, 1)
     assert loaded.options["ufm"].num_shards == 1  # the validated config itself is untouched
     from fabricmon.collectors.ufm_telemetry.fetch import shard_paths
@@ -111,7 +111,7 @@ def config_text(index: int, count: int) -> str:
 
 def run_agent(index: int, count: int, level: str = "full") -> Pipeline:
     loaded = load_text(config_text(index, count))
-    mine = loaded.config.shard_targets(loaded.options)
+    mine = loaded.config.shard_targets()
     specs = [TargetSpec(t.name, t.source) for t in mine]
     p = Pipeline(specs, rules_mod.build())
     p.exposition_policy = ExpositionPolicy(level=level, shard_index=index, shard_count=count)
@@ -173,3 +173,29 @@ def test_shard_info_is_exported():
 def test_unsharded_agent_exports_no_shard_info():
     p = run_agent(0, 1)
     assert "fabricmon_shard_info" not in {f.name for f in metrics.all_families(p)}
+
+
+def test_a_sharded_replay_keeps_what_that_agent_would_poll(tmp_path):
+    """Replay shards by the same rule as the live agent (config.in_shard): a self-sharding
+    source's target is in every shard's replay (each agent polls it for its share), the others
+    in the one shard their name hashes to."""
+    from fabricmon.agent.recording import RecordingWriter
+    from fabricmon.agent.replay import replay_recording
+
+    specs = [TargetSpec("ufm", "ufm-telemetry"), *(TargetSpec(f"ib{i}", "perfquery") for i in range(8))]
+    path = tmp_path / "r.jsonl"
+    rec = RecordingWriter(path, specs)
+    for k in range(2):
+        for s in specs:
+            rec.write_poll(Poll(s.name, s.source, 1000.0 + 10 * k, 0.1, False, error="timeout", reason="timeout"))
+    rec.close()
+    seen: dict[str, list[int]] = {}
+    for index in range(2):
+        loaded = load_text(config_text(index, 2))
+        result = replay_recording(path, loaded)
+        assert result.polls == 2 * len(result.pipeline.targets)  # polls of the other shard's targets are skipped
+        for name in result.pipeline.targets:
+            seen.setdefault(name, []).append(index)
+    assert seen.pop("ufm") == [0, 1]
+    assert sorted(seen) == [f"ib{i}" for i in range(8)] and all(len(v) == 1 for v in seen.values())
+    assert {v[0] for v in seen.values()} == {0, 1}

@@ -17,7 +17,22 @@ from fabricmon.agent.store import CLOCK, OK, RESET, WRAP, CounterStore
 from fabricmon.core.model import Sample
 from fabricmon.core.topology import Topology
 
-T0 = time.time() - 100.0  # recent: inside stale_after
+T0 = time.time() - 100.0  # recent: inside stale_after (set again before each test: see _recent)
+
+
+@pytest.fixture(autouse=True)
+def _recent(monkeypatch):
+    """T0 100 s before the test, not before collection: a long suite run reaches these tests
+    more than stale_after (600 s) after collection, and the restore then rightly drops it all."""
+    monkeypatch.setitem(globals(), "T0", time.time() - 100.0)
+
+
+@pytest.fixture(autouse=True)
+def _recent_t0() -> None:
+    """T0 is recent for each test when it runs, not when the module was collected: a whole suite
+    run takes longer than stale_after (600 s), and state older than that is rightly dropped."""
+    global T0
+    T0 = time.time() - 100.0
 
 
 def _store() -> CounterStore:
@@ -122,6 +137,7 @@ def test_missing_file_is_fine(tmp_path):
 def test_atomic_write_leaves_one_private_file(tmp_path):
     store, det = _store(), _detector()
     _poll(store, det, T0, 1, 0)
+    (tmp_path / "sub").mkdir(mode=0o700)
     path = state.state_path(tmp_path / "sub")
     state.save(path, store, det)
     state.save(path, store, det)
@@ -151,3 +167,76 @@ async def test_keeper_saves_periodically_and_at_close(tmp_path):
     await keeper.close()
     data = state.read(path)
     assert data["ports"][0][:2] == ["sw1", "3"]
+
+
+# ---------------------------------------------------------------- the state directory (issue 31)
+def test_a_missing_state_dir_is_created_for_an_ordinary_user_and_logged(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(state.os, "geteuid", lambda: 4242)
+    d = tmp_path / "state"
+    error, note = state.dir_problem(str(d))
+    assert error is None and note.startswith(f"state_dir {d} does not exist: fabricmon run creates it, owned by ") and "mode 0700" in note
+    assert not d.exists()  # dir_problem (check-config) changes nothing
+    with caplog.at_level(logging.INFO, logger="fabricmon.agent.state"):
+        assert state.prepare_dir(str(d)) is None
+    assert d.is_dir() and d.stat().st_mode & 0o777 == 0o700
+    assert f"created the state directory {d}" in caplog.text
+    assert state.dir_problem(str(d)) == (None, None)
+
+
+def test_root_never_creates_a_state_dir(tmp_path, monkeypatch):
+    monkeypatch.setattr(state.os, "geteuid", lambda: 0)
+    d = tmp_path / "state"
+    error = state.prepare_dir(str(d))
+    assert error is not None and error.startswith(f"state_dir {d} does not exist, and fabricmon does not create it as root")
+    assert "StateDirectory=" in error and not d.exists()
+
+
+@pytest.mark.parametrize("what", ["file", "no-parent"])
+def test_a_state_dir_that_cannot_be_used_is_an_error(tmp_path, monkeypatch, what):
+    monkeypatch.setattr(state.os, "geteuid", lambda: 4242)
+    d = tmp_path / "state"
+    if what == "file":
+        d.write_text("x")
+        assert state.dir_problem(str(d))[0] == f"state_dir {d} is not a directory"
+    else:
+        d = tmp_path / "missing-parent" / "state"
+        assert state.dir_problem(str(d))[0].startswith(f"state_dir {d} does not exist, and ")
+
+
+def test_a_save_does_not_create_the_directory(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        state.save(state.state_path(tmp_path / "never-made"), _store(), _detector())
+    assert not (tmp_path / "never-made").exists()
+
+
+def test_run_refuses_a_missing_state_dir_as_root_before_starting(tmp_path, monkeypatch, capsys):
+    from fabricmon.agent.cli import main
+
+    monkeypatch.setattr(state.os, "geteuid", lambda: 0)
+    cfg = tmp_path / "f.yml"
+    cfg.write_text(f"global:\n  state_dir: {tmp_path / 'state'}\ntargets: []\n")
+    assert main(["run", "--config.file", str(cfg)]) == 1
+    assert f"{cfg}: state_dir {tmp_path / 'state'} does not exist, and fabricmon does not create it as root" in capsys.readouterr().err
+
+
+def test_record_neither_restores_nor_writes_the_daemons_state(tmp_path, monkeypatch, capsys):
+    """`fabricmon record` writes a recording only: the state file of a daemon using the same
+    config (state_dir, or $STATE_DIRECTORY under systemd) stays as it was, and nothing is added."""
+    from fabricmon.agent.cli import main
+    from fabricmon.agent.recording import read_polls
+
+    configured, systemd_dir = tmp_path / "state", tmp_path / "systemd-state"
+    for d in (configured, systemd_dir):
+        d.mkdir(mode=0o700)
+        (d / state.FILENAME).write_bytes(b"the daemon's state")
+    monkeypatch.setenv("STATE_DIRECTORY", str(systemd_dir))
+    out = tmp_path / "rec.jsonl"
+    for state_dir in (configured, None):
+        cfg = tmp_path / "f.yml"
+        glob = "global:\n  poll_interval: 200ms\n" + (f"  state_dir: {state_dir}\n" if state_dir else "")
+        cfg.write_text(glob + f"targets:\n  - {{name: gpu01, source: host, sysfs_root: {tmp_path / 'no-sysfs'}, ethtool: false, dcb: false}}\n")
+        assert main(["record", "--config.file", str(cfg), "--out", str(out), "--duration", "1s"]) == 0, capsys.readouterr().err
+    assert len(list(read_polls(out))) >= 2  # both runs polled (and failed: no sysfs here) and recorded
+    for d in (configured, systemd_dir):
+        assert [p.name for p in d.iterdir()] == [state.FILENAME]
+        assert (d / state.FILENAME).read_bytes() == b"the daemon's state"

@@ -151,9 +151,13 @@ def test_ill_typed_series_records(tmp_path, caplog, ports):
     assert "malformed state content" in _load(tmp_path, caplog, gzip.compress(json.dumps(snap).encode()))
 
 
-def test_save_error_metric_is_exported():
+async def test_save_error_metric_is_exported(tmp_path):
     from fabricmon.agent.exporter.exposition import render
-    from fabricmon.agent.exporter.metrics import state_family
 
-    text = render([state_family(2)])[0].decode()
+    store, det = _fresh()
+    keeper = state.StateKeeper(state.state_path(tmp_path / "not-a-dir-yet" / "x"), store, det)
+    (tmp_path / "not-a-dir-yet").write_text("a file where the state directory should be")
+    assert await keeper.save() is False and await keeper.save() is False
+    assert keeper.status().save_errors == 2
+    text = render(keeper.families())[0].decode()
     assert "fabricmon_state_save_errors_total 2" in text

@@ -16,7 +16,7 @@ from fabricmon.collectors import get
 from fabricmon.collectors.base import FetchError, ParseError
 from fabricmon.collectors.ufm import UfmCollector, UfmOptions
 from fabricmon.collectors.ufm.names import lookup, to_int
-from fabricmon.collectors.ufm.parse import lane_gbps, link_up, node_description, parse_payload, width_lanes
+from fabricmon.collectors.ufm.parse import lane_gbps, link_up, node_description, parse_payload, rated_gauges, width_lanes
 from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import TargetSpec
 from tests.conftest import free_port
@@ -201,6 +201,22 @@ def test_width_speed_and_state():
     assert link_up({"physical_state": "Link Up", "logical_state": "N/A"}) == 1
     assert link_up({"physical_state": "Polling", "logical_state": "N/A"}) == 0
     assert link_up({}) is None
+
+
+def test_rated_width_and_speed_from_supported_and_enabled():
+    """UFM's supported/enabled width and speed (the v6.22.1 guide's port fields) give what a port
+    can train to: the best in both lists; one list alone when the other is empty; nothing from
+    empty lists (the guide's down port) or names it does not know."""
+    ndr = {"supported_width": ["1x", "2x", "4x"], "enabled_width": ["1x", "4x"],
+           "supported_speed": ["SDR", "EDR", "HDR", "NDR"], "enabled_speed": "HDR, NDR"}
+    got = {g.name: g.value for g in rated_gauges("sw", "1", ndr)}
+    assert got == {"link_width_rated_lanes": 4.0, "link_speed_rated_bytes": 4 * 100e9 / 8}
+    capped = {**ndr, "enabled_speed": ["HDR"]}  # the operator enabled HDR only: HDR is what it should run at
+    assert {g.name: g.value for g in rated_gauges("sw", "1", capped)}["link_speed_rated_bytes"] == 4 * 50e9 / 8
+    assert rated_gauges("sw", "1", {"supported_width": [], "enabled_width": [], "supported_speed": []}) == []
+    assert rated_gauges("sw", "1", {"supported_width": ["wide"], "supported_speed": ["NDR"]}) == []
+    only_width = {g.name for g in rated_gauges("sw", "1", {"supported_width": "IB_4x"})}
+    assert only_width == {"link_width_rated_lanes"}
 
 
 def test_system_name_option_and_string_numbers():

@@ -46,3 +46,22 @@ def test_finding_id_is_stable_and_distinct() -> None:
     assert finding_id(a) == finding_id(same)
     assert finding_id(a) != finding_id(later)
     assert len(finding_id(a)) == 12 and int(finding_id(a), 16) >= 0
+
+
+def test_the_landing_page_names_a_rule_that_failed() -> None:
+    from fabricmon.agent.detector import Rule
+    from fabricmon.agent.web import views
+
+    class Broken(Rule):
+        name = "broken"
+        kinds = ("congestion",)
+
+        def evaluate(self, ctx):
+            raise ValueError(f"bad {EVIL}")
+
+    p = Pipeline([], [Broken()])
+    assert "id='detector'" not in views.summary_page(p, [], False)  # nothing while every rule runs
+    p.detect(1000.0)
+    page = views.summary_page(p, [], False)
+    assert "<b>1 rule(s) failed</b>" in page
+    assert "rule broken failed 1 time(s); last: ValueError: bad &lt;img src=x onerror=alert(1)&gt;" in page

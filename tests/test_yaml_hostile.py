@@ -33,8 +33,8 @@ def test_billion_laughs_is_refused_within_the_budget():
 
 
 def test_modest_aliases_are_allowed():
-    loaded = load_text("rules:\n  pfc_storm: {lossless_priorities: &prio [3]}\n  pfc_deadlock: {lossless_priorities: *prio}\n", "f.yml")
-    assert loaded.config.rules["pfc_deadlock"]["lossless_priorities"] == [3]
+    loaded = load_text("rules:\n  link_flap: &thresholds {raise_polls: 2}\n  link_degraded: *thresholds\n", "f.yml")
+    assert loaded.config.rules["link_degraded"]["raise_polls"] == 2
 
 
 @pytest.mark.parametrize(("text", "where"), [

@@ -262,9 +262,24 @@ class Link:
     peer_port: str
 
 
+@dataclass(slots=True, frozen=True)
+class JobInfo:
+    """A running job as a job source (a scheduler, a file) reports it: its id, the hosts it runs
+    on (host lists expanded), when it started (Unix seconds, None when the source does not say),
+    other ids it answers to (a Slurm array task's ``48213_7``), and only the labels the operator
+    enabled (user, partition, namespace, name: job names can be personal data)."""
+
+    id: str
+    hosts: tuple[str, ...]
+    start: float | None = None
+    aliases: tuple[str, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+
+
 @dataclass(slots=True)
 class ParseResult:
-    """What one payload says. ``links`` is None when the payload carries no topology."""
+    """What one payload says. ``links`` is None when the payload carries no topology;
+    ``inventory`` is None unless the payload is a job source's (then the running jobs, maybe none)."""
 
     counters: Counters = field(default_factory=Counters)
     gauges: list[Gauge] = field(default_factory=list)
@@ -276,6 +291,7 @@ class ParseResult:
     # Facts about the target itself (the SNMP vendor profile and what chose it), exported
     # as fabricmon_target_info labels.
     target_info: dict[str, str] = field(default_factory=dict)
+    inventory: list[JobInfo] | None = None
 
 
 @dataclass(slots=True)
@@ -331,7 +347,10 @@ class Poll:
 
 
 KINDS = ("pfc_storm", "pfc_deadlock", "credit_deadlock", "congestion", "packet_loss", "link_degraded", "misconfig")
-ROLES = ("origin", "victim", "member")
+# "stalled": an InfiniBand port stalled alone (kind credit_deadlock), not part of a loop;
+# "watchdog": a switch PFC watchdog that disagrees with the port's own counters (kind
+# pfc_storm). Both are fabricmon additions to the shared vocabulary (docs/recording-format.md).
+ROLES = ("origin", "victim", "member", "stalled", "watchdog")
 
 
 @dataclass(slots=True)

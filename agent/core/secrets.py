@@ -24,7 +24,7 @@ import logging
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def _not_regular(name: str, path: str, mode: int) -> SecretError:
     return SecretError(f"{name}_file: {path} is {kind}; a secret file must be a regular file")
 
 
-def _read_file(name: str, path: str) -> str:
+def _read_file(name: str, path: str, warn: Callable[[str], None] | None) -> str:
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
@@ -89,26 +89,31 @@ def _read_file(name: str, path: str) -> str:
         raise SecretError(f"{name}_file: cannot read {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise SecretError(f"{name}_file: {path} is not UTF-8 text") from None
-    if st.st_mode & 0o077 and path not in _warned_modes:
-        _warned_modes.add(path)
-        log.warning("%s_file: %s is readable by group or others (mode %04o); chmod 600 it", name, path, stat.S_IMODE(st.st_mode))
+    if st.st_mode & 0o077:
+        loose = f"{name}_file: {path} is readable by group or others (mode {stat.S_IMODE(st.st_mode):04o}); chmod 600 it"
+        if warn is not None:
+            warn(loose)
+        elif path not in _warned_modes:
+            _warned_modes.add(path)
+            log.warning("%s", loose)
     # Only the line ending an editor or `echo` adds; other whitespace may be part of the secret.
     return text.removesuffix("\n").removesuffix("\r")
 
 
-def resolve(options: Any, name: str) -> Secret | None:
+def resolve(options: Any, name: str, warn: Callable[[str], None] | None = None) -> Secret | None:
     """The secret option ``name`` of a pydantic options object or a dict; None when none is set.
 
     Exactly one of ``name``, ``name_file`` and ``name_env`` may be set; an empty file or
     variable is an error (a half-provisioned secret should fail loudly, not authenticate
-    with an empty string).
+    with an empty string). A file readable by others is logged once, or handed to ``warn``
+    (check-config reports it at the option's line).
     """
     inline, path, env = _get(options, name), _get(options, f"{name}_file"), _get(options, f"{name}_env")
     given = [k for k, v in ((name, inline), (f"{name}_file", path), (f"{name}_env", env)) if v not in (None, "")]
     if len(given) > 1:
         raise SecretError(f"{' and '.join(given)} are both set; use only one")
     if path:
-        value = _read_file(name, str(path))
+        value = _read_file(name, str(path), warn)
         if not value:
             raise SecretError(f"{name}_file: {path} is empty")
     elif env:

@@ -1,13 +1,23 @@
-"""Detector framework: rules observe, the detector decides.
+"""Detector framework: analyses compute the shared facts, rules observe, the detector decides.
 
-A rule is a plugin (a :class:`Rule` subclass listed in ``agent/detector/rules/__init__.py``)
-that looks at the store and the topology after a poll and yields :class:`Observation`s:
-"this condition holds on this port now". The detector alone turns observations into
-findings, with hysteresis: a finding is raised after ``raise_polls`` consecutive polls that
-observe it and cleared after ``clear_polls`` consecutive fresh polls that do not. A poll
-counts for a finding (as a hit or a miss) only when it brought new data for the finding's
-device, so a fabric with many targets does not count one device's state several times
-per interval.
+A pass runs in two stages over what changed since the previous one (:class:`DetectContext`):
+
+1. **Analyses** (``agent/detector/analyses/``, registered by name): the PFC state and pause
+   trees (``pfc``), the InfiniBand waits and credit-loop incidents (``ib``), the fabric's layout
+   and host classification (``fabric``). Each is updated once per pass whatever rules are on,
+   and exports its own gauges.
+2. **Rules** (``agent/detector/rules/``, registered by name): each declares the analyses it
+   reads (``needs``) and reads only those and the store's read API, never another rule, and
+   yields :class:`Observation`s: "this condition holds on this port now". The order of the
+   rules does not matter: observations with the same key are merged by severity, then rule
+   name.
+
+The detector alone turns observations into findings, with hysteresis: a finding is raised
+after ``raise_polls`` consecutive polls that observe it and cleared after ``clear_polls``
+consecutive fresh polls that do not. A poll counts for a finding (as a hit or a miss) only
+when it brought new data for the finding's device, so a fabric with many targets does not
+count one device's state several times per interval. A rule that raises is counted
+(``fabricmon_rule_failures_total{rule}``, :meth:`Detector.status`) and the others go on.
 
 Findings use the vocabulary of recording-format.md (kind, severity, device, port,
 priority, role, start, end) plus a one-sentence summary and the evidence numbers.
@@ -15,145 +25,48 @@ priority, role, start, end) plus a one-sentence summary and the evidence numbers
 
 from __future__ import annotations
 
-import abc
 import dataclasses
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from fabricmon.agent.store import Changes, CounterStore, PortKey
+from fabricmon.agent.detector import families
+from fabricmon.agent.detector.analyses import ANALYSES
+from fabricmon.agent.detector.analyses import params as analysis_params
+from fabricmon.agent.detector.base import (
+    SEVERITY_RANK,
+    Analysis,
+    DetectContext,
+    ExportedGauge,
+    Observation,
+    Params,
+    Rule,
+    RuleParams,
+)
+from fabricmon.agent.exporter.exposition import Family
+from fabricmon.agent.store import PortKey
 from fabricmon.core.model import Finding
-from fabricmon.core.topology import Topology
-from fabricmon.core.vocabulary import PriorityMap
 
-SEVERITY_RANK = {"warning": 1, "critical": 2}
-# DetectContext.cache key under which the pipeline puts the config's ``fabric:`` section (a
-# PriorityMap; fabricmon.agent.pipeline.FABRIC_CACHE_KEY is the same key).
-FABRIC_CACHE_KEY = "fabric"
-# The fabric layout keys: set once under ``fabric:``. A rule still given one (the layout before
-# ``fabric:`` existed) takes it as its own map, which the config has checked against ``fabric:``.
-FABRIC_KEYS = ("lossless_priorities", "priority_to_queue", "priority_to_pg")
-DEFAULT_FABRIC = PriorityMap()
+__all__ = ["Analysis", "DetectContext", "Detector", "DetectorStatus", "ExportedGauge", "Observation", "Params", "Rule",
+           "RuleParams"]
 
 
-def _legacy_fabric(params: dict[str, Any]) -> dict[str, Any]:
-    """Fabric keys given to one rule, popped from ``params`` and normalised as PriorityMap fields."""
-    out: dict[str, Any] = {}
-    if "lossless_priorities" in params:
-        out["lossless"] = tuple(sorted({int(x) for x in params.pop("lossless_priorities") or ()}))
-    for key in ("priority_to_queue", "priority_to_pg"):
-        if key in params:
-            out[key] = {int(a): int(b) for a, b in (params.pop(key) or {}).items()}
-    return out
+@dataclass(frozen=True, slots=True)
+class DetectorStatus:
+    """What the detector runs and whether it works: for /ready, the web view and replay's exit code."""
 
-
-def fabric_layout(ctx: DetectContext, legacy: dict[str, Any]) -> PriorityMap:
-    """The pass's fabric layout (the config's ``fabric:``), with the keys a rule was given itself
-    in their place (the config has checked that they agree with ``fabric:``)."""
-    base = ctx.cache.get(FABRIC_CACHE_KEY) or DEFAULT_FABRIC
-    return dataclasses.replace(base, **legacy) if legacy else base
-
-
-@dataclass(slots=True)
-class Observation:
-    kind: str
-    severity: str
-    device: str
-    port: str | None
-    priority: int | None = None
-    role: str | None = None
-    summary: str = ""
-    evidence: dict[str, Any] = field(default_factory=dict)
-    # Polls needed to raise; None = the rule's default. Device-confirmed events use 1.
-    raise_polls: int | None = None
+    rules: tuple[str, ...]
+    analyses: tuple[str, ...]
+    failures: Mapping[str, int]  # rule -> evaluations that failed since start
+    last_failure: Mapping[str, str]  # rule -> why it last failed
 
     @property
-    def key(self) -> tuple[str, str, str | None, int | None, str | None]:
-        return (self.kind, self.device, self.port, self.priority, self.role)
+    def failed_rules(self) -> tuple[str, ...]:
+        return tuple(sorted(r for r, n in self.failures.items() if n))
 
-
-@dataclass(slots=True)
-class DetectContext:
-    """One detection pass: the store, the topology, and what changed since the last pass.
-
-    ``changes`` (taken from the store when not given) says which counters moved and which
-    state gauges changed on which ports: rules start from those sets and from the ports
-    they already watch, so a quiet port costs nothing. ``cache`` holds values computed once
-    per pass and shared by several rules (the InfiniBand XmitWait fractions, the PFC graph).
-    """
-
-    store: CounterStore
-    topology: Topology
-    t: float  # recording/poll time of this pass
-    updated: set[PortKey]  # ports that received data since the previous pass
-    updated_devices: set[str]
-    changes: Changes | None = None
-    cache: dict[Any, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.changes is None:
-            self.changes = self.store.take_changes()
-
-    def moved(self, *names: str) -> set[PortKey]:
-        """Updated ports where any of the counters ``names`` increased in the last interval."""
-        return self.changes.ports(names)  # type: ignore[union-attr]
-
-    def gauge_changed(self, name: str) -> dict[PortKey, float | None]:
-        """Port -> previous value, for ports whose state gauge ``name`` changed (None: new)."""
-        return self.changes.gauges.get(name, {})  # type: ignore[union-attr]
-
-    def watched(self, *sets: Iterable[PortKey]) -> set[PortKey]:
-        """The union of ``sets`` restricted to ports updated in this pass (for ports a rule
-        keeps watching: open windows, active states)."""
-        upd = self.updated
-        out: set[PortKey] = set()
-        for s in sets:
-            out.update(pk for pk in s if pk in upd)
-        return out
-
-
-@dataclass(slots=True)
-class RuleMetric:
-    """A gauge a rule exports (a ratio or a state), so alert rules stay thin."""
-
-    name: str  # full metric name, fabricmon_...
-    help: str
-    labels: tuple[str, ...]
-    values: list[tuple[tuple[str, ...], float]]
-
-
-class Rule(abc.ABC):
-    name: ClassVar[str]
-    kinds: ClassVar[tuple[str, ...]]
-    defaults: ClassVar[dict[str, Any]] = {}
-    raise_polls: ClassVar[int] = 2
-    clear_polls: ClassVar[int] = 2
-    # How the rule uses the detector's per-pass PFC analysis (``rules/_pfc.py``), handed to it
-    # as ``self.pfc`` by the detector: "owner" (the PFC rules: their parameters configure it)
-    # or "reader" (uses the owners' analysis when one runs, else one with its own parameters).
-    pfc_use: ClassVar[str | None] = None
-
-    def __init__(self, params: dict[str, Any] | None = None) -> None:
-        params = dict(params or {})
-        self.raise_polls = int(params.pop("raise_polls", type(self).raise_polls))
-        self.clear_polls = int(params.pop("clear_polls", type(self).clear_polls))
-        self.legacy_fabric = _legacy_fabric(params)
-        unknown = set(params) - set(self.defaults)
-        if unknown:
-            raise ValueError(f"rule {self.name}: unknown parameter(s) {', '.join(sorted(unknown))}")
-        self.params = {**self.defaults, **params}
-        self.pfc: Any = None  # the PFC tracker, set by the Detector for rules with ``pfc_use``
-
-    def fabric(self, ctx: DetectContext) -> PriorityMap:
-        """The fabric's lossless priorities and priority -> queue / PG maps for this pass."""
-        return fabric_layout(ctx, self.legacy_fabric)
-
-    @abc.abstractmethod
-    def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
-        """Observations for this pass. Must not raise on odd data: skip what is missing."""
-
-    def metrics(self) -> Iterable[RuleMetric]:
-        return ()
+    def problems(self) -> list[str]:
+        """One line per failed rule: its name, how often, and the last error."""
+        return [f"rule {r} failed {self.failures[r]} time(s); last: {self.last_failure.get(r, '?')}" for r in self.failed_rules]
 
 
 @dataclass(slots=True)
@@ -166,20 +79,48 @@ class _Track:
     rule: Rule | None = None
 
 
-class Detector:
-    """Runs the rules and owns what they share: the PFC analysis, one per PFC parameter set,
-    and the PFC state export (``fabricmon_port_pfc_state``, read by ``fabricmon correlate``)
-    which stays whichever rules are switched off."""
+def _wins(ob: Observation, rule: Rule, prev: tuple[Observation, Rule]) -> bool:
+    """Two rules observe the same key (link_flap and link_degraded both report kind
+    link_degraded on a port): the higher severity wins, then the rule whose name sorts first,
+    so the merge does not depend on the order the rules run in."""
+    new, old = SEVERITY_RANK[ob.severity], SEVERITY_RANK[prev[0].severity]
+    return new > old or (new == old and rule.name < prev[1].name)
 
-    def __init__(self, rules: list[Rule]) -> None:
-        self._pfc_trackers: dict[tuple, Any] = {}
-        self.pfc: Any = None  # the tracker whose states are exported
-        self.rules = rules
+
+def _order(key: tuple[Any, ...]) -> tuple[tuple[bool, str], ...]:
+    return tuple((x is None, "" if x is None else str(x)) for x in key)
+
+
+class Detector:
+    """Runs the analyses, then the rules, and keeps the findings."""
+
+    def __init__(self, rules: list[Rule], analyses: Mapping[str, Any] | None = None) -> None:
+        self._analyses: dict[str, Analysis] = {}
+        self._rules: list[Rule] = []
         self._tracks: dict[tuple, _Track] = {}
         self.finished: list[Finding] = []  # ended findings not yet taken by take_finished()
         self.raised_total: dict[tuple[str, str], int] = {}  # (kind, severity) -> count
-        self.errors: dict[str, int] = {}  # rule name -> evaluation failures
-        self.last_errors: list[str] = []
+        self.failures: dict[str, int] = {}  # rule name -> evaluations that failed
+        self.last_failure: dict[str, str] = {}
+        self.last_errors: list[str] = []  # this pass's failures, for the log
+        self.configure(rules, analyses)
+
+    def configure(self, rules: list[Rule], analyses: Mapping[str, Any] | None = None) -> None:
+        """Install the rules and the analyses' parameters (``{name: params}``, the config's
+        ``detector:`` analyses; None: defaults), at start-up and on reload. An analysis whose
+        parameters did not change keeps its state. Raises ValueError, changing nothing, on a
+        bad parameter or a rule that needs an unknown analysis."""
+        params = analysis_params(analyses)
+        for r in rules:
+            unknown = [n for n in r.needs if n not in ANALYSES]
+            if unknown:
+                raise ValueError(f"rule {r.name} needs unknown analysis {unknown[0]!r}; known: {', '.join(ANALYSES)}")
+        kept: dict[str, Analysis] = {}
+        for name, cls in ANALYSES.items():
+            old = self._analyses.get(name)
+            kept[name] = old if old is not None and old.params == params[name] else cls(params[name])
+        self._analyses = kept
+        self._rules = list(rules)
 
     @property
     def rules(self) -> list[Rule]:
@@ -187,84 +128,121 @@ class Detector:
 
     @rules.setter
     def rules(self, rules: list[Rule]) -> None:
-        """Install the rules (start-up and reload) and hand the PFC analysis to those that use it.
-        A tracker whose parameters did not change is kept across a reload, with its state."""
-        # Imported here: the rule modules import this one.
-        from fabricmon.agent.detector.rules._pfc import PfcTracker, pfc_key
+        """New rules, the analyses' parameters unchanged."""
+        self.configure(rules, {name: a.params for name, a in self._analyses.items()})
 
-        self._rules = list(rules)
-        kept: dict[tuple, Any] = {}
+    def analysis(self, name: str) -> Analysis:
+        return self._analyses[name]
 
-        def tracker(rule: Rule | None) -> Any:
-            key, params = pfc_key(rule.params if rule is not None else {})
-            legacy = rule.legacy_fabric if rule is not None else {}
-            key = (*key, repr(legacy))
-            tr = kept.get(key) or self._pfc_trackers.get(key) or PfcTracker(params, legacy)
-            kept[key] = tr
-            return tr
+    def metrics(self) -> list[ExportedGauge]:
+        """Every gauge of the analyses (whichever rules are on) and of the rules."""
+        return [*(m for a in self._analyses.values() for m in a.metrics()), *(m for r in self._rules for m in r.metrics())]
 
-        owners = [r for r in self._rules if r.pfc_use == "owner"]
-        for r in owners:
-            r.pfc = tracker(r)
-        for r in self._rules:
-            if r.pfc_use == "reader":
-                r.pfc = owners[0].pfc if owners else tracker(r)
-        first = next((r.pfc for r in self._rules if r.pfc is not None), None)
-        self.pfc = first if first is not None else tracker(None)
-        self._pfc_trackers = kept
+    def families(self, port_labels: Mapping[PortKey, str] | None = None,
+                 block_cache: dict[tuple[str, tuple[str, ...]], tuple[list, list[str]]] | None = None) -> list[Family]:
+        """The detector's metric families: active findings, findings raised, rule failures, then
+        every analysis's and rule's gauges by name (see :mod:`.families`; the two caches are the
+        exporter's, see :func:`.families.gauge_families`)."""
+        active = sorted(self.active, key=lambda f: f.sort_key)
+        return [*families.finding_families(active, self.raised_total),
+                families.failure_family((r.name for r in self._rules), self.failures),
+                *families.gauge_families(self.metrics(), port_labels, block_cache)]
 
-    def metrics(self) -> Iterable[RuleMetric]:
-        """Gauges the detector itself exports (the PFC pause ratio and state)."""
-        return self.pfc.metrics()
+    def status(self) -> DetectorStatus:
+        return DetectorStatus(tuple(r.name for r in self._rules), tuple(self._analyses), dict(self.failures),
+                              dict(self.last_failure))
 
     @property
     def active(self) -> list[Finding]:
         return [tr.finding for tr in self._tracks.values() if tr.finding is not None]
 
+    # ------------------------------------------------------------------ one pass
     def run(self, ctx: DetectContext) -> None:
-        seen: dict[tuple, tuple[Observation, Rule]] = {}
         self.last_errors = []
-        for rule in self.rules:
+        failed = self._update_analyses(ctx)
+        seen = self._observe(ctx, failed)
+        for key in sorted(seen, key=_order):
+            self._hit(ctx, key, *seen[key])
+        self._misses(ctx, seen)
+
+    def _view(self, ctx: DetectContext, needs: Iterable[str]) -> DetectContext:
+        """The pass as one analysis or rule sees it: with the analyses it declared."""
+        return dataclasses.replace(ctx, analyses={n: self._analyses[n] for n in needs})
+
+    def _update_analyses(self, ctx: DetectContext) -> dict[str, str]:
+        """Bring every analysis up to date, in registry order; returns those that failed, with why."""
+        failed: dict[str, str] = {}
+        for name, a in self._analyses.items():
+            broken = [n for n in a.needs if n in failed]
             try:
-                for ob in rule.evaluate(ctx):
-                    prev = seen.get(ob.key)
-                    if prev is None or SEVERITY_RANK[ob.severity] > SEVERITY_RANK[prev[0].severity]:
-                        seen[ob.key] = (ob, rule)
+                if broken:
+                    raise RuntimeError(f"it needs analysis {broken[0]}, which failed")
+                a.update(self._view(ctx, a.needs))
+            except Exception as exc:  # an analysis bug must not stop detection or the agent
+                failed[name] = f"{type(exc).__name__}: {exc}"
+                self.last_errors.append(f"analysis {name} failed: {failed[name]}")
+        return failed
+
+    def _observe(self, ctx: DetectContext, failed: Mapping[str, str]) -> dict[tuple, tuple[Observation, Rule]]:
+        """Every rule's observations, merged by key (:func:`_wins`). A rule that raises, or whose
+        analysis failed, is counted as a failure and contributes nothing this pass."""
+        seen: dict[tuple, tuple[Observation, Rule]] = {}
+        for rule in self._rules:
+            broken = [n for n in rule.needs if n in failed]
+            try:
+                if broken:
+                    raise RuntimeError(f"analysis {broken[0]} failed: {failed[broken[0]]}")
+                found = list(rule.evaluate(self._view(ctx, rule.needs)))
             except Exception as exc:  # a rule bug must not stop detection or the agent
-                self.errors[rule.name] = self.errors.get(rule.name, 0) + 1
-                self.last_errors.append(f"rule {rule.name} failed: {type(exc).__name__}: {exc}")
-        self.pfc.update(ctx)  # exported PFC state, also when no rule asked for the analysis
-        for key, (ob, rule) in seen.items():
-            tr = self._tracks.get(key)
-            fresh = ob.device in ctx.updated_devices
-            if tr is None:
-                if not fresh:
-                    continue  # counted when a poll brings data for that device
-                tr = self._tracks[key] = _Track(rule=rule)
-            elif rule.clear_polls > (tr.rule.clear_polls if tr.rule else 0):
-                tr.rule = rule  # two rules report the same finding: the slower to clear wins
-            if fresh:
-                if tr.hits == 0:
-                    tr.first_hit = ctx.t
-                tr.hits += 1
-                tr.misses = 0
-                tr.first_miss = None
-            need = ob.raise_polls or rule.raise_polls
-            f = tr.finding
-            if f is None and tr.hits >= need:
-                peer = ctx.topology.peer(ob.device, ob.port) if ob.port is not None else None
-                f = tr.finding = Finding(
-                    kind=ob.kind, severity=ob.severity, device=ob.device, port=ob.port, priority=ob.priority,
-                    role=ob.role, start=tr.first_hit, rule=rule.name,
-                    peer_device=peer[0] if peer else None, peer_port=peer[1] if peer else None,
-                )
-                self.raised_total[(ob.kind, ob.severity)] = self.raised_total.get((ob.kind, ob.severity), 0) + 1
-            if f is not None:
-                if SEVERITY_RANK[ob.severity] > SEVERITY_RANK[f.severity]:
-                    f.severity = ob.severity
-                    self.raised_total[(ob.kind, ob.severity)] = self.raised_total.get((ob.kind, ob.severity), 0) + 1
-                f.summary = ob.summary
-                f.evidence = ob.evidence
+                why = f"{type(exc).__name__}: {exc}"
+                self.failures[rule.name] = self.failures.get(rule.name, 0) + 1
+                self.last_failure[rule.name] = why
+                self.last_errors.append(f"rule {rule.name} failed: {why}")
+                continue
+            for ob in found:
+                prev = seen.get(ob.key)
+                if prev is None or _wins(ob, rule, prev):
+                    seen[ob.key] = (ob, rule)
+        return seen
+
+    def _hit(self, ctx: DetectContext, key: tuple, ob: Observation, rule: Rule) -> None:
+        """One observation: count the hit on a fresh poll, raise after ``raise_polls``, escalate."""
+        tr = self._tracks.get(key)
+        fresh = ob.device in ctx.updated_devices
+        if tr is None:
+            if not fresh:
+                return  # counted when a poll brings data for that device
+            tr = self._tracks[key] = _Track(rule=rule)
+        elif rule.clear_polls > (tr.rule.clear_polls if tr.rule else 0):
+            tr.rule = rule  # two rules report the same finding: the slower to clear wins
+        if fresh:
+            if tr.hits == 0:
+                tr.first_hit = ctx.t
+            tr.hits += 1
+            tr.misses = 0
+            tr.first_miss = None
+        need = ob.raise_polls or rule.raise_polls
+        f = tr.finding
+        if f is None and tr.hits >= need:
+            peer = ctx.topology.peer(ob.device, ob.port) if ob.port is not None else None
+            f = tr.finding = Finding(
+                kind=ob.kind, severity=ob.severity, device=ob.device, port=ob.port, priority=ob.priority,
+                role=ob.role, start=tr.first_hit, rule=rule.name,
+                peer_device=peer[0] if peer else None, peer_port=peer[1] if peer else None,
+            )
+            self._count(ob.kind, ob.severity)
+        if f is not None:
+            if SEVERITY_RANK[ob.severity] > SEVERITY_RANK[f.severity]:
+                f.severity = ob.severity
+                self._count(ob.kind, ob.severity)
+            f.summary = ob.summary
+            f.evidence = ob.evidence
+
+    def _count(self, kind: str, severity: str) -> None:
+        self.raised_total[(kind, severity)] = self.raised_total.get((kind, severity), 0) + 1
+
+    def _misses(self, ctx: DetectContext, seen: Mapping[tuple, Any]) -> None:
+        """Tracks not observed this pass: a miss on a fresh poll; cleared after ``clear_polls``."""
         for key in [k for k in self._tracks if k not in seen]:
             tr = self._tracks[key]
             if key[1] not in ctx.updated_devices:
@@ -281,6 +259,7 @@ class Detector:
                 self.finished.append(tr.finding)
                 del self._tracks[key]
 
+    # ------------------------------------------------------------------ findings out
     def take_finished(self) -> list[Finding]:
         """Findings that ended since the last call, in ``Finding.sort_key`` order."""
         out, self.finished = sorted(self.finished, key=lambda f: f.sort_key), []
@@ -292,7 +271,7 @@ class Detector:
 
     def restore(self, findings: Iterable[Finding]) -> None:
         """Re-seed active findings (persisted state) so a restart keeps their start time."""
-        by_name = {r.name: r for r in self.rules}
+        by_name = {r.name: r for r in self._rules}
         for f in findings:
             rule = by_name.get(f.rule)
             self._tracks[f.key] = _Track(hits=rule.raise_polls if rule else 1, first_hit=f.start, finding=f, rule=rule)

@@ -13,8 +13,9 @@ module computes, for every check and every port (and link, for two-ended checks)
 Inputs, all through the store's read API: the configuration gauges of
 :mod:`fabricmon.core.vocabulary` (``pfc_enabled``, ``pfc_peer_enabled``, ``ecn_enabled``, ...;
 a gauge that is absent means the source could not see the setting), counters for behaviour and
-severity (PFC frames on a priority, traffic on the lossless queue), the topology (cable peers; a
-device the store describes as ``host`` or ``ca`` is a host) and the ``fabric:`` section (a
+severity (PFC frames on a priority, traffic on the lossless queue), the topology (cable peers;
+which device is a host is the ``fabric`` analysis's one classification,
+:meth:`~fabricmon.agent.detector.analyses.fabric.FabricShape.is_host`) and the ``fabric:`` section (a
 :class:`~fabricmon.core.vocabulary.PriorityMap`: which priorities must be lossless, and their
 egress queue and ingress priority group).
 
@@ -33,6 +34,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from fabricmon.agent.detector.analyses.fabric import FabricShape
+from fabricmon.agent.detector.analyses.pfc_state import STORM_PAUSE_FRACTION
 from fabricmon.agent.store import CounterStore, PortEntry, PortKey
 from fabricmon.core.topology import Topology
 from fabricmon.core.vocabulary import PriorityMap
@@ -41,7 +44,6 @@ PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 STATUSES = (PASS, FAIL, UNKNOWN)
 PRIORITIES = range(8)  # IEEE 802.1Q priority code points 0..7
 DSCPS = range(64)  # the 6-bit DSCP field (RFC 2474)
-HOST_KINDS = frozenset({"host", "ca"})
 PFC_FRAMES = ("pfc_rx_pause_frames", "pfc_tx_pause_frames")  # per priority: only Ethernet ports have them
 # "Sustained" PFC for the behaviour half of ecn_after_pfc: pause frames sent in each of this many
 # consecutive intervals (30 s at the default 10 s poll). One interval of PFC is an ordinary burst
@@ -161,14 +163,14 @@ def _on(v: float | None) -> bool | None:
 
 
 class FabricView:
-    """What the checks read: the store (read API), the topology and the fabric's priority map."""
+    """What the checks read: the store (read API), the topology, the fabric's priority map and
+    shape (which device is a host: ``shape``, the ``fabric`` analysis's, or one of its own)."""
 
-    def __init__(self, store: CounterStore, topology: Topology, pmap: PriorityMap) -> None:
+    def __init__(self, store: CounterStore, topology: Topology, pmap: PriorityMap, shape: FabricShape | None = None) -> None:
         self.store = store
         self.topology = topology
         self.pmap = pmap
-        self._aliases: tuple[int, dict[PortKey, PortKey]] | None = None
-        self._cables: tuple[int, dict[str, int]] | None = None  # device -> cabled ports, per topology generation
+        self.shape = shape if shape is not None else FabricShape(store, topology)
         self._by_device: tuple[int, dict[str, list[PortEntry]]] | None = None  # device -> its ports, per store layout
         self._pfc_ecn: dict[tuple[str, int], tuple[float, tuple[bool, int, bool]]] = {}  # see _device_pfc_ecn
         self._evidence: dict[PortKey, tuple[PortEntry, tuple[object, int], bool]] = {}  # see ethernet_evidence
@@ -177,39 +179,16 @@ class FabricView:
         return self.store.port(pk)
 
     def canonical(self, pk: PortKey) -> PortKey:
-        """The store's name of a port the topology names differently: a host reports its RDMA
-        port (``mlx5_0/1``) with the netdev as ``alias``, which is the name LLDP gives the cable."""
-        if self.store.port(pk) is not None:
-            return pk
-        if self._aliases is None or self._aliases[0] != self.store.layout:
-            self._aliases = (self.store.layout, {(d, e.info.alias): (d, p) for (d, p), e in self.store.ports.items()
-                                                 if e.info is not None and e.info.alias and e.info.alias != p})
-        return self._aliases[1].get(pk, pk)
+        """The store's name of a port the topology names differently (:meth:`FabricShape.canonical`)."""
+        return self.shape.canonical(pk)
 
     def is_host(self, device: str) -> bool:
-        """A device the store describes as ``host``/``ca``; one nobody describes (not polled) is a
-        host when the topology shows it with a single cable, an end point (as /fabric draws it)."""
-        info = self.store.devices.get(device)
-        if info is not None:
-            return info.kind in HOST_KINDS
-        if device in self.store.device_seen:
-            return False  # polled but not described (NVUE describes no device): a switch source
-        if self._cables is None or self._cables[0] != self.topology.generation:
-            cables: dict[str, int] = {}
-            for (d, _), _ in self.topology.items():
-                cables[d] = cables.get(d, 0) + 1
-            self._cables = (self.topology.generation, cables)
-        return self._cables[1].get(device, 0) == 1
+        """The fabric's one host classification (:meth:`FabricShape.is_host`)."""
+        return self.shape.is_host(device)
 
     def peer(self, pk: PortKey) -> PortKey | None:
-        """The other end of the cable, by the store's names (see :meth:`canonical`)."""
-        got = self.topology.peer(*pk)
-        if got is None:
-            entry = self.entry(pk)
-            if entry is None or entry.info is None or not entry.info.alias:
-                return None
-            got = self.topology.peer(pk[0], entry.info.alias)
-        return None if got is None else self.canonical(got)
+        """The other end of the cable, by the store's names (:meth:`FabricShape.peer`)."""
+        return self.shape.peer(pk)
 
     def ethernet_evidence(self, pk: PortKey) -> bool:
         """The port shows lossless-Ethernet state: a config gauge for a lossless priority, or a
@@ -269,13 +248,11 @@ class FabricView:
     @staticmethod
     def _storm_level(entry: PortEntry, priority: int) -> bool:
         """The port kept its peer paused for (nearly) the whole last interval: an ingress that
-        never drains is a PFC storm (the pfc_storm rule's ``storm_pause_fraction``), not congestion
+        never drains is a PFC storm (the ``pfc`` analysis's default ``storm_pause_fraction``), not congestion
         control that engaged too late, whose XOFF/XON cycles leave the peer sending between pauses."""
-        from fabricmon.agent.detector.rules._pfc import PFC_DEFAULTS  # at call time: the rules package imports this module
-
         se = entry.counter("pfc_tx_pause_seconds", (priority,))
         delta, dt = (se.delta, se.dt) if se is not None else (None, None)
-        return bool(delta is not None and dt and delta / dt >= PFC_DEFAULTS["storm_pause_fraction"])
+        return bool(delta is not None and dt and delta / dt >= STORM_PAUSE_FRACTION)
 
     def _device_pfc_ecn(self, device: str, priority: int, poll_t: float) -> tuple[bool, int, bool]:
         """(the device received PFC on ``priority``, how many ECN mark counters of its queue it
@@ -616,7 +593,8 @@ def check_dcbx_partner(view: FabricView, pk: PortKey) -> list[Result]:
                 f"partner (not in the topology)")
         r = _result("pfc_priorities_mismatch", FAIL, pk, view, p, ev, what)
         if not here_bad:
-            r.summary = f"{_where(pk)}: {what}. Fix first: make the link partner of {_where(pk)} enable PFC on the lossless priorities only."
+            r.summary = (f"{_where(pk)}: {what}. Fix first: make the link partner of {_where(pk)} enable PFC on the lossless "
+                         f"priorities only.")
         out.append(r)
     if out:
         return out
@@ -653,6 +631,13 @@ def check_trust_mismatch(view: FabricView, a: PortKey, b: PortKey) -> list[Resul
                         f"{name[ts if bad == host else th]}", peer=good)]
     if not th:
         return [_result("trust_mismatch", PASS, host, view, None, ev, peer=switch)]
+    return _check_dscp_maps(view, host, switch, eh, es, ev)
+
+
+def _check_dscp_maps(view: FabricView, host: PortKey, switch: PortKey, eh: PortEntry | None, es: PortEntry | None,
+                     ev: dict[str, Any]) -> list[Result]:
+    """Both ends trust DSCP: the DSCP -> priority maps must agree on every DSCP value either end
+    sends to a lossless priority."""
     mh, ms = _dscp_map(eh), _dscp_map(es)
     lossless = set(view.pmap.lossless)
     keys = sorted(d for d in set(mh) | set(ms) if mh.get(d) in lossless or ms.get(d) in lossless)

@@ -82,9 +82,12 @@ def deadlock_cycles(stuck: Sequence[PortKey], succ: Callable[[PortKey], Iterable
 
 
 def best_sinks(nodes: Sequence[PortKey], succ: Callable[[PortKey], Iterable[PortKey]], score: Callable[[PortKey], Any],
-               behind: set[PortKey] = frozenset()) -> tuple[dict[PortKey, PortKey | None], dict[PortKey, bool]]:
+               behind: set[PortKey] = frozenset(), origin_ok: Callable[[PortKey], bool] = lambda _pk: True,
+               ) -> tuple[dict[PortKey, PortKey | None], dict[PortKey, bool]]:
     """For every node, the best-scored sink it reaches (None: none), and whether it reaches a
-    node in ``behind`` (a deadlock member: the port is blocked behind the cycle).
+    node in ``behind`` (a deadlock member: the port is blocked behind the cycle). A sink for
+    which ``origin_ok`` is False (its pauser is itself paused) stands for no origin: what
+    reaches it waits on something further on, so it counts as blocked too.
 
     One pass over the strongly connected components, sinks first: a component's best sink
     is the best of its own sinks and its successors' best sinks.
@@ -100,7 +103,10 @@ def best_sinks(nodes: Sequence[PortKey], succ: Callable[[PortKey], Iterable[Port
         for pk in comp:
             nxt = succ(pk)
             if not nxt and len(comp) == 1:
-                cands.append(pk)
+                if origin_ok(pk):
+                    cands.append(pk)
+                else:
+                    is_behind = True
             for q in nxt:
                 j = comp_of.get(q)
                 if j is None or j == i:

@@ -42,6 +42,7 @@ from aiohttp import web, web_response
 from aiohttp.web_runner import BaseRunner, BaseSite
 
 from fabricmon.agent.exporter.exposition import Family, labels
+from fabricmon.core.vocabulary import NAMESPACE
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +75,31 @@ def connection_cap(limit: int | None = None, nofile: int | None = None) -> int:
 
 @dataclass
 class ConnectionStats:
-    """Counters of every :class:`GatedSite` in the process (exported as metrics)."""
+    """Counters of every :class:`GatedSite` in the process: the listener's status object."""
 
     open: int = 0
     accepted: int = 0
     refused: dict[str, int] = field(default_factory=lambda: {"cap": 0, "per_address": 0})
     handshake_failed: int = 0
     accept_errors: int = 0
+
+    def families(self) -> list[Family]:
+        """The listener's counters as exposition families (the live agent adds them to /metrics)."""
+        n = NAMESPACE
+        open_ = Family(f"{n}_http_connections_open", "gauge", "HTTP connections open now (all listeners).")
+        open_.add("", self.open)
+        accepted = Family(f"{n}_http_connections_accepted_total", "counter", "HTTP connections accepted and served.")
+        accepted.add("", self.accepted)
+        refused = Family(f"{n}_http_connections_refused_total", "counter",
+                         "HTTP connections closed at once: over the open-connection cap, or over the per-address cap.")
+        for reason, count in sorted(self.refused.items()):
+            refused.add(labels((("reason", reason),)), count)
+        handshake = Family(f"{n}_http_tls_handshake_failures_total", "counter",
+                           "TLS connections dropped before the handshake finished (timeout or error).")
+        handshake.add("", self.handshake_failed)
+        errors = Family(f"{n}_http_accept_errors_total", "counter", "accept() failures, e.g. EMFILE when out of descriptors.")
+        errors.add("", self.accept_errors)
+        return [open_, accepted, refused, handshake, errors]
 
 
 STATS = ConnectionStats()
@@ -275,20 +294,3 @@ class GatedSite(BaseSite):
             else:
                 self._per_address.pop(host, None)
 
-
-def families() -> list[Family]:
-    """The listener's counters as exposition families (the live agent adds them to /metrics)."""
-    open_ = Family("fabricmon_http_connections_open", "gauge", "HTTP connections open now (all listeners).")
-    open_.add("", STATS.open)
-    accepted = Family("fabricmon_http_connections_accepted_total", "counter", "HTTP connections accepted and served.")
-    accepted.add("", STATS.accepted)
-    refused = Family("fabricmon_http_connections_refused_total", "counter",
-                     "HTTP connections closed at once: over the open-connection cap, or over the per-address cap.")
-    for reason, n in sorted(STATS.refused.items()):
-        refused.add(labels((("reason", reason),)), n)
-    handshake = Family("fabricmon_http_tls_handshake_failures_total", "counter",
-                       "TLS connections dropped before the handshake finished (timeout or error).")
-    handshake.add("", STATS.handshake_failed)
-    errors = Family("fabricmon_http_accept_errors_total", "counter", "accept() failures, e.g. EMFILE when out of descriptors.")
-    errors.add("", STATS.accept_errors)
-    return [open_, accepted, refused, handshake, errors]

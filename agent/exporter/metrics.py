@@ -20,6 +20,7 @@ import numpy as np
 
 from fabricmon.agent import __version__
 from fabricmon.agent.exporter.exposition import Family, Template, escape_label, fmt_value, format_values, labels
+from fabricmon.agent.jobs.export import job_families
 from fabricmon.agent.store import CounterStore, FamilyRows, PortKey
 from fabricmon.core.vocabulary import COUNTERS, GAUGES, NAMESPACE, metric_name
 
@@ -112,7 +113,10 @@ def _cache_for(store: CounterStore) -> _RenderCache:
     return c
 
 
-def counter_columns(store: CounterStore, with_rates: bool) -> Iterator[tuple[str, FamilyRows, np.ndarray, np.ndarray | None]]:
+CounterColumn = tuple[str, FamilyRows, np.ndarray, np.ndarray | None]
+
+
+def counter_columns(store: CounterStore, with_rates: bool) -> Iterator[CounterColumn]:
     """Per counter name, in exposition order: its series (:class:`FamilyRows`), their totals
     and (when asked) their rates, NaN where a series has none.
 
@@ -307,7 +311,8 @@ def topology_families(p: Pipeline) -> list[Family]:
         d = p.store.devices[name]
         dev.add(labels((("device", d.name), ("kind", d.kind), ("guid", d.guid), ("description", d.description),
                         ("model", d.model), ("target", p.store.device_target.get(d.name, "")))), 1)
-    port = Family(f"{N}_port_info", "info", "Ports with their GUID, LID, alias, label and the peer port they are cabled to (from the fabric topology).")
+    port = Family(f"{N}_port_info", "info",
+                  "Ports with their GUID, LID, alias, label and the peer port they are cabled to (from the fabric topology).")
     cache = _cache_for(p.store)
     ports = p.store.ports
     topo_gen = getattr(p.topology, "generation", None)
@@ -335,92 +340,27 @@ def topology_families(p: Pipeline) -> list[Family]:
 
 
 def finding_families(p: Pipeline) -> list[Family]:
-    active = Family(f"{N}_finding_active", "gauge",
-                    "1 while a finding is active. role is origin/victim for storm trees, member for deadlock cycles.")
-    since = Family(f"{N}_finding_start_timestamp_seconds", "gauge", "When the active finding was first shown by a poll.")
-    for f in p.findings():
-        # A misconfig finding also carries its check: one port can fail several on one priority.
-        check = (("check", str(f.evidence.get("check", ""))),) if f.kind == "misconfig" else ()
-        lb = labels((("kind", f.kind), ("severity", f.severity), ("device", f.device), ("port", f.port or ""),
-                     ("priority", "" if f.priority is None else str(f.priority)), ("role", f.role or ""), *check))
-        active.add(lb, 1)
-        since.add(lb, f.start)
-    total = Family(f"{N}_findings_total", "counter", "Findings raised (or escalated to this severity) since the agent started.")
-    for (kind, severity), n in sorted(p.detector.raised_total.items()):
-        total.add(labels((("kind", kind), ("severity", severity))), n)
-    errors = Family(f"{N}_detector_rule_errors_total", "counter", "Detector rule evaluations that failed (a bug; see the log).")
-    for rule in sorted(r.name for r in p.detector.rules):
-        errors.add(labels((("rule", rule),)), p.detector.errors.get(rule, 0))
-    out = [active, since, total, errors]
-    rule_fams: dict[str, Family] = {}
+    """The detector's families (findings, rule failures, the analyses' and rules' gauges), with
+    the render cache's per-port label blocks and its blocks of each gauge's last series."""
     cache = _cache_for(p.store)
-    bases = cache.base_of  # "{device=..,port=.." of every port, built once per layout
-    for m in [*p.detector.metrics(), *(m for rule in p.detector.rules for m in rule.metrics())]:
-        fam = rule_fams.get(m.name)
-        if fam is None:
-            fam = rule_fams[m.name] = Family(m.name, "gauge", m.help)
-        # The rules' per-port ratios have a series per port of a busy fabric (XmitWait moves on
-        # most): their label blocks come from the port's cached one, kept while the same
-        # series come again (the same ports and labels), the values in bulk.
-        keys = list(map(_FIRST, m.values))
-        hit = cache.metric_blocks.get((m.name, m.labels))
-        if hit is not None and hit[0] == keys:
-            blocks = hit[1]
-        else:
-            per_port = m.labels == ("device", "port")
-            blocks = [(b + "}" if per_port and (b := bases.get(values)) is not None else  # type: ignore[arg-type]
-                       labels(tuple(zip(m.labels, values, strict=False)))) for values in keys]
-            cache.metric_blocks[(m.name, m.labels)] = (keys, blocks)
-        if blocks:
-            fam.lines.append("\n".join(map(f"{fam.name.replace('%', '%%')}%s %s".__mod__,
-                                            zip(blocks, format_values([v for _, v in m.values]), strict=True))))
-    out.extend(rule_fams[k] for k in sorted(rule_fams))
-    return out
+    return p.detector.families(cache.base_of, cache.metric_blocks)
 
 
 def self_families(p: Pipeline, reload_ok: bool, reload_t: float, last_render_s: float, extra: list[Family] | None = None) -> list[Family]:
+    """The agent's own families: build and shard info, then each component's (the targets',
+    the store's, the pipeline's) in the order /metrics has always had them, then ``extra``
+    (the live agent's scheduler, state file and listener)."""
     build = Family(f"{N}_build_info", "info", "fabricmon version and Python version.")
     build.add(labels((("version", __version__), ("python_version", platform.python_version()))), 1)
-    up = Family(f"{N}_target_up", "gauge", "1 when the target's last poll succeeded and parsed, 0 when it failed. fabricmon polls on its own timer; values are from the last poll.")
-    dur = Family(f"{N}_target_poll_duration_seconds", "gauge", "Duration of the target's last poll.")
-    last = Family(f"{N}_target_last_success_timestamp_seconds", "gauge", "Start time of the target's last successful poll.")
-    polls = Family(f"{N}_target_polls_total", "counter", "Polls of the target that finished (successful or not).")
-    errs = Family(f"{N}_target_poll_errors_total", "counter", "Failed polls by reason: timeout, connection, http, auth, tls, command, protocol, size, parse.")
-    info = Family(f"{N}_target_info", "info", "Facts the target's last parse reported: the SNMP vendor profile and the match that chose it.")
-    for name in sorted(p.targets):
-        s = p.targets[name]
-        lb = labels((("target", s.name), ("source", s.source)))
-        up.add(lb, 1 if s.up else 0)
-        dur.add(lb, s.last_duration_s)
-        polls.add(lb, s.polls)
-        if s.last_success_t is not None:
-            last.add(lb, s.last_success_t)
-        for reason in sorted(s.errors):
-            errs.add(labels((("target", s.name), ("source", s.source), ("reason", reason))), s.errors[reason])
-        if s.info:
-            info.add(labels((("target", s.name), ("source", s.source), *sorted(s.info.items()))), 1)
     reload = Family(f"{N}_config_last_reload_successful", "gauge", "1 when the last configuration (re)load succeeded.")
     reload.add("", 1 if reload_ok else 0)
     reload_ts = Family(f"{N}_config_last_reload_success_timestamp_seconds", "gauge", "Time of the last successful configuration load.")
     reload_ts.add("", reload_t)
-    series = Family(f"{N}_store_series", "gauge", "Counter series held in the store.")
-    series.add("", p.store.series_count())
-    store_refused = Family(f"{N}_store_refused_total", "counter",
-                     "Readings the store refused by its bounds: a new port over max_ports, a new series of a port at max_series_per_port.")
-    for what, n in sorted(p.store.refused.items()):
-        store_refused.add(labels((("what", what),)), n)
-    render = Family(f"{N}_exposition_render_seconds", "gauge", "Time the previous exposition render took (rendered once per change, never per scrape).")
+    render = Family(f"{N}_exposition_render_seconds", "gauge",
+                    "Time the previous exposition render took (rendered once per change, never per scrape).")
     render.add("", last_render_s)
-    refused = Family(f"{N}_refused_targets_total", "counter", "Polls refused because a new target would exceed the pipeline's target limit.")
-    refused.add("", p.refused_targets)
-    return [build, *shard_family(p), up, dur, last, polls, errs, info, reload, reload_ts, series, store_refused, render, refused, *(extra or [])]
-
-
-def state_family(save_errors: int) -> Family:
-    """Failed saves of the persisted state (the last good file stays; see fabricmon.agent.state)."""
-    fam = Family(f"{N}_state_save_errors_total", "counter", "Saves of the agent state file that failed (disk full, permissions, a planted file).")
-    fam.add("", save_errors)
-    return fam
+    return [build, *shard_family(p), *p.targets.families(), reload, reload_ts, *p.store.families(), render, *p.families(),
+            *(extra or [])]
 
 
 def demo_family() -> Family:
@@ -433,7 +373,7 @@ def demo_family() -> Family:
 def all_families(p: Pipeline, reload_ok: bool = True, reload_t: float = 0.0, last_render_s: float = 0.0,
                  extra: list[Family] | None = None) -> list[Family]:
     return [*self_families(p, reload_ok, reload_t, last_render_s, extra), *fabric_families(p),
-            *topology_families(p), *finding_families(p)]
+            *topology_families(p), *finding_families(p), *job_families(p)]
 
 
 __all__ = ["ExpositionPolicy", "all_families", "fmt_value"]

@@ -183,14 +183,7 @@ def make_app(exporter: Exporter, middlewares: list | None = None) -> web.Applica
 
     async def handle_targets(request: web.Request) -> web.Response:
         now = p.now()
-        out = []
-        for name in sorted(p.targets):
-            s = p.targets[name]
-            out.append({"target": s.name, "source": s.source, "up": s.up, "polls": s.polls,
-                        "last_success": s.last_success_t,
-                        "age_s": None if s.last_success_t is None else round(now - s.last_success_t, 3),
-                        "last_error": s.last_error, "errors": s.errors, "warnings": s.warnings})
-        return web.json_response(out)
+        return web.json_response([p.targets[name].to_json(now) for name in sorted(p.targets)])
 
     async def handle_reload(request: web.Request) -> web.Response:
         if exporter.reload_hook is None:

@@ -66,7 +66,8 @@ import bcrypt
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from fabricmon.agent.config import ConfigError, Duration, _compose, _problems
+from fabricmon.agent.config import ConfigError, _compose, _problems
+from fabricmon.core.durations import Duration
 
 log = logging.getLogger(__name__)
 

@@ -15,6 +15,8 @@ import json
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING
 
+from fabricmon.agent.jobs.page import job_page
+from fabricmon.agent.jobs.view import job_view
 from fabricmon.agent.web import views
 from fabricmon.agent.web.ids import finding_id
 from fabricmon.core.model import Finding
@@ -93,6 +95,20 @@ class WebCache:
         if s is None:
             return None
         return self._cached("t:" + name, lambda: views.target_page(self.pipeline, s, list(self.durations.get(name, ())), self.demo))
+
+    def job(self, name: str) -> bytes | None:
+        """``/jobs/<id>``: None when no job source knows the job."""
+        key = "j:" + name
+        if key in self._pages:
+            self._pages.move_to_end(key)
+            return self._pages[key]
+        v = job_view(self.pipeline, name)
+        return None if v is None else self._cached(key, lambda: job_page(v, self.demo))
+
+    def job_json(self, name: str, window: float | None = None) -> bytes | None:
+        """``/api/jobs/<id>``: the job view as JSON (what ``fabricmon job --json`` prints)."""
+        v = job_view(self.pipeline, name, window)
+        return None if v is None else (json.dumps(v, indent=1) + "\n").encode()
 
     def _cached(self, key: str, build) -> bytes:
         body = self._pages.get(key)

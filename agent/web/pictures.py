@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from fabricmon.agent.detector.analyses.fabric import FabricShape
 from fabricmon.agent.web.svg import SEVERITY_COLOUR, Edge, Node, circle, graph, layered
-from fabricmon.core.model import DeviceInfo, Finding
+from fabricmon.core.model import Finding
 from fabricmon.core.topology import Topology
 
 SEVERITY_RANK = {"critical": 2, "warning": 1}
-HOST_KINDS = frozenset({"ca", "host"})
 Href = Callable[[Finding], str]
 
 
@@ -60,16 +60,14 @@ def _sends_pause(f: Finding) -> bool:
 
 def storm_picture(f: Finding, pool: Iterable[Finding], topo: Topology, href: Href) -> str:
     """Devices of the storm, paused directions as arrows, other cables among them in grey."""
-    group = storm_group(f, pool)
     nodes: dict[str, Node] = {}
     edges: list[Edge] = []
-    paused: set[frozenset[str]] = set()
     succ: dict[str, list[str]] = {}
-    for g in group:
-        peer = _peer(g, topo)
+    for g in storm_group(f, pool):
         nodes.setdefault(g.device, Node(g.device, g.device, cls=g.role or ""))
         if g.role == "origin":
             nodes[g.device].cls = "origin"
+        peer = _peer(g, topo)
         if peer is None:
             continue
         nodes.setdefault(peer[0], Node(peer[0], peer[0]))
@@ -78,13 +76,19 @@ def storm_picture(f: Finding, pool: Iterable[Finding], topo: Topology, href: Hre
         else:
             src, dst, label = peer[0], g.device, f"{peer[1]} → {g.port or ''}"
         edges.append(Edge(src, dst, label, "paused", href(g)))
-        paused.add(frozenset((src, dst)))
         succ.setdefault(src, []).append(dst)
+    drawn = {frozenset((e.src, e.dst)) for e in edges}
     for (a, _), (b, _) in topo.items():  # the neighbourhood: cables among the drawn devices
-        if a < b and a in nodes and b in nodes and frozenset((a, b)) not in paused:
+        if a < b and a in nodes and b in nodes and frozenset((a, b)) not in drawn:
             edges.append(Edge(a, b))
-            paused.add(frozenset((a, b)))
-    # columns by hops along the pause arrows from the devices nothing pauses (the origin side)
+            drawn.add(frozenset((a, b)))
+    size = layered(nodes, _pause_columns(nodes, edges, succ))
+    return graph(nodes, edges, size, f"PFC storm tree, priority {f.priority}")
+
+
+def _pause_columns(nodes: dict[str, Node], edges: list[Edge], succ: dict[str, list[str]]) -> list[list[str]]:
+    """Columns by hops along the pause arrows from the devices nothing pauses (the origin side);
+    devices the arrows do not reach come last."""
     targets = {e.dst for e in edges if "paused" in e.cls}
     roots = sorted(n for n in nodes if n not in targets) or sorted(nodes)[:1]
     depth = {r: 0 for r in roots}
@@ -99,8 +103,7 @@ def storm_picture(f: Finding, pool: Iterable[Finding], topo: Topology, href: Hre
     layers: list[list[str]] = [[] for _ in range(last + 2)]
     for n in sorted(nodes):
         layers[depth.get(n, last + 1)].append(n)
-    size = layered(nodes, [col for col in layers if col])
-    return graph(nodes, edges, size, f"PFC storm tree, priority {f.priority}")
+    return [col for col in layers if col]
 
 
 def cycle_picture(f: Finding, pool: Iterable[Finding], href: Href) -> str:
@@ -132,7 +135,7 @@ def port_picture(f: Finding, topo: Topology) -> str:
 def finding_picture(f: Finding, pool: list[Finding], topo: Topology, href: Href) -> str:
     if f.kind == "pfc_storm":
         return storm_picture(f, pool, topo, href)
-    if f.kind in ("pfc_deadlock", "credit_deadlock"):
+    if f.kind in ("pfc_deadlock", "credit_deadlock") and f.role != "stalled":  # a stalled port is alone: its cable
         return cycle_picture(f, pool, href)
     return port_picture(f, topo)
 
@@ -150,54 +153,52 @@ def worst_by_port(findings: Iterable[Finding]) -> dict[tuple[str, str], Finding]
     return out
 
 
-def _is_host(name: str, devices: dict[str, DeviceInfo], peers: dict[str, set[str]]) -> bool:
-    info = devices.get(name)
-    if info is not None:
-        return info.kind in HOST_KINDS
-    return len(peers.get(name, ())) <= 1  # a device nobody describes with one neighbour: an end point
+def _worse(f: Finding | None, than: Finding | None) -> bool:
+    return f is not None and (than is None or SEVERITY_RANK.get(f.severity, 0) > SEVERITY_RANK.get(than.severity, 0))
 
 
-def fabric_picture(topo: Topology, devices: dict[str, DeviceInfo], port_devices: Iterable[str],
-                   findings: Iterable[Finding], href: Href) -> str:
+def fabric_picture(shape: FabricShape, findings: Iterable[Finding], href: Href) -> str:
     """Switch tiers (hops from the hosts: leaves, then spines) above host groups collapsed with counts.
 
-    Each cable is coloured by the worst active finding on either end and links to it; each
-    device box is coloured by its worst finding. Hosts with the same set of switches form one
-    box ("12 hosts"), which keeps a thousand-GPU fabric readable.
+    Which device is a host, the tiers and the planes are the ``fabric`` analysis's
+    (:class:`~fabricmon.agent.detector.analyses.fabric.FabricShape`), the same the detector and
+    the audit use. Each cable is coloured by the worst active finding on either end and links to
+    it; each device box is coloured by its worst finding. Hosts with the same set of switches form
+    one box ("12 hosts"), which keeps a thousand-GPU fabric readable. Within a tier, switches are
+    grouped by plane.
     """
     worst = worst_by_port(findings)
-    peers: dict[str, set[str]] = {}
-    for (a, _), (b, _) in topo.items():
-        if a != b:
-            peers.setdefault(a, set()).add(b)
-    names = set(devices) | set(peers) | set(port_devices) | {d for d, _ in worst}
-    hosts = {n for n in names if _is_host(n, devices, peers)}
+    store = shape.store
+    names = set(store.devices) | set(shape.peers()) | {d for d, _ in store.ports} | {d for d, _ in worst}
+    hosts = {n for n in names if shape.is_host(n)}
     switches = names - hosts
-    tier = {s: 0 for s in switches if peers.get(s, set()) & hosts or not peers.get(s)}
-    frontier = sorted(tier)
-    while frontier:
-        nxt = []
-        for s in frontier:
-            for m in sorted(peers.get(s, ())):
-                if m in switches and m not in tier:
-                    tier[m] = tier[s] + 1
-                    nxt.append(m)
-        frontier = nxt
+    dev_worst: dict[str, Finding] = {}
+    for (d, _), f in worst.items():
+        if _worse(f, dev_worst.get(d)):
+            dev_worst[d] = f
+    nodes: dict[str, Node] = {}
     for s in switches:
-        tier.setdefault(s, 1)
+        f = dev_worst.get(s)
+        nodes[s] = Node(s, s, cls=f"switch {f.severity if f else 'ok'}", href=href(f) if f else None)
+    group_of = _host_groups(shape, hosts, switches, dev_worst, nodes, href)
+    edges = _cables(shape.topology, nodes, group_of, worst, href)
+    tier, plane = shape.tiers(switches, hosts), shape.planes(switches)
+    top = max(tier.values(), default=0)
+    rows = [sorted((s for s in switches if tier[s] == t), key=lambda s: (plane[s], s)) for t in range(top, -1, -1)]
+    rows.append(sorted(n for n in nodes if n not in switches))
+    size = _rows(nodes, [r for r in rows if r])
+    return graph(nodes, edges, size, "fabric topology")
+
+
+def _host_groups(shape: FabricShape, hosts: set[str], switches: set[str], dev_worst: dict[str, Finding],
+                 nodes: dict[str, Node], href: Href) -> dict[str, str]:
+    """One box per set of hosts cabled to the same switches (coloured by their worst finding);
+    returns host -> its box."""
+    peers = shape.peers()
     groups: dict[frozenset[str], list[str]] = {}
     for h in sorted(hosts):
         groups.setdefault(frozenset(peers.get(h, set()) & switches), []).append(h)
     group_of: dict[str, str] = {}
-    nodes: dict[str, Node] = {}
-    dev_worst: dict[str, Finding] = {}
-    for (d, _), f in worst.items():
-        old = dev_worst.get(d)
-        if old is None or SEVERITY_RANK.get(f.severity, 0) > SEVERITY_RANK.get(old.severity, 0):
-            dev_worst[d] = f
-    for s in switches:
-        f = dev_worst.get(s)
-        nodes[s] = Node(s, s, cls=f"switch {f.severity if f else 'ok'}", href=href(f) if f else None)
     for members in sorted(groups.values(), key=lambda m: m[0]):
         gid = members[0] if len(members) == 1 else f"hosts:{members[0]}"
         bad = [dev_worst[h] for h in members if h in dev_worst]
@@ -207,6 +208,12 @@ def fabric_picture(topo: Topology, devices: dict[str, DeviceInfo], port_devices:
                           cls=f"hosts {worst_f.severity if worst_f else 'ok'}", href=href(worst_f) if worst_f else None)
         for h in members:
             group_of[h] = gid
+    return group_of
+
+
+def _cables(topo: Topology, nodes: dict[str, Node], group_of: dict[str, str], worst: dict[tuple[str, str], Finding],
+            href: Href) -> list[Edge]:
+    """One edge per pair of boxes, coloured by the worst finding on either end of any of its cables."""
     edges: dict[tuple[str, str], Edge] = {}
     for (a, pa), (b, pb) in topo.items():
         na, nb = group_of.get(a, a), group_of.get(b, b)
@@ -220,11 +227,7 @@ def fabric_picture(topo: Topology, devices: dict[str, DeviceInfo], port_devices:
             e = edges[key] = Edge(key[0], key[1], cls="link ok")
         if f is not None and (e.cls == "link ok" or SEVERITY_RANK.get(f.severity, 0) > SEVERITY_RANK.get(e.cls.split()[-1], 0)):
             e.cls, e.colour, e.href, e.label = f"link {f.severity}", SEVERITY_COLOUR[f.severity], href(f), f"{a} {pa}"
-    top = max(tier.values(), default=0)
-    rows = [sorted(s for s in switches if tier[s] == t) for t in range(top, -1, -1)]
-    rows.append(sorted(n for n in nodes if n not in switches))
-    size = _rows(nodes, [r for r in rows if r])
-    return graph(nodes, list(edges.values()), size, "fabric topology")
+    return list(edges.values())
 
 
 def _rows(nodes: dict[str, Node], rows: list[list[str]], dx: float = 175, dy: float = 110) -> tuple[float, float]:

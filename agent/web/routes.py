@@ -45,6 +45,19 @@ def register(app: web.Application, cache: WebCache) -> None:
             raise web.HTTPNotFound(text="no such target\n")
         return web.Response(body=body, content_type="text/html", charset="utf-8")
 
+    async def job(request: web.Request) -> web.Response:
+        body = cache.job(request.match_info["jid"])
+        if body is None:
+            raise web.HTTPNotFound(text="no such job: no job source reports it running (or recently ended)\n")
+        return web.Response(body=body, content_type="text/html", charset="utf-8")
+
+    async def job_api(request: web.Request) -> web.Response:
+        window = _int(request, "window", 0, 60, 30 * 86400) or None  # seconds; default: jobs.window
+        body = cache.job_json(request.match_info["jid"], window)
+        if body is None:
+            raise web.HTTPNotFound(text="no such job: no job source reports it running (or recently ended)\n")
+        return web.Response(body=body, content_type="application/json")
+
     async def findings_api(request: web.Request) -> web.Response:
         page = _int(request, "page", 1, 1, 10**9)
         limit = _int(request, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
@@ -62,5 +75,7 @@ def register(app: web.Application, cache: WebCache) -> None:
     app.router.add_get("/fabric", fabric)
     app.router.add_get("/findings/{fid}", finding)
     app.router.add_get("/targets/{name}", target)
+    app.router.add_get("/jobs/{jid:.+}", job)  # a Kubernetes job id holds a slash
+    app.router.add_get("/api/jobs/{jid:.+}", job_api)
     app.router.add_get("/api/findings", findings_api)
     app.router.add_get("/static/refresh.js", refresh_js)

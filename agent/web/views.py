@@ -9,6 +9,8 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from fabricmon.agent.detector.analyses.fabric import FabricShape
+from fabricmon.agent.jobs.links import jobs_section
 from fabricmon.agent.store import CounterStore
 from fabricmon.agent.web import pictures
 from fabricmon.agent.web.ids import finding_id
@@ -84,6 +86,8 @@ def summary_page(p: Pipeline, findings: list[Finding], demo: bool) -> str:
     top = sorted(findings, key=lambda f: (-pictures.SEVERITY_RANK.get(f.severity, 0), -f.start))[:SUMMARY_ROWS]
     more = (f"<p class='muted'>{len(findings) - len(top)} more: see <a href='/api/findings'>/api/findings</a> (paged).</p>"
             if len(findings) > len(top) else "")
+    kinds_table = ('<table><tr><th>kind</th><th>severity</th><th>count</th></tr>' + by_kind + '</table>' if by_kind
+                   else '<p>No active findings.</p>')
     ended = list(reversed(p.ended[-RECENT_ENDED:]))
     trows = []
     for name in sorted(p.targets):
@@ -95,13 +99,24 @@ def summary_page(p: Pipeline, findings: list[Finding], demo: bool) -> str:
     body = f"""<h1>Fabric summary</h1>
 <p>Targets: <b>{states['up']}</b> up, <b>{states['down']}</b> down, {states['waiting']} waiting · last poll {age(now, last)} ·
 active findings: <b>{len(findings)}</b> · rendered {when(now)}</p>
-<h2>Active findings by kind</h2>{'<table><tr><th>kind</th><th>severity</th><th>count</th></tr>' + by_kind + '</table>' if by_kind else '<p>No active findings.</p>'}
+<h2>Active findings by kind</h2>{kinds_table}
 {'<h2>Most severe active findings</h2>' + finding_rows(top, now) + more if top else ''}
-{checklist_section(p)}
+{detector_section(p)}{checklist_section(p)}
 <h2>Recently ended ({len(ended)})</h2>{finding_rows(ended, now) if ended else '<p>None.</p>'}
 <h2>Targets ({len(trows)})</h2>
 <table><tr><th>target</th><th>source</th><th>state</th><th>last success</th><th>last error</th></tr>{''.join(trows)}</table>"""
     return page("summary", body, demo)
+
+
+def detector_section(p: Pipeline) -> str:
+    """Rules that failed (:meth:`Detector.status`): their findings may be missing, so the landing
+    page says which and why; nothing when every rule runs."""
+    problems = p.detector.status().problems()
+    if not problems:
+        return ""
+    items = "".join(f"<li>{escape(line)}</li>" for line in problems)
+    return (f"<h2 id='detector'>Detector</h2><p class='down'><b>{len(problems)} rule(s) failed</b>: their findings may be "
+            f"missing (a bug: the agent log has each error).</p><ul>{items}</ul>")
 
 
 CHECKLIST_ROWS = 50  # failing ports listed on /; `fabricmon audit` and /api/findings have all of them
@@ -122,7 +137,8 @@ def checklist_section(p: Pipeline) -> str:
     bad = "".join(f"<tr class='warning'><td>{escape(r.check)}</td><td>{escape(r.device)}</td><td>{escape(r.port)}</td>"
                   f"<td>{_cell(r.priority)}</td><td>{escape(r.peer_device or '')} {escape(r.peer_port or '')}</td>"
                   f"<td>{escape(r.summary)}</td></tr>" for r in failing[:CHECKLIST_ROWS])
-    more = f"<p class='muted'>{len(failing) - CHECKLIST_ROWS} more: run <code>fabricmon audit</code>.</p>" if len(failing) > CHECKLIST_ROWS else ""
+    more = (f"<p class='muted'>{len(failing) - CHECKLIST_ROWS} more: run <code>fabricmon audit</code>.</p>"
+            if len(failing) > CHECKLIST_ROWS else "")
     fails = (f"<h3>Failing ({len(failing)})</h3><table><tr><th>check</th><th>device</th><th>port</th><th>priority</th>"
              f"<th>other end</th><th>summary</th></tr>{bad}</table>{more}") if failing else "<p>No check fails.</p>"
     return (f"<h2 id='checklist'>Lossless checklist</h2><table><tr><th>check</th><th>pass</th><th>fail</th><th>unknown</th></tr>"
@@ -221,6 +237,7 @@ def finding_page(p: Pipeline, f: Finding, pool: list[Finding], demo: bool) -> st
 · rule {escape(f.rule)} · id <code>{finding_id(f)}</code></p>
 <h2>Picture</h2><figure id="picture">{pictures.finding_picture(f, pool, p.topology, href)}</figure>
 <h2>Evidence</h2>{_evidence(f.evidence)}
+{jobs_section(f.evidence)}
 <h2>Timeline</h2><table><tr><th>time</th><th>age</th><th>event</th></tr>{tl}</table>
 <h2>Involved ports: key rates over the kept history</h2>{sparks(p, involved_ports(f, pool), f.priority)}
 <h2>Related findings ({len(related)})</h2>{finding_rows(related, now) if related else '<p>None.</p>'}"""
@@ -229,7 +246,8 @@ def finding_page(p: Pipeline, f: Finding, pool: list[Finding], demo: bool) -> st
 
 def fabric_page(p: Pipeline, findings: list[Finding], demo: bool) -> str:
     """``/fabric``: the topology with tiers and host groups, coloured by the worst finding."""
-    svg = pictures.fabric_picture(p.topology, p.store.devices, (d for d, _ in p.store.ports), findings, href)
+    shape = FabricShape(p.store, p.topology)
+    svg = pictures.fabric_picture(shape, findings, href)
     body = (f"<h1>Fabric</h1><p>{len(p.topology.links())} cables, {len(p.store.devices)} described devices, "
             f"{len(findings)} active findings. Red: critical, orange: warning, green: none; click a cable or box to open its finding.</p>"
             f"<figure id='fabric'>{svg}</figure>")
@@ -253,12 +271,15 @@ def target_page(p: Pipeline, s: TargetStatus, durations: list[tuple[float, float
                    for pk in ports[:MAX_TARGET_PORTS])
     more = f"<p class='muted'>{len(ports) - MAX_TARGET_PORTS} more ports not listed.</p>" if len(ports) > MAX_TARGET_PORTS else ""
     dsvg = sparkline(durations)
+    last_ok = f"{age(now, s.last_success_t)} ({when(s.last_success_t)})"
+    spread = (f"(range {min(d for _, d in durations):.3f} to {max(d for _, d in durations):.3f} s over the last "
+              f"{len(durations)} polls)" if durations else "")
     body = f"""<h1>Target {escape(s.name)}</h1>
-<p>source {escape(s.source)} · <b>{state}</b> · {s.polls} polls · last success {age(now, s.last_success_t)} ({when(s.last_success_t)})</p>
+<p>source {escape(s.source)} · <b>{state}</b> · {s.polls} polls · last success {last_ok}</p>
 <h2>Last error</h2><p>{escape(s.last_error) if s.last_error else 'none'}</p>
 <h2>Errors by reason</h2>{'<table><tr><th>reason</th><th>count</th></tr>' + errs + '</table>' if errs else '<p>None.</p>'}
 <h2>Poll durations</h2><p>last {s.last_duration_s:.3f} s {dsvg}
-{f"(range {min(d for _, d in durations):.3f} to {max(d for _, d in durations):.3f} s over the last {len(durations)} polls)" if durations else ''}</p>
+{spread}</p>
 {'<h2>Warnings</h2><ul>' + warns + '</ul>' if warns else ''}{'<h2>Reported</h2><table>' + info + '</table>' if info else ''}
 <h2>Ports ({len(ports)})</h2><table><tr><th>device</th><th>port</th><th>worst active finding</th></tr>{prow}</table>{more}"""
     return page(f"target {s.name}", body, demo)

@@ -6,9 +6,10 @@ from typing import Any
 
 from pydantic import model_validator
 
-from fabricmon.collectors.base import Collector, SourceOptions
+from fabricmon.collectors.base import AddressKind, Collector, Executable, SourceOptions
 from fabricmon.collectors.host.fetch import SysfsReader, fetch_host
 from fabricmon.collectors.host.parse import HostParseOptions, HostState, parse_payload
+from fabricmon.core.durations import Duration
 from fabricmon.core.model import ParseResult, TargetSpec
 
 
@@ -17,7 +18,7 @@ class HostOptions(SourceOptions):
     sysfs_root: str = "/sys"
     ethtool: bool = True
     ethtool_path: str = "ethtool"
-    ethtool_timeout: float = 5.0
+    ethtool_timeout: Duration = 5.0
     # Netdevs to run `ethtool -S` on; default: the netdevs of Ethernet (RoCE) ports of mlx5 devices.
     ethtool_interfaces: list[str] | None = None
     # Lossless configuration (host/dcb.py): `dcb pfc/app show dev` and `mlnx_qos -i` on the same
@@ -37,6 +38,9 @@ class HostCollector(Collector):
     source = "host"
     options_model = HostOptions
     parse_options_model = HostParseOptions
+    address_kind = AddressKind.NONE  # reads this node's sysfs and tools
+    # dcb and mlnx_qos are optional (left out of the poll when absent): only ethtool is checked.
+    executables = (Executable("ethtool_path", "ethtool"),)
 
     def __init__(self, name: str, address: str, options: HostOptions) -> None:  # type: ignore[override]
         super().__init__(name, address, options)

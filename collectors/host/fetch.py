@@ -72,7 +72,8 @@ class SysfsReader:
                 self._read(base / attr, f"infiniband/{dev}/{attr}", snap.files, optional=True)
             nets = self._list(base / "device" / "net")
             for nd in nets:
-                self._read(base / "device" / "net" / nd / "dev_port", f"infiniband/{dev}/device/net/{nd}/dev_port", snap.files, optional=True)
+                rel = f"infiniband/{dev}/device/net/{nd}/dev_port"
+                self._read(base / "device" / "net" / nd / "dev_port", rel, snap.files, optional=True)
             is_mlx5 = dev.startswith("mlx5") or _driver(base) == "mlx5_core"
             for num in self._list(base / "ports"):
                 pbase, prel = base / "ports" / num, f"infiniband/{dev}/ports/{num}"

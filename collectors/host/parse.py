@@ -58,13 +58,22 @@ ETHTOOL_COUNTERS: dict[str, str] = {
     "tx_pause_ctrl_phy": "pause_tx_frames",
     "link_down_events_phy": "link_downed",
 }
-ETHTOOL_PRIO = re.compile(r"^(rx|tx)_prio([0-7])_(pause|pause_duration|pause_transition)$")
+# Per priority (kernel mlx5 en_stats.c, counters.rst): pause frames, pause time (us) and XOFF->XON
+# transitions; the traffic of each priority (``rx_prio%d_bytes``/``_packets``, ``tx_prio%d_...``:
+# what tells a RoCE-only port from a converged one, and how much a paused priority drained);
+# the receive-buffer drops of each priority (``rx_prio%d_buf_discard``).
+ETHTOOL_PRIO = re.compile(r"^(rx|tx)_prio([0-7])_(pause|pause_duration|pause_transition|bytes|packets|buf_discard)$")
 _PRIO_NAMES = {
     ("rx", "pause"): ("pfc_rx_pause_frames", 1.0),
     ("tx", "pause"): ("pfc_tx_pause_frames", 1.0),
     ("rx", "pause_duration"): ("pfc_rx_pause_seconds", US),
     ("tx", "pause_duration"): ("pfc_tx_pause_seconds", US),
     ("rx", "pause_transition"): ("pfc_rx_pause_transitions", 1.0),
+    ("rx", "bytes"): ("prio_rx_bytes", 1.0),
+    ("tx", "bytes"): ("prio_tx_bytes", 1.0),
+    ("rx", "packets"): ("prio_rx_packets", 1.0),
+    ("tx", "packets"): ("prio_tx_packets", 1.0),
+    ("rx", "buf_discard"): ("prio_rx_buffer_drops", 1.0),
 }
 
 _PORT_FILE = re.compile(r"^infiniband/([^/]+)/ports/(\d{1,3})/(counters|counters_ext|hw_counters)/([^/]+)$", re.ASCII)
@@ -212,9 +221,8 @@ def _ethtool(c: Collect, port: str, text: str) -> int:
     stats = parse_ethtool(text)
     mapped = 0
     for name, value in stats.items():
-        if m := ETHTOOL_PRIO.match(name):
-            counter, scale = _PRIO_NAMES[(m.group(1), m.group(3))]
-            c.sample(port, counter, value, (int(m.group(2)),), scale=scale)
+        if (m := ETHTOOL_PRIO.match(name)) and (got := _PRIO_NAMES.get((m.group(1), m.group(3)))):
+            c.sample(port, got[0], value, (int(m.group(2)),), scale=got[1])
             mapped += 1
         elif name in ETHTOOL_COUNTERS:
             c.sample(port, ETHTOOL_COUNTERS[name], value)
@@ -250,23 +258,43 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: HostState) -
     c = Collect(host)
     wide = set(state.wide_ports)
     ports, devattrs, devnets = _group(files)
+    netdev_port = _rdma_ports(c, ports, devattrs, devnets, wide)
+    _ethtool_outputs(c, ethtool, netdev_port)
+    # Lossless configuration (ECN sysfs, dcb, mlnx_qos): collectors/host/dcb.py
+    c.result.warnings.extend(dcb.config_gauges(c, files, payload.get("dcb"), netdev_port))
+    for what, names in sorted(c.bad.items()):
+        shown = ", ".join(sorted(names)[:6]) + (f" (+{len(names) - 6} more)" if len(names) > 6 else "")
+        c.result.warnings.append(f"{what}: {shown} skipped")
+    if ports or devattrs:
+        hcas = []
+        for dev in sorted({d for d, _n in ports} | set(devattrs)):
+            attrs = devattrs.get(dev, {})
+            hcas.append(" ".join(x for x in (dev, attrs.get("hca_type", ""), f"fw {attrs['fw_ver']}" if attrs.get("fw_ver") else "") if x))
+        c.result.devices.append(DeviceInfo(name=host, kind="host", description="; ".join(hcas)))
+    return c.result, state if wide == state.wide_ports else HostState(frozenset(wide))
+
+
+def _rdma_ports(c: Collect, ports: dict[tuple[str, str], RdmaPort], devattrs: dict[str, dict[str, str]],
+                devnets: dict[str, dict[str, str]], wide: set[str]) -> dict[str, str]:
+    """Every RDMA port's info, counters and gauges; its netdev -> port label."""
     netdev_port: dict[str, str] = {}
-    hcas: list[str] = []
-    for dev in sorted({d for d, _n in ports} | set(devattrs)):
-        attrs = devattrs.get(dev, {})
-        hcas.append(" ".join(x for x in (dev, attrs.get("hca_type", ""), f"fw {attrs['fw_ver']}" if attrs.get("fw_ver") else "") if x))
     for key in sorted(ports, key=lambda k: (k[0], int(k[1]))):
         port = ports[key]
         nd = netdev_of(port, devnets)
         if nd:
             netdev_port.setdefault(nd, port.label)
         guid = norm_guid(devattrs.get(port.dev, {}).get("node_guid", ""))
-        c.result.ports.append(PortInfo(device=host, port=port.label, guid=guid, alias=nd or ""))
+        c.result.ports.append(PortInfo(device=c.device, port=port.label, guid=guid, alias=nd or ""))
         _ib_counters(c, port, wide)
         _hw_counters(c, port)
         _gauges(c, port)
         if not port.counters and not port.hw and not port.counters_ext:
             c.result.warnings.append(f"{port.label}: no counters were readable (see the agent log)")
+    return netdev_port
+
+
+def _ethtool_outputs(c: Collect, ethtool: dict[Any, Any], netdev_port: dict[str, str]) -> None:
+    """``ethtool -S`` counters, on the RDMA port of their netdev (else named by the netdev)."""
     for ifname in sorted(ethtool):
         text = ethtool[ifname]
         if not isinstance(ifname, str) or not isinstance(text, str):
@@ -277,11 +305,3 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: HostState) -
             c.result.warnings.append(f"ethtool {ifname}: no RDMA port maps to this netdev; counters named by the netdev")
         if _ethtool(c, port_label, text) == 0:
             c.result.warnings.append(f"ethtool {ifname}: no known counters in the output")
-    # Lossless configuration (ECN sysfs, dcb, mlnx_qos): collectors/host/dcb.py
-    c.result.warnings.extend(dcb.config_gauges(c, files, payload.get("dcb"), netdev_port))
-    for what, names in sorted(c.bad.items()):
-        shown = ", ".join(sorted(names)[:6]) + (f" (+{len(names) - 6} more)" if len(names) > 6 else "")
-        c.result.warnings.append(f"{what}: {shown} skipped")
-    if ports or devattrs:
-        c.result.devices.append(DeviceInfo(name=host, kind="host", description="; ".join(hcas)))
-    return c.result, state if wide == state.wide_ports else HostState(frozenset(wide))

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import field_validator, model_validator
 
+from fabricmon.collectors.base import SourceOptions
 from fabricmon.collectors.http_util import RestCollector, RestOptions
 from fabricmon.collectors.nvue.fetch import fetch_poll
 from fabricmon.collectors.nvue.parse import DEFAULT_PATHS, NvueParseOptions, NvueState, parse_payload
@@ -71,16 +72,18 @@ class NvueCollector(RestCollector):
     source = "nvue"
     options_model = NvueOptions
     parse_options_model = NvueParseOptions
+    default_port = NvueOptions.model_fields["port"].default
 
     def __init__(self, name: str, address: str, options: NvueOptions) -> None:  # type: ignore[override]
         super().__init__(name, address, options)
         self.options: NvueOptions = options
         self._pattern = re.compile(options.interface_regex)
 
-    def spec(self) -> TargetSpec:
+    @classmethod
+    def target_spec(cls, name: str, options: SourceOptions) -> TargetSpec:
         """Disabled paths are recorded as "" so a replay does not fall back to the defaults."""
-        spec = super().spec()
-        dumped = self.options.model_dump(mode="json")
+        spec = super().target_spec(name, options)
+        dumped = options.model_dump(mode="json")
         for key in (*PER_INTERFACE, *GLOBAL_PATHS):
             if not dumped.get(key):
                 spec.options[key] = ""

@@ -36,7 +36,8 @@ async def get_tolerating_404(client: HttpClient, path: str) -> HttpResponse:
 def interfaces_from(resp: HttpResponse, pattern: re.Pattern[str]) -> list[str]:
     """Interface names of a ``GET interface`` answer (a JSON object keyed by name) matching ``pattern``."""
     if resp.status != 200 or not isinstance(resp.body, dict):
-        raise FetchError(f"GET {resp.path}: expected a JSON object of interfaces, got HTTP {resp.status} {type(resp.body).__name__}", ErrorReason.PROTOCOL)
+        raise FetchError(f"GET {resp.path}: expected a JSON object of interfaces, got HTTP {resp.status} {type(resp.body).__name__}",
+                         ErrorReason.PROTOCOL)
     return sorted((n for n in resp.body if isinstance(n, str) and pattern.search(n)), key=_natural)
 
 

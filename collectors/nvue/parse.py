@@ -57,6 +57,7 @@ KIND_LABEL = {
 PARSE_ORDER = ("link_stats_path", "qos_counters_path", "roce_counters_path", "pfc_watchdog_path", "roce_status_path",
                "lldp_path")
 
+MAX_DIGITS = 40  # a 128-bit counter has 39 digits; a longer string is no counter (and int() of 4,300+ digits raises)
 _UNIT_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$", re.ASCII)
 
 
@@ -64,8 +65,8 @@ _UNIT_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$", re.ASCII)
 
 
 def to_count(value: Any) -> int | None:
-    """A counter value as an int: JSON int, integral float, or a digits-only string
-    (optionally followed by ``Bytes``/``B``, the CLI's unit for byte values). ``None`` when the
+    """A counter value as an int: JSON int, integral float, or a digits-only string (SONiC's
+    redis values; optionally followed by ``Bytes``/``B``, the NVUE CLI's unit for byte values). ``None`` when the
     value is absent, ``n/a``, negative or humanised (``56.52 MB``: not exact)."""
     if isinstance(value, bool) or value is None:
         return None
@@ -75,7 +76,7 @@ def to_count(value: Any) -> int | None:
         return int(value) if math.isfinite(value) and value >= 0 and value.is_integer() else None
     if isinstance(value, str):
         m = _UNIT_RE.match(value)
-        if not m or "." in m.group(1) or m.group(1).startswith("-"):
+        if not m or "." in m.group(1) or m.group(1).startswith("-") or len(m.group(1)) > MAX_DIGITS:
             return None
         unit = m.group(2).lower()
         if unit not in ("", "b", "bytes", "byte", "pkts", "packets"):
@@ -115,7 +116,8 @@ def table_rows(section: Any, index_keys: tuple[str, ...]) -> dict[int, dict[str,
     else:
         return rows
     for key, row in items:
-        idx = to_count(key.strip()) if isinstance(key, str) and key.strip().isascii() and key.strip().isdigit() else (key if type(key) is int else None)
+        digits = isinstance(key, str) and key.strip().isascii() and key.strip().isdigit()
+        idx = to_count(key.strip()) if digits else (key if type(key) is int else None)
         if idx is None or not 0 <= idx <= 255 or not isinstance(row, dict):
             continue
         rows[idx] = row
@@ -130,6 +132,7 @@ class Emitter(ResultBuilder):
     """Builds the ParseResult (first writer wins per port, name, sub); notes problems once each."""
 
     inexact: dict[str, set[str]] = field(default_factory=dict)
+    link_up: dict[str, bool] = field(default_factory=dict)  # interface -> its state in the interface list
 
     def counter(self, port: str, name: str, raw: Any, sub: tuple[Any, ...] = (), scale: float = 1.0, where: str = "") -> None:
         if self.has(port, name, sub):
@@ -169,14 +172,35 @@ LINK_STATS = {
 
 
 def parse_link_stats(em: Emitter, port: str, body: Any, opts: NvueParseOptions) -> None:
-    """``link/stats`` (verified: the NVUE API docs' published sample). ``carrier-transitions`` counts carrier changes both ways, so one flap
-    (down, then up) is two: exported as ``link_downed`` with scale 0.5."""
+    """``link/stats`` (verified: the NVUE API docs' published sample). ``link_downed`` is the
+    number of times the link went down: :func:`carrier_downs`."""
     if not isinstance(body, dict):
         return
     for key, name in LINK_STATS.items():
         em.counter(port, name, get_path(body, key))
-    em.counter(port, "link_downed", get_path(body, "carrier-transitions"), scale=0.5)
+    downs = carrier_downs(get_path(body, "carrier-down-count"), get_path(body, "carrier-transitions"), em.link_up.get(port))
+    if downs is not None:
+        em.counter(port, "link_downed", downs)
 
+
+def carrier_downs(down_count: Any, transitions: Any, up_now: bool | None) -> int | None:
+    """How many times the link went down, from the kernel's carrier counters (NVUE shows the
+    Linux netdev's). ``carrier-down-count`` when present (Linux ``carrier_down_count``, 4.16+;
+    the NVUE key is inferred from the kernel name). Else ``carrier-transitions``, Linux
+    ``carrier_changes`` ("number of times the link has seen a change from UP to DOWN and vice
+    versa", sysfs-class-net ABI; since 4.16 the sum of the up and down counts, kernel commit
+    b2d3bcfa26a7): transitions alternate, so counted back from the state now, the last one was a
+    down when the link is down: downs = ceil(n / 2) when down, floor(n / 2) when up, exactly,
+    whatever the state at boot. The state is the interface list's (same poll); without it, the
+    kernel's own start is assumed (no carrier until the first up: floor(n / 2)). One reboot of
+    the peer is then one down, counted in the poll that shows the link down."""
+    n = to_count(down_count)
+    if n is not None:
+        return n
+    n = to_count(transitions)
+    if n is None:
+        return None
+    return (n + (up_now is False)) // 2
 
 def parse_qos_counters(em: Emitter, port: str, body: Any, opts: NvueParseOptions) -> None:
     """``counters/qos`` (inferred): the four ``nv show interface <if> counters qos`` CLI tables
@@ -281,7 +305,8 @@ def parse_interface_list(em: Emitter, body: Any) -> None:
         if isinstance(state, dict) and len(state) == 1:  # NVUE sometimes nests {"up": {}}
             state = next(iter(state))
         if isinstance(state, str) and state.lower() in ("up", "down"):
-            em.gauge(name, "link_up", 1.0 if state.lower() == "up" else 0.0)
+            em.link_up[name] = state.lower() == "up"
+            em.gauge(name, "link_up", 1.0 if em.link_up[name] else 0.0)
         speed = get_path(link, "speed")
         m = _SPEED_RE.match(speed) if isinstance(speed, str) else None
         if m:

@@ -1,9 +1,10 @@
 """InfiniBand counters from infiniband-diags: ``ibnetdiscover`` for the topology, ``perfquery -x`` per node.
 
-The agent runs on a node with an IB port (the target address is empty or ``local``). Each poll
+The agent runs on a node with an IB port (the target address is empty or ``local``; config
+validation refuses any other, see ``address_kind``). Each poll
 queries every switch (all its connected ports in one ``perfquery -x -l <lid> <ports>`` call)
 and every CA port; nodes whose extended error counters are not real (CapMask2 bit 1 clear)
-get a basic call too. The topology is refreshed every ``topology_interval`` seconds and
+get a basic call too. The topology is refreshed every ``topology_interval`` (a duration: ``10m``) and
 travels in the payload only when it was refreshed, with each device's PortSamplesControl
 (``perfquery -c``: the XmitWait tick). See README.md.
 """
@@ -14,9 +15,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from fabricmon.collectors.base import Collector, ErrorReason, FetchError, SourceOptions
-from fabricmon.collectors.perfquery.fetch import LOCAL_ADDRESSES, PerfqueryFetcher
+from fabricmon.collectors.base import AddressKind, Collector, Executable, SourceOptions
+from fabricmon.collectors.perfquery.fetch import PerfqueryFetcher
 from fabricmon.collectors.perfquery.parse import PerfqueryState, parse_payload
+from fabricmon.core.durations import Duration
 from fabricmon.core.model import ParseResult, TargetSpec
 
 
@@ -25,9 +27,9 @@ class PerfqueryOptions(SourceOptions):
     perfquery_path: str = "perfquery"
     # Passed to both commands, e.g. ["-C", "mlx5_0", "-P", "1"] to pick the local HCA port.
     extra_args: list[str] = Field(default_factory=list)
-    topology_interval: float = Field(600.0, gt=0)
+    topology_interval: Duration = Field(600.0, gt=0)  # between ibnetdiscover runs
     concurrency: int = Field(4, ge=1, le=64)
-    command_timeout: float = Field(10.0, gt=0)
+    command_timeout: Duration = Field(10.0, gt=0)
     include_cas: bool = True  # also query CA (HCA) ports, not only switches
     # Read each device's PortSamplesControl.Tick (``perfquery -c``) on topology refreshes.
     samples_control: bool = True
@@ -36,6 +38,8 @@ class PerfqueryOptions(SourceOptions):
 class PerfqueryCollector(Collector):
     source: ClassVar[str] = "perfquery"
     options_model: ClassVar[type[SourceOptions]] = PerfqueryOptions
+    address_kind = AddressKind.LOCAL  # the MADs go out of this node's HCA; pick its port with extra_args
+    executables = (Executable("ibnetdiscover_path"), Executable("perfquery_path"))
 
     def __init__(self, name: str, address: str, options: SourceOptions) -> None:
         super().__init__(name, address, options)
@@ -52,12 +56,6 @@ class PerfqueryCollector(Collector):
         )
 
     async def fetch(self) -> dict[str, Any]:
-        if (self.address or "").strip().lower() not in LOCAL_ADDRESSES:
-            raise FetchError(
-                f"address {self.address!r}: perfquery runs infiniband-diags on this node; use an empty address or "
-                "'local' and pick the HCA port with extra_args: ['-C', '<ca>', '-P', '<port>']",
-                reason=ErrorReason.COMMAND,
-            )
         return await self._fetcher.fetch()
 
     @classmethod

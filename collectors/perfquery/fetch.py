@@ -32,8 +32,6 @@ from fabricmon.collectors.perfquery.parse import (
 
 log = logging.getLogger(__name__)
 
-LOCAL_ADDRESSES = ("", "local", "localhost", "127.0.0.1", "::1")
-
 
 @dataclass(frozen=True, slots=True)
 class QueryTarget:

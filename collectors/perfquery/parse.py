@@ -506,8 +506,22 @@ def port_counters(out: Counters | PollColumns, device: str, port: str, ext: Coun
         else:
             out.add_port(device, port, layout, list(ext.numbers))
         return
+    fields, values = _merged_fields(ext, basic)
+    shape = tuple(fields.values())
+    layout = _LAYOUTS.get(shape) or _layout(shape, shape)
+    if sources:
+        out.add_port(device, port, layout, [v for v, _, _ in values.values()], [t for _, t, _ in values.values()],
+                     [ln for _, _, ln in values.values()])
+    else:
+        out.add_port(device, port, layout, [v for v, _, _ in values.values()])
+
+
+def _merged_fields(ext: CounterBlock | None, basic: CounterBlock | None) -> tuple[
+        dict[str, tuple[str, tuple[Any, ...], int, bool, float]], dict[str, tuple[int, int, int]]]:
+    """A port's fields from its basic then extended block (an extended value wins), as
+    :func:`port_counters` describes: (name -> field description, name -> (value, text, line))."""
     fields: dict[str, tuple[str, tuple[Any, ...], int, bool, float]] = {}
-    values: dict[str, tuple[int, int, int]] = {}  # name -> (value, text, line)
+    values: dict[str, tuple[int, int, int]] = {}
     for block, kind in ((basic, _BASIC), (ext, _EXTENDED)):
         if block is None:
             continue
@@ -520,13 +534,7 @@ def port_counters(out: Counters | PollColumns, device: str, port: str, ext: Coun
                 continue  # CapMask2 bit 1 clear: the extended error counters are not real
             fields[name] = kind[name]
             values[name] = (value, block.text, line)
-    shape = tuple(fields.values())
-    layout = _LAYOUTS.get(shape) or _layout(shape, shape)
-    if sources:
-        out.add_port(device, port, layout, [v for v, _, _ in values.values()], [t for _, t, _ in values.values()],
-                     [ln for _, _, ln in values.values()])
-    else:
-        out.add_port(device, port, layout, [v for v, _, _ in values.values()])
+    return fields, values
 
 
 def _layout(key: tuple[Any, ...], fields: Iterable[tuple[str, tuple[Any, ...], int, bool, float]]) -> PortLayout:
@@ -572,18 +580,7 @@ def parse_payload(payload: Any, state: PerfqueryState) -> tuple[ParseResult, Per
     outputs, on topology refreshes) gives the ``samples_control_tick`` gauges, repeated on
     every poll until the next one.
     """
-    if not isinstance(payload, dict):
-        raise ParseError("perfquery payload must be a JSON object")
-    texts = payload.get("perfquery", [])
-    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-        raise ParseError("perfquery payload: 'perfquery' must be a list of strings")
-    disc = payload.get("ibnetdiscover")
-    if disc is not None and not isinstance(disc, str):
-        raise ParseError("perfquery payload: 'ibnetdiscover' must be a string")
-    smplctl = payload.get("samples_control")
-    if smplctl is not None and (not isinstance(smplctl, list) or not all(isinstance(t, str) for t in smplctl)):
-        raise ParseError("perfquery payload: 'samples_control' must be a list of strings")
-
+    texts, disc, smplctl = _payload_parts(payload)
     result = ParseResult()
     if disc is not None:
         new = parse_ibnetdiscover(disc)
@@ -597,12 +594,34 @@ def parse_payload(payload: Any, state: PerfqueryState) -> tuple[ParseResult, Per
     if smplctl:
         state = _with_ticks(state, smplctl, result.warnings)
     result.gauges.extend(state.ticks)
-    topo = state.topology
     devices, ports, gauges = state.facts
     result.devices.extend(devices)
     result.ports.extend(ports)
     result.gauges.extend(gauges)
+    return result, _counters(result, texts, state)
 
+
+def _payload_parts(payload: Any) -> tuple[list[str], str | None, list[str] | None]:
+    """(perfquery outputs, ibnetdiscover output or None, perfquery -c outputs or None), checked."""
+    if not isinstance(payload, dict):
+        raise ParseError("perfquery payload must be a JSON object")
+    texts = payload.get("perfquery", [])
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise ParseError("perfquery payload: 'perfquery' must be a list of strings")
+    disc = payload.get("ibnetdiscover")
+    if disc is not None and not isinstance(disc, str):
+        raise ParseError("perfquery payload: 'ibnetdiscover' must be a string")
+    smplctl = payload.get("samples_control")
+    if smplctl is not None and (not isinstance(smplctl, list) or not all(isinstance(t, str) for t in smplctl)):
+        raise ParseError("perfquery payload: 'samples_control' must be a list of strings")
+    return texts, disc, smplctl
+
+
+def _counters(result: ParseResult, texts: list[str], state: PerfqueryState) -> PerfqueryState:
+    """The counters of every (LID, port) block into ``result``: in bulk when the texts are
+    those of the last poll but for their values (the state's :class:`CounterLayout`), else
+    line by line; the state with the layout for the next poll."""
+    topo = state.topology
     fast = state.counters.fit(topo) if state.counters is not None else None
     values = fast.numbers.read(texts) if fast is not None else None
     if fast is not None and values is not None:  # the texts are those of the last poll but for their values
@@ -611,14 +630,13 @@ def parse_payload(payload: Any, state: PerfqueryState) -> tuple[ParseResult, Per
         result.ports.extend(fast.ports_named_by_lid)
     else:
         fast = _read_counters(texts, topo, result)
-    if fast is not state.counters:
-        state = replace(state, counters=fast)
-    return result, state
+    return state if fast is state.counters else replace(state, counters=fast)
 
 
 def _read_counters(texts: list[str], topo: Topology | None, result: ParseResult) -> CounterLayout | None:
-    """The counters of ``texts`` into ``result``, read line by line; their layout for the next
-    poll (None when they cannot be read in bulk)."""
+    """The counters of every (LID, port) block into ``result``, read line by line, named by the
+    topology (``lid-<LID>`` when it does not know the LID; extended and basic blocks of one port
+    are one port's counters); their layout for the next poll (None when they cannot be read in bulk)."""
     warned, named = len(result.warnings), len(result.ports)
     ext_blocks: dict[tuple[int, int], CounterBlock] = {}
     basic_blocks: dict[tuple[int, int], CounterBlock] = {}
@@ -629,7 +647,6 @@ def _read_counters(texts: list[str], topo: Topology | None, result: ParseResult)
             (ext_blocks if block.extended else basic_blocks)[(block.lid, block.port)] = block
             if block.invalid:
                 result.warnings.append(f"LID {block.lid} port {block.port}: values of {', '.join(block.invalid)} are not numbers")
-
     unknown: set[int] = set()
     names: dict[int, str | None] = {}
     cols = PollColumns()

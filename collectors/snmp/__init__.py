@@ -10,6 +10,7 @@ from fabricmon.collectors.base import Collector, ParseOptions, SourceOptions, re
 from fabricmon.collectors.snmp import fetch as snmp_fetch
 from fabricmon.collectors.snmp import parse as snmp_parse
 from fabricmon.collectors.snmp import profiles as snmp_profiles
+from fabricmon.core.durations import Duration
 from fabricmon.core.model import ParseResult, TargetSpec
 
 
@@ -33,7 +34,7 @@ class SnmpOptions(SourceOptions):
     profile_dirs: list[str] = Field(default_factory=list)
     max_repetitions: int = Field(25, ge=1, le=500)
     retries: int = Field(1, ge=0, le=10)
-    snmp_timeout: float = Field(2.0, gt=0, le=60)
+    snmp_timeout: Duration = Field(2.0, gt=0, le=60)  # per request, before a retry
     # Transport (fetch.BACKENDS); not a parse option: both write the same payload. Unset: gufo,
     # or pysnmp for what only pysnmp does (3DES privacy, a v3 context name).
     backend: Literal["gufo", "pysnmp"] | None = None
@@ -70,6 +71,7 @@ class SnmpCollector(Collector):
     source: ClassVar[str] = "snmp"
     options_model: ClassVar[type[SourceOptions]] = SnmpOptions
     parse_options_model: ClassVar[type[ParseOptions]] = snmp_parse.SnmpParseOptions
+    default_port = SnmpOptions.model_fields["port"].default
 
     options: SnmpOptions
 

@@ -48,8 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import yaml
-
+from fabricmon.collectors import profile_files
 from fabricmon.collectors.snmp.snmprec import Oid, parse_oid
 from fabricmon.core.vocabulary import COUNTERS, GAUGES
 
@@ -261,29 +260,12 @@ def profile_from_dict(doc: Any, default_name: str, path: str = "") -> Profile:
                    match_descr=descr, tables=tuple(tables), path=path)
 
 
-def _load_dir(directory: Path) -> dict[str, Profile]:
-    out: dict[str, Profile] = {}
-    for path in sorted(directory.glob("*.yaml")):
-        try:
-            doc = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError) as exc:
-            raise ProfileError(f"{path}: cannot read: {exc}") from None
-        prof = profile_from_dict(doc, path.stem, str(path))
-        out[prof.name] = prof
-    return out
-
-
 @functools.lru_cache(maxsize=32)
 def load_profiles(extra_dirs: tuple[str, ...] = ()) -> dict[str, Profile]:
     """Shipped profiles, then each extra directory in order (a later file of the same name
     replaces an earlier one). Cached per process: profiles are configuration, read once;
     call ``load_profiles.cache_clear()`` on a config reload."""
-    profiles = _load_dir(SHIPPED_DIR)
-    for d in extra_dirs:
-        directory = Path(d)
-        if not directory.is_dir():
-            raise ProfileError(f"profile directory {d} does not exist")
-        profiles.update(_load_dir(directory))
+    profiles = profile_files.load_dirs(SHIPPED_DIR, extra_dirs, profile_from_dict, ProfileError)
     for required in (BASE_PROFILE, FALLBACK_PROFILE):
         if required not in profiles:
             raise ProfileError(f"profile {required!r} is missing")

@@ -100,7 +100,9 @@ def fits(tag: str, values: Sequence[ValueType]) -> bool:
     """Every value is what ``tag`` decodes to in gufo-snmp (type and range)."""
     bounds = _INT_RANGES.get(tag)
     if bounds is not None:
-        return all(type(v) is int for v in values) and (not values or (bounds[0] <= min(values) and max(values) <= bounds[1]))  # type: ignore[type-var]
+        if not all(type(v) is int for v in values):
+            return False
+        return not values or (bounds[0] <= min(values) and max(values) <= bounds[1])  # type: ignore[type-var]
     want = _PY_TYPE.get(tag)
     if want is None:
         return False

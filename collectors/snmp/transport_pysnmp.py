@@ -21,6 +21,7 @@ port unreachable up to the application) is "connection, refused".
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import socket
 import weakref
 from collections import Counter
@@ -187,6 +188,17 @@ def _error_reason(indication: object) -> ErrorReason:
     return ErrorReason.PROTOCOL
 
 
+async def _ipv6(host: str, port: int) -> bool:
+    """Whether the agent is reached over IPv6: an IPv6 literal, or a name whose first address
+    (in the resolver's order, RFC 6724) is IPv6. pysnmp needs its IPv6 transport for those."""
+    try:
+        return ipaddress.ip_address(host).version == 6
+    except ValueError:
+        pass
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_DGRAM)
+    return bool(infos) and infos[0][0] == socket.AF_INET6
+
+
 class PysnmpAgent:
     """One target over the loop's shared SnmpEngine.
 
@@ -201,13 +213,14 @@ class PysnmpAgent:
         self.auth = auth_data(s.credentials)
         c = s.credentials.context
         self.context = hl.ContextData(contextName=c) if c else hl.ContextData()
-        self._target: hl.UdpTransportTarget | None = None
+        self._target: hl.UdpTransportTarget | hl.Udp6TransportTarget | None = None
 
-    async def _transport(self) -> hl.UdpTransportTarget:
+    async def _transport(self) -> hl.UdpTransportTarget | hl.Udp6TransportTarget:
         if self._target is None:
             s = self.s
             try:
-                self._target = await hl.UdpTransportTarget.create((s.host, s.port), timeout=s.timeout, retries=0)
+                kind = hl.Udp6TransportTarget if await _ipv6(s.host, s.port) else hl.UdpTransportTarget
+                self._target = await kind.create((s.host, s.port), timeout=s.timeout, retries=0)
             except Exception as exc:  # pysnmp raises PySnmpError for unresolvable names
                 raise FetchError(f"cannot resolve SNMP agent address {s.host}: {exc}", ErrorReason.CONNECTION) from None
         return self._target

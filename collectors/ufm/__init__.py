@@ -34,6 +34,7 @@ class UfmCollector(RestCollector):
     source = "ufm"
     options_model = UfmOptions
     parse_options_model = UfmParseOptions
+    default_port = 443  # https (RestOptions: no port given, the scheme's)
     token_scheme = "Basic"  # UFM /ufmRestV3: "Authorization: Basic <token>", not Bearer
 
     async def fetch(self) -> dict[str, Any]:

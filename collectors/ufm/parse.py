@@ -209,6 +209,39 @@ def _ports_and_gauges(idx: _Index, result: ParseResult) -> None:
         rate = lane_gbps(obj.get("active_speed"))
         if rate is not None and width is not None and up:
             result.gauges.append(Gauge(device, port, "link_speed_bytes", rate * width * 1e9 / 8))
+        result.gauges.extend(rated_gauges(device, port, obj))
+
+
+def _names(value: Any) -> list[str]:
+    """A list of width or speed names: a JSON list, or one string of names (``"1x, 4x"``)."""
+    if isinstance(value, list):
+        return [_str(v) for v in value if _str(v)]
+    return [x for x in re.split(r"[\s,;/|]+", _str(value)) if x]
+
+
+def _best(supported: Any, enabled: Any, measure: Any) -> float | None:
+    """The highest value both lists allow (one list when the other is empty), by ``measure``."""
+    sup = {v for v in map(measure, _names(supported)) if v is not None}
+    ena = {v for v in map(measure, _names(enabled)) if v is not None}
+    both = sup & ena if sup and ena else sup or ena
+    return max(both) if both else None
+
+
+def rated_gauges(device: str, port: str, obj: dict[str, Any]) -> list[Gauge]:
+    """What the port can train to: ``link_width_rated_lanes`` and ``link_speed_rated_bytes`` from
+    ``supported_width``/``enabled_width`` and ``supported_speed``/``enabled_speed`` (field names
+    verified: UFM Enterprise REST API Guide v6.22.1, "Ports REST API", whose down-port example has
+    them as empty lists; that an active port lists width and speed names spelled like
+    ``active_width``/``active_speed`` is inferred). Both lists given: the highest in both (a port
+    trains to what it supports and has enabled); empty lists: nothing."""
+    out = []
+    width = _best(obj.get("supported_width"), obj.get("enabled_width"), width_lanes)
+    if width is not None:
+        out.append(Gauge(device, port, "link_width_rated_lanes", float(width)))
+        lane = _best(obj.get("supported_speed"), obj.get("enabled_speed"), lane_gbps)
+        if lane is not None:
+            out.append(Gauge(device, port, "link_speed_rated_bytes", lane * width * 1e9 / 8))
+    return out
 
 
 def link_up(obj: dict[str, Any]) -> int | None:
@@ -282,7 +315,8 @@ def _systems(rows: list[dict[str, Any]], idx: _Index) -> list[DeviceInfo]:
 
 
 def _counters(body: Any, idx: _Index, result: ParseResult) -> None:
-    """Counters from the configured counters call, into ``result.counters``. Shape unverified (UFM does not publish it): see README (a list of per-port objects)."""
+    """Counters from the configured counters call, into ``result.counters``. Shape unverified
+    (UFM does not publish it): see README (a list of per-port objects)."""
     try:
         rows = rows_of(body, "counters")
     except ParseError as exc:

@@ -41,6 +41,8 @@ class UfmTelemetryCollector(RestCollector):
     source = "ufm-telemetry"
     options_model = UfmTelemetryOptions
     parse_options_model = UfmTelemetryParseOptions
+    default_port = UfmTelemetryOptions.model_fields["port"].default
+    self_sharding = True  # the endpoint serves one of num_shards shares (see docs/scaling.md)
 
     async def fetch(self) -> dict[str, Any]:
         o: UfmTelemetryOptions = self.options  # type: ignore[assignment]

@@ -8,7 +8,9 @@ Device label = the node description (CSV column ``node_description``, Prometheus
 ``node_desc`` or ``node_description``), which UFM Telemetry reads from the fabric like
 ibnetdiscover does, so it matches perfquery's device label. When absent (the default
 Prometheus output carries only GUIDs) the ``node_names`` option (GUID -> name) is used,
-else the node GUID as ``0x`` + 16 hex digits.
+else the node GUID as ``0x`` + 16 hex digits, with the port GUID in the port's info: the agent
+joins such a device to the name UFM REST or ibnetdiscover gives that port GUID
+(agent/identity.py), so this parser needs nothing but its payload.
 
 The ``timestamp`` column (or the Prometheus sample timestamp) is the device clock; its unit
 is detected from its magnitude (s, ms, us, ns), because UFM versions differ.
@@ -229,33 +231,10 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
     opts = UfmTelemetryParseOptions.from_spec(spec)
     if not isinstance(payload, dict) or not isinstance(payload.get("responses"), list):
         raise ParseError("ufm-telemetry payload must be an object with a 'responses' list")
-    forced = opts.format
     node_names = {norm_guid(k): v for k, v in (opts.node_names or {}).items()}
     result = ParseResult()
-    frames: list[_Csv | list[Row]] = []  # each response's rows (CSV: its header and records)
-    for resp in payload["responses"]:
-        if not isinstance(resp, dict):
-            raise ParseError("ufm-telemetry payload: each response must be an object")
-        path = str(resp.get("path") or "")
-        status = to_int(resp.get("status"))
-        if status is None or not 200 <= status < 300:
-            result.warnings.append(f"{path}: HTTP {resp.get('status')}, ignored")
-            continue
-        body = resp.get("body")
-        if body is None:
-            result.warnings.append(f"{path}: empty body")
-            continue
-        fmt = detect_format(path, body, forced)
-        if fmt == "csv":
-            if not isinstance(body, str):
-                raise ParseError(f"{path}: CSV expected, got JSON")
-            frames.append(_Csv(*csv_records(body, path, result.warnings), body.isascii()))
-        elif fmt == "prometheus":
-            if not isinstance(body, str):
-                raise ParseError(f"{path}: Prometheus text expected, got JSON")
-            frames.append(list(prom_rows(body, path, result.warnings)))
-        else:
-            frames.append(list(json_rows(body, path)))
+    # each response's rows (CSV: its header and records)
+    frames = [f for resp in payload["responses"] if (f := _response_frame(resp, opts.format, result.warnings)) is not None]
     found = _csv_in_bulk(frames, node_names, result) if all(isinstance(f, _Csv) for f in frames) else None
     if found is None:
         found = _rows_one_by_one(frames, node_names, result)
@@ -265,6 +244,28 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
     if by_guid:
         result.warnings.append(f"{len(by_guid)} node(s) without a node description or node_names entry: labelled by GUID")
     return result
+
+
+def _response_frame(resp: Any, forced: BodyFormat, warnings: list[str]) -> _Csv | list[Row] | None:
+    """One recorded response: a CSV body's header and records, or the rows of the other
+    formats; None for a failed call or an empty body (with a warning)."""
+    if not isinstance(resp, dict):
+        raise ParseError("ufm-telemetry payload: each response must be an object")
+    path = str(resp.get("path") or "")
+    status = to_int(resp.get("status"))
+    if status is None or not 200 <= status < 300:
+        warnings.append(f"{path}: HTTP {resp.get('status')}, ignored")
+        return None
+    body = resp.get("body")
+    if body is None:
+        warnings.append(f"{path}: empty body")
+        return None
+    fmt = detect_format(path, body, forced)
+    if fmt == "json":
+        return list(json_rows(body, path))
+    if not isinstance(body, str):
+        raise ParseError(f"{path}: {'CSV' if fmt == 'csv' else 'Prometheus text'} expected, got JSON")
+    return _Csv(*csv_records(body, path, warnings), body.isascii()) if fmt == "csv" else list(prom_rows(body, path, warnings))
 
 
 @dataclass(slots=True)

@@ -9,8 +9,9 @@ Conventions for truth lines (docs: recording-format.md, finding vocabulary):
 - **Victims** are the switch egress ports the storm pauses transitively (hop by hop upstream
   along the flows that cross the stuck egress), role ``victim``.
 - **Deadlock / credit loop members** are the egress ports of the cycle, role ``member``.
-- A stalled InfiniBand port outside any cycle is ``congestion`` (critical); its HOQ discards are
-  also ``packet_loss``, as are the XmitDiscards on credit-loop members.
+- A stalled InfiniBand port outside any cycle is ``credit_deadlock`` with role ``stalled`` (a
+  fabricmon addition to the vocabulary, docs/recording-format.md); its HOQ discards are also
+  ``packet_loss``, as are the XmitDiscards on credit-loop members.
 - ``congestion`` from ECN marks is reported on the bottleneck egress, priority 3, role null.
 - Ethernet priorities are per traffic class (TC n = priority n; RoCE on 3).
 - Counter resets, Counter32 wraps and target outages carry no truth: any finding is false.
@@ -273,18 +274,10 @@ def incast_congestion(seed: int) -> Scenario:
     return sc
 
 
-def _nic_storm(name: str, profile: str, seed: int, host_target: bool, spine_profile: str | None = None) -> Scenario:
-    fab = _new(seed)
-    eth = EthFabric(fab, [("leaf01", profile), ("leaf02", profile)], ("spine01", spine_profile or profile))
-    hosts = eth.all_hosts()
-    nic = hosts[2]  # third host on leaf01
-    flows = [*all_to_all(hosts, 0.45), *[(h, nic, 3, 0.06) for h in hosts if h != nic]]
-    tr = Traffic(fab, flows)
-    fab.seed_counters()
-    origin = eth.port_to(nic)
-    paused, victims = storm_tree(fab, tr, origin, 0.998)
-    rng = random.Random(seed)
-    s, e = 10, 24
+def nic_storm_plan(tr: Traffic, rng: random.Random, nic: str, paused: dict[PortRef, float], s: int, e: int) -> Callable[[int], StepPlan]:
+    """The plan of a NIC pause storm in intervals ``s..e-1``: the NIC stops sending and keeps its
+    switch port paused, every egress of the storm tree (``paused``) holds its queue full on
+    priority 3 with no ECN, and the NIC counts pause-storm events."""
 
     def plan(k: int) -> StepPlan:
         storming = window(k, s, e)
@@ -297,6 +290,22 @@ def _nic_storm(name: str, profile: str, seed: int, host_target: bool, spine_prof
             p.bump[(nic, "eth0")] = {"tx_pause_storm_warning": rng.randint(2, 4), "tx_pause_storm_error": rng.randint(1, 3)}
         return p
 
+    return plan
+
+
+def _nic_storm(name: str, profile: str, seed: int, host_target: bool, spine_profile: str | None = None) -> Scenario:
+    fab = _new(seed)
+    eth = EthFabric(fab, [("leaf01", profile), ("leaf02", profile)], ("spine01", spine_profile or profile))
+    hosts = eth.all_hosts()
+    nic = hosts[2]  # third host on leaf01
+    flows = [*all_to_all(hosts, 0.45), *[(h, nic, 3, 0.06) for h in hosts if h != nic]]
+    tr = Traffic(fab, flows)
+    fab.seed_counters()
+    origin = eth.port_to(nic)
+    paused, victims = storm_tree(fab, tr, origin, 0.998)
+    rng = random.Random(seed)
+    s, e = 10, 24
+    plan = nic_storm_plan(tr, rng, nic, paused, s, e)
     targets = eth.targets()
     extra = {}
     if host_target:
@@ -442,7 +451,7 @@ def ib_stalled_port(seed: int) -> Scenario:
 
     sc = Scenario("ib_stalled_port", f"HCA {stuck_ca.name} stops returning credits: its leaf port stalls (HOQ discards)",
                   fab, [Target("ib-fabric", "perfquery")], plan, polls=30, seed=seed)
-    sc.add_truth("congestion", port[0], port[1], None, None, s, e)
+    sc.add_truth("credit_deadlock", port[0], port[1], None, "stalled", s, e)
     sc.add_truth("packet_loss", port[0], port[1], None, None, s, e)
     sc.notes[s] = f"{stuck_ca.name} stalls"
     return sc
@@ -726,7 +735,7 @@ def demo(seed: int) -> Scenario:
     sc.add_truth("pfc_storm", origin[0], origin[1], 3, "origin", *storm, peer_device=nic, peer_port="eth0")
     for v in victims:
         sc.add_truth("pfc_storm", v[0], v[1], 3, "victim", *storm)
-    sc.add_truth("congestion", stalled[0], stalled[1], None, None, *stall)
+    sc.add_truth("credit_deadlock", stalled[0], stalled[1], None, "stalled", *stall)
     sc.add_truth("packet_loss", stalled[0], stalled[1], None, None, *stall)
     for ref in (flap.ref, flap.peer):
         sc.add_truth("link_degraded", ref[0], ref[1], None, None, flap_k, flap_k + 1)

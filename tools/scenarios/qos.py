@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tools.scenarios.sim import NPRIO, Device
+from tools.scenarios.sim import NPRIO, Device, Port
 
 DCBX = "1.3.111.2.802.1.1.13.1.5.32962.5.1"  # lldpXdot1dcbxObjects (LLDP-EXT-DOT1-DCBX-MIB)
 POOL_BYTES = 15_160_000  # the public sample's roce-reserved-ingress size (15.16 MB)
@@ -114,6 +114,15 @@ def roce_status(q: PortQos) -> dict[str, object]:
     }
 
 
+def lldp_neighbors(p: Port) -> tuple[str, object]:
+    """``interface/<if>/lldp/neighbor`` of one port: its cable peer while the link is up. Every
+    Cumulus switch answers it, with or without a lossless configuration: "Cumulus Linux enables
+    the lldp service by default" (NVIDIA Cumulus Linux user guide, "Link Layer Discovery
+    Protocol"; the JSON form is the collector's, collectors/nvue/lldp.py)."""
+    neighbours = {p.peer[0]: {"remote-port": p.peer[1]}} if p.peer is not None and p.up else {}
+    return (f"interface/{p.name}/lldp/neighbor", neighbours)
+
+
 def nvue_bodies(dev: QosDevice) -> list[tuple[str, object]]:
     """Per port: RoCE status, PFC watchdog (state and per-TC status) and LLDP neighbours."""
     out: list[tuple[str, object]] = []
@@ -125,8 +134,7 @@ def nvue_bodies(dev: QosDevice) -> list[tuple[str, object]]:
             "status": {str(tc): {"status": "DEADLOCK" if p.prio[tc].wd_stormed else "OK",
                                  "deadlock-count": int(p.prio[tc].wd_storms)} for tc in range(NPRIO)},
         }))
-        neighbours = {p.peer[0]: {"remote-port": p.peer[1]}} if p.peer is not None and p.up else {}
-        out.append((f"interface/{p.name}/lldp/neighbor", neighbours))
+        out.append(lldp_neighbors(p))
     if dev.pfc_xoff is not None:
         out.append(("qos/pfc/default-global", {
             "cable-length": 50, "port-buffer": "25000 B", "rx": "enable", "tx": "enable",

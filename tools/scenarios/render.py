@@ -60,7 +60,9 @@ class _Rec:
 
 def render_snmp(fabric: Fabric, dev: Device, t: float, offsets: dict[str, float] | None = None) -> dict[str, str]:
     """One SNMP poll of an Ethernet switch. ``offsets`` adds a constant to named Counter32
-    columns (used to place a counter just below its 2^32 wrap)."""
+    columns (used to place a counter just below its 2^32 wrap): ``pfc_requests:<port>`` and
+    ``pfc_indications:<port>`` (IEEE8021-PFC), ``if_in_discards:<port>`` and
+    ``if_out_discards:<port>`` (IF-MIB ifInDiscards / ifOutDiscards, Counter32 in RFC 2863)."""
     offsets = offsets or {}
     prof = dev.profile
     r = _Rec()
@@ -72,9 +74,9 @@ def render_snmp(fabric: Fabric, dev: Device, t: float, offsets: dict[str, float]
         i = p.index
         c = p.c
         r.add(_oid("1.3.6.1.2.1.2.2.1.8", i), "2", 1 if p.up else 2)
-        r.add(_oid("1.3.6.1.2.1.2.2.1.13", i), "65", c["in_discards"])
+        r.add(_oid("1.3.6.1.2.1.2.2.1.13", i), "65", c["in_discards"] + offsets.get(f"if_in_discards:{p.name}", 0))
         r.add(_oid("1.3.6.1.2.1.2.2.1.14", i), "65", c["in_errors"])
-        r.add(_oid("1.3.6.1.2.1.2.2.1.19", i), "65", c["out_discards"])
+        r.add(_oid("1.3.6.1.2.1.2.2.1.19", i), "65", c["out_discards"] + offsets.get(f"if_out_discards:{p.name}", 0))
         r.add(_oid("1.3.6.1.2.1.2.2.1.20", i), "65", c["out_errors"])
         r.add(_oid("1.3.6.1.2.1.31.1.1.1.1", i), "4", p.name)
         r.add(_oid("1.3.6.1.2.1.31.1.1.1.6", i), "70", c["in_octets"])
@@ -217,12 +219,22 @@ HW_COUNTERS = {
 }
 
 
-def render_host(dev: Device, sysfs: bool = False) -> dict[str, object]:
+def render_host(dev: Device, sysfs: bool = False, fabric: Fabric | None = None) -> dict[str, object]:
     """A host NIC poll: mlx5 RDMA hw_counters files and ``ethtool -S eth0`` (PFC on priority 3).
 
     ``sysfs`` adds what a real ``/sys/class/infiniband`` walk also holds: device and port
     attributes (the netdev link, so ethtool counters land on ``mlx5_0/1`` too) and the PMA
-    ``counters/`` (extended table: 64-bit data in 4-byte words, packets; error counters)."""
+    ``counters/`` (extended table: 64-bit data in 4-byte words, packets; error counters).
+
+    Device ``extras`` change what the NIC prints: ``no_storm_counters`` leaves out
+    ``tx_pause_storm_{warning,error}_events`` (a NIC without the ``pfcc_mask``/``stall_detect``
+    capabilities has no such lines: kernel mlx5 counters.rst); ``prio_stats`` adds the
+    per-priority traffic counters of every priority (kernel en_stats.c ``rx_prio%d_bytes`` /
+    ``_packets``, ``tx_prio%d_bytes`` / ``_packets``; rx from the cable peer's per-priority
+    transmit, so it needs ``fabric``) and, with ``prio_buf_discard`` too, the NIC's
+    receive-buffer drops per priority (``rx_prio%d_buf_discard``). Those drops
+    (``StepPlan.pg_nobuf_drops`` on the host port) count in ``rx_discards_phy`` whether or not
+    the NIC breaks them out."""
     p = next(iter(dev.ports.values()))
     c = p.c
     base = "infiniband/mlx5_0/ports/1/hw_counters/"
@@ -230,16 +242,29 @@ def render_host(dev: Device, sysfs: bool = False) -> dict[str, object]:
     if sysfs:
         files.update(_host_sysfs(dev, p))
     s = p.prio[3]
+    prio_stats = "prio_stats" in dev.extras
+    buf_discards = sum(st.pg_nobuf_drops for st in p.prio)  # the NIC's receive buffer: all in rx_discards_phy
     stats = [
         ("rx_packets", c["in_pkts"]), ("tx_packets", c["out_pkts"]),
         ("rx_bytes", c["in_octets"]), ("tx_bytes", c["out_octets"]),
-        ("rx_out_of_buffer", c["rx_out_of_buffer"]), ("rx_discards_phy", c["rx_discards_phy"]), ("tx_discards_phy", 0),
+        ("rx_out_of_buffer", c["rx_out_of_buffer"]), ("rx_discards_phy", c["rx_discards_phy"] + buf_discards),
+        ("tx_discards_phy", 0),
         ("rx_prio3_pause", s.rx_pause_frames),
         ("rx_prio3_pause_duration", s.rx_pause_us), ("rx_prio3_pause_transition", s.rx_pause_transitions),
         ("tx_prio3_pause", s.tx_pause_frames), ("tx_prio3_pause_duration", s.tx_pause_us),
-        ("tx_pause_storm_warning_events", c["tx_pause_storm_warning"]),
-        ("tx_pause_storm_error_events", c["tx_pause_storm_error"]),
     ]
+    if "no_storm_counters" not in dev.extras:
+        stats += [("tx_pause_storm_warning_events", c["tx_pause_storm_warning"]),
+                  ("tx_pause_storm_error_events", c["tx_pause_storm_error"])]
+    if prio_stats:
+        if fabric is None or p.peer is None:
+            raise ValueError(f"{dev.name}: prio_stats needs the fabric and a cabled port")
+        peer = fabric.port(p.peer)
+        for q in range(NPRIO):
+            stats += [(f"rx_prio{q}_bytes", peer.prio[q].q_tx_bytes), (f"rx_prio{q}_packets", peer.prio[q].q_tx_pkts),
+                      (f"tx_prio{q}_bytes", p.prio[q].q_tx_bytes), (f"tx_prio{q}_packets", p.prio[q].q_tx_pkts)]
+            if "prio_buf_discard" in dev.extras:
+                stats.append((f"rx_prio{q}_buf_discard", p.prio[q].pg_nobuf_drops))
     text = "NIC statistics:\n" + "".join(f"     {k}: {int(v)}\n" for k, v in stats)
     payload: dict[str, object] = {"files": files, "ethtool": {p.name: text}}
     if isinstance(dev, qos.QosDevice):  # lossless configuration: ECN sysfs and dcb (tools/scenarios/qos.py)
@@ -421,13 +446,20 @@ def _nvue(path: str, body: object) -> dict[str, object]:
 
 def render_nvue(dev: Device, t: float, memo: dict[str, float]) -> dict[str, object]:
     """One NVUE REST poll of a Cumulus 5.x switch: ``{"responses": [...]}`` as the nvue
-    collector records it (interface list, link stats, QoS counters, WJH buffer drops).
+    collector records it (interface list, link stats, QoS counters, LLDP neighbours, WJH buffer drops).
 
     WJH reports buffer drops as aggregate records (one per window, here the poll interval)
-    on the egress port whose queue overflowed: tail drops of a lossless TC are reason 503.
-    ``memo`` keeps the per-port drop totals of the previous poll to form each window.
+    on the egress port whose queue overflowed, with the traffic class: a tail drop is reason
+    503 whichever the class (a lossy TC tail-drops as a matter of course). ``memo`` keeps the
+    per-port drop totals and the time of the previous poll to form each window.
+    ``carrier-transitions`` is the kernel's ``carrier_changes``: every carrier change, down or
+    up, counts one (Linux ``Documentation/ABI/testing/sysfs-class-net``: "number of times the
+    link has seen a change from UP to DOWN and vice versa"), so a flap within a poll is two and
+    a link seen down at a poll has added one.
     """
     ports = sorted(dev.ports.values(), key=lambda p: p.index)
+    window = round(t - memo["_t"]) if "_t" in memo else 10  # the WJH aggregation window: since the last poll
+    memo["_t"] = t
     out: list[dict[str, object]] = [_nvue("interface", {
         p.name: {"type": "swp", "link": {"oper-status": "up" if p.up else "down", "speed": f"{int(p.speed_gbps)}G"}}
         for p in ports
@@ -436,7 +468,7 @@ def render_nvue(dev: Device, t: float, memo: dict[str, float]) -> dict[str, obje
     for p in ports:
         c = p.c
         out.append(_nvue(f"interface/{p.name}/link/stats", {
-            "carrier-transitions": int(2 * c["link_downed"]), "in-bytes": int(c["in_octets"]), "in-drops": 0,
+            "carrier-transitions": int(c["carrier_changes"]), "in-bytes": int(c["in_octets"]), "in-drops": 0,
             "in-errors": 0, "in-pkts": int(c["in_pkts"]), "out-bytes": int(c["out_octets"]),
             "out-drops": int(sum(s.q_drops for s in p.prio)), "out-errors": 0, "out-pkts": int(c["out_pkts"]),
         }))
@@ -448,16 +480,212 @@ def render_nvue(dev: Device, t: float, memo: dict[str, float]) -> dict[str, obje
                                    "tx-pause-frames": int(s.tx_pause_frames), "tx-pause-duration": int(s.tx_pause_us)}
                           for q, s in enumerate(p.prio)},
         }))
-        for q in LOSSLESS:
+        for q in range(NPRIO):  # every traffic class: WJH reports buffer drops of lossy TCs too
             key = f"{p.name}:{q}"
-            total = p.prio[q].nobuf_drops
+            total = p.prio[q].q_drops
             prev = memo.get(key)
             memo[key] = total
             if prev is not None and total > prev:
                 records.append({"AggCount": int(total - prev), "DropType": "Buffer", "ReasonId": 503, "Severity": "Warning",
-                                "FirstTimestamp": int(t) - 10, "EndTimestamp": int(t), "EgressPort": p.name,
+                                "FirstTimestamp": int(t) - window, "EndTimestamp": int(t), "EgressPort": p.name,
                                 "traffic_class": q, "Reason": "Tail drop"})
     if isinstance(dev, qos.QosDevice):  # lossless configuration and LLDP (tools/scenarios/qos.py)
         out += [_nvue(path, body) for path, body in qos.nvue_bodies(dev)]
+    else:  # LLDP runs on every Cumulus switch (qos.lldp_neighbors)
+        out += [_nvue(*qos.lldp_neighbors(p)) for p in ports]
     out.append(_nvue("system/wjh/packet-buffer", records))
     return {"responses": out}
+
+
+# ------------------------------------------------------------------------------- UFM
+
+# UFM ``resources/systems`` model per ASIC generation, the switch systems NVIDIA sells on each
+# (MQM8700 Quantum HDR, MQM9700 Quantum-2 NDR: verified in public UFM topologies, see DEVID;
+# MSB7800 Switch-IB 2 EDR, MSB7700 Switch-IB EDR, SX6036 SwitchX FDR, Q3400 Quantum-3 XDR:
+# inferred from NVIDIA's product names). The model string UFM prints is [U].
+UFM_MODEL = {"quantum": "MQM8700", "quantum2": "MQM9700", "quantum3": "Q3400", "switchib2": "MSB7800",
+             "switchib": "MSB7700", "switchx": "SX6036", "connectx": "ConnectX-7"}
+
+
+def ib_port_guid(dev: Device, p: Port) -> int:
+    """A port's GUID as both UFM sources name it: a switch's ports share the switch GUID; an
+    HCA port has its own (node GUID + port number, as the ibnetdiscover renderer writes it)."""
+    return dev.guid if dev.kind == "ib_switch" else dev.guid + p.index
+
+
+def _ib_linked(fabric: Fabric) -> list[tuple[Device, Port]]:
+    """Every cabled InfiniBand port, switches first (ibnetdiscover order), then HCAs."""
+    out = []
+    for kind in ("ib_switch", "ib_ca"):
+        for d in fabric.devices.values():
+            if d.kind == kind:
+                out += [(d, p) for p in sorted(d.ports.values(), key=lambda p: p.index) if p.peer is not None]
+    return out
+
+
+def render_ufm(fabric: Fabric, prefix: str = "/ufmRest") -> dict[str, object]:
+    """One UFM REST poll (collectors/ufm: ports, links, systems), the v6.20 shapes of the
+    reference (fabric-reference.md section 1.5): a port object per cabled port with its state,
+    ``active_speed`` (null when down) and ``active_width`` (``4x``, ``2x``), its peer and its
+    ``node_description`` as ``<NodeDescription>:<port>``; a link object per cable (switch side
+    first); a system per device with its model. No counters call: counters come from UFM
+    Telemetry in the split the README recommends."""
+    ports, links, systems = [], [], []
+    for d, p in _ib_linked(fabric):
+        g = f"{ib_port_guid(d, p):016x}"
+        peer_dev = fabric.devices[p.peer[0]]  # type: ignore[index]
+        peer = fabric.port(p.peer)  # type: ignore[arg-type]
+        pg = f"{ib_port_guid(peer_dev, peer):016x}"
+        up = p.up and peer.up
+        ports.append({
+            "guid": g, "number": p.index, "name": f"{g}_{p.index}", "dname": str(p.index), "external_number": p.index,
+            "node_description": f"{d.name}:{p.index}", "system_name": d.name.split(" ")[0], "systemID": f"{d.guid:016x}",
+            "lid": d.lid, "physical_state": "Link Up" if up else "Link Down", "logical_state": "Active" if up else "Down",
+            "active_speed": SPEED_NAME.get(p.speed_gbps * 4 / p.lanes) if up else None,
+            "active_width": f"{p.lanes}x" if up else None, "peer": f"{pg}_{peer.index}", "severity": "Info",
+        })
+        if d.kind == "ib_switch" and (peer_dev.kind == "ib_ca" or (d.guid, p.index) < (peer_dev.guid, peer.index)):
+            links.append({"source_guid": g, "source_port": str(p.index), "destination_guid": pg,
+                          "destination_port": str(peer.index), "source_port_dname": str(p.index),
+                          "destination_port_dname": str(peer.index), "width": f"{p.lanes}x",
+                          "name": f"{g}_{p.index}:{pg}_{peer.index}"})
+    for d in fabric.devices.values():
+        if d.kind not in ("ib_switch", "ib_ca"):
+            continue
+        systems.append({"system_guid": f"{d.guid:016x}", "name": f"{d.guid:016x}", "system_name": d.name.split(" ")[0],
+                        "type": "switch" if d.kind == "ib_switch" else "host", "model": UFM_MODEL.get(d.asic or "", ""),
+                        "description": d.name, "ports": [f"{ib_port_guid(d, p):016x}_{p.index}" for p in
+                                                         sorted(d.ports.values(), key=lambda p: p.index) if p.peer]})
+    calls = (("resources/ports", ports), ("resources/links?page_number=1&rpp=1000000000", links), ("resources/systems", systems))
+    return {"responses": [{"method": "GET", "path": f"{prefix}/{path}", "status": 200, "body": body} for path, body in calls]}
+
+
+UFM_TELEMETRY_PATH = "/csv/cset/converted_enterprise"
+# The converted counter columns of UFM Telemetry's public sample (Mellanox/ufm_sdk_3.0
+# fluentd_telemetry_plugin small_telemetry.json), in its order: (column, port counter key or
+# "" for 0, divisor). MBOut/MBIn count octets / 4 like PortXmitData (UFM guide; unit [U]).
+UFM_TELEMETRY_COLUMNS = (
+    ("Infiniband_MBOut_u_Gb", "out_octets", 4), ("Infiniband_MBIn_u_Gb", "in_octets", 4),
+    ("Infiniband_PckOut_u_Packets", "out_pkts", 1), ("Infiniband_PckIn_u_Packets", "in_pkts", 1),
+    ("Infiniband_SymbolErrors_u_Errors", "symbol_errors", 1), ("Infiniband_LinkRecovers_u_Errors", "link_error_recovery", 1),
+    ("Infiniband_LinkDowned_u_Errors", "link_downed", 1), ("Infiniband_RcvErrors_u_Errors", "rcv_errors", 1),
+    ("Infiniband_RcvRemotePhysErrors_u_Errors", "", 1), ("Infiniband_RcvSwRelayErrors_u_Errors", "", 1),
+    ("Infiniband_XmtDiscards_u_Errors", "xmit_discards", 1), ("Infiniband_XmtConstraintErrors_u_Errors", "", 1),
+    ("Infiniband_RcvConstraintErrors_u_Errors", "", 1), ("Infiniband_LinkIntegrityErrors_u_Errors", "", 1),
+    ("Infiniband_ExcBufOverrunErrors_u_Errors", "", 1), ("Infiniband_VL15Dropped_u_Drops", "", 1),
+    ("Infiniband_XmitWait_u_Ticks", "xmit_wait", 1),
+    ("hist0_u_count", "", 1), ("hist1_u_count", "", 1), ("hist2_u_count", "", 1), ("hist3_u_count", "", 1),
+    ("hist4_u_count", "", 1),
+)
+
+
+def render_ufm_telemetry(fabric: Fabric, sampled: float) -> dict[str, object]:
+    """One UFM Telemetry poll (collectors/ufm_telemetry): ``GET /csv/cset/converted_enterprise``,
+    one CSV row per cabled port, identified by GUIDs only (``node_guid``, ``port_guid``,
+    ``port_num``: the public sample has no node description) and stamped with the sample's
+    time in microseconds (the device clock: the endpoint serves its latest sample, taken at
+    ``sampled``, not when it is fetched). Counters are the 64-bit extended ones, wrapping."""
+    head = ["timestamp", "source_id", "tag", "node_guid", "port_guid", "sys_image_guid", "aport", "port_num",
+            *(col for col, _, _ in UFM_TELEMETRY_COLUMNS)]
+    rows = [",".join(head)]
+    stamp = round(sampled * 1e6)
+    for d, p in _ib_linked(fabric):
+        node, port = f"0x{d.guid:016x}", f"0x{ib_port_guid(d, p):016x}"
+        values = [str(int(p.c[key] // div) % C64) if key else "0" for _, key, div in UFM_TELEMETRY_COLUMNS]
+        rows.append(",".join([str(stamp), node, "0", node, port, node, f"{d.guid:x}_{p.index}", str(p.index), *values]))
+    body = "\n".join(rows) + "\n\n"  # the last row is empty (fabric-reference.md 1.6)
+    return {"responses": [{"method": "GET", "path": UFM_TELEMETRY_PATH, "status": 200, "body": body}]}
+
+
+# ------------------------------------------------------------------------------- job schedulers
+
+def render_squeue(jobs: list[tuple[int, str, str, int, float]]) -> dict[str, object]:
+    """``squeue --json`` of Slurm 22.05 (openapi/v0.0.38) as the slurm collector keeps it: the
+    running jobs ``(job_id, name, nodes host list, node count, start time)`` with the fields it reads. The
+    shape is the one a real Slurm 22.05.8 printed (collectors/slurm/testcases/squeue_22_05)."""
+    return {
+        "meta": {"plugin": {"type": "openapi/v0.0.38", "name": "Slurm OpenAPI v0.0.38"},
+                 "Slurm": {"version": {"major": 22, "micro": 8, "minor": 5}, "release": "22.05.8"}},
+        "errors": [],
+        "jobs": [{"job_id": jid, "name": name, "job_state": "RUNNING", "nodes": nodes, "node_count": count,
+                  "start_time": int(start), "array_job_id": 0, "array_task_id": None, "het_job_id": 0,
+                  "het_job_offset": 0, "partition": "gpu"} for jid, name, nodes, count, start in jobs],
+    }
+
+
+# SONiC CONFIG_DB as the scenarios configure it: PFC and the software watchdog on the lossless
+# priority, the AZURE_LOSSLESS WRED profile (ECN on) on its queue (SONiC qos_config.j2 defaults).
+SONIC_WRED_LOSSLESS = {"ecn": "ecn_all", "wred_green_enable": "true", "green_min_threshold": "1048576",
+                       "green_max_threshold": "2097152", "green_drop_probability": "5"}
+
+
+def render_gnmi(fabric: Fabric, dev: Device, t: float, memo: dict[str, float], pfcwd: bool = True) -> dict[str, object]:
+    """One poll of a SONiC switch over gNMI, as the collector records it: the SAMPLE round of
+    the COUNTERS_DB virtual paths (one notification per port with ``/<port>``, its
+    ``/<port>/Queues`` map, 8 unicast then 8 multicast queues as sonic-snmpagent counts them,
+    and ``/<port>/Pfcwd`` for the lossless queues when the watchdog runs), timestamped with the
+    device time in ns. The first poll of a target also carries the initial sync of CONFIG_DB and
+    of APPL_DB's LLDP neighbours (ON_CHANGE: sent once) and the ``sync_response`` markers. Counter values are redis-style
+    decimal strings, as in sonic-gnmi's test data; pause durations are SAI's microseconds."""
+    ts = round(t * 1e9)
+    notes: list[dict[str, object]] = []
+    for p in dev.ports.values():
+        c = p.c
+        port_hash = {
+            "SAI_PORT_STAT_IF_IN_OCTETS": c["in_octets"], "SAI_PORT_STAT_IF_OUT_OCTETS": c["out_octets"],
+            "SAI_PORT_STAT_IF_IN_UCAST_PKTS": c["in_pkts"], "SAI_PORT_STAT_IF_OUT_UCAST_PKTS": c["out_pkts"],
+            "SAI_PORT_STAT_IF_IN_DISCARDS": c["in_discards"], "SAI_PORT_STAT_IF_OUT_DISCARDS": c["out_discards"],
+            "SAI_PORT_STAT_IF_IN_ERRORS": c["in_errors"], "SAI_PORT_STAT_IF_OUT_ERRORS": c["out_errors"],
+        }
+        for q in range(NPRIO):
+            s = p.prio[q]
+            port_hash |= {f"SAI_PORT_STAT_PFC_{q}_RX_PKTS": s.rx_pause_frames, f"SAI_PORT_STAT_PFC_{q}_TX_PKTS": s.tx_pause_frames,
+                          f"SAI_PORT_STAT_PFC_{q}_ON2OFF_RX_PKTS": s.rx_pause_transitions,
+                          f"SAI_PORT_STAT_PFC_{q}_RX_PAUSE_DURATION_US": s.rx_pause_us,
+                          f"SAI_PORT_STAT_PFC_{q}_TX_PAUSE_DURATION_US": s.tx_pause_us}
+        queues: dict[str, dict[str, str]] = {}
+        for q in range(2 * NPRIO):
+            s = p.prio[q] if q < NPRIO else None
+            queues[f"{p.name}:{q}"] = {
+                "SAI_QUEUE_STAT_PACKETS": _dec(s.q_tx_pkts if s else 0), "SAI_QUEUE_STAT_BYTES": _dec(s.q_tx_bytes if s else 0),
+                "SAI_QUEUE_STAT_DROPPED_PACKETS": _dec(s.q_drops if s else 0),
+                "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS": _dec(s.ecn_marked if s else 0),
+                "SAI_QUEUE_STAT_CURR_OCCUPANCY_BYTES": _dec(s.occupancy if s else 0),
+            }
+        updates: list[dict[str, object]] = [{"path": f"/{p.name}", "val": {"json_ietf_val": {k: _dec(v) for k, v in port_hash.items()}}},
+                                            {"path": f"/{p.name}/Queues", "val": {"json_ietf_val": queues}}]
+        if pfcwd:
+            wd = {f"{p.name}:{q}": {
+                "PFC_WD_ACTION": "drop", "PFC_WD_DETECTION_TIME": "200000", "PFC_WD_RESTORATION_TIME": "200000",
+                "PFC_WD_STATUS": "stormed" if p.prio[q].wd_stormed else "operational",
+                "PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED": _dec(p.prio[q].wd_storms),
+                "PFC_WD_QUEUE_STATS_DEADLOCK_RESTORED": _dec(p.prio[q].wd_restores),
+                "PFC_WD_QUEUE_STATS_TX_DROPPED_PACKETS": _dec(p.prio[q].wd_drops),
+            } for q in LOSSLESS}
+            updates.append({"path": f"/{p.name}/Pfcwd", "val": {"json_ietf_val": wd}})
+        notes.append({"timestamp": ts, "prefix": "/COUNTERS", "update": updates, "delete": [], "target": "COUNTERS_DB"})
+    if not memo.get("synced"):
+        memo["synced"] = 1.0
+        lossless = ",".join(map(str, LOSSLESS))
+        config = {
+            "PORT_QOS_MAP": {p.name: {"pfc_enable": lossless, **({"pfcwd_sw_enable": lossless} if pfcwd else {})} for p in dev.ports.values()},
+            "PFC_WD": {p.name: {"action": "drop", "detection_time": "200", "restoration_time": "200"} for p in dev.ports.values()} if pfcwd else {},
+            "QUEUE": {f"{p.name}|{q}": {"scheduler": "scheduler.1", "wred_profile": "AZURE_LOSSLESS"} for p in dev.ports.values() for q in LOSSLESS},
+            "WRED_PROFILE": {"AZURE_LOSSLESS": SONIC_WRED_LOSSLESS},
+        }
+        lldp = {p.name: {"lldp_rem_sys_name": p.peer[0], "lldp_rem_port_id": p.peer[1], "lldp_rem_port_id_subtype": "5",
+                         "lldp_rem_port_desc": p.peer[1]} for p in dev.ports.values() if p.peer is not None and p.up}
+        notes = [*notes, {"sync_response": True},
+                 {"timestamp": ts, "prefix": "/", "update": [{"path": f"/{table}", "val": {"json_ietf_val": rows}} for table, rows in config.items()],
+                  "delete": [], "target": "CONFIG_DB"}, {"sync_response": True},
+                 {"timestamp": ts, "prefix": "/", "update": [
+                     {"path": "/PORT_TABLE", "val": {"json_ietf_val": {p.name: {"admin_status": "up", "oper_status": "up" if p.up else "down",
+                                                                                "speed": str(int(p.speed_gbps * 1000))} for p in dev.ports.values()}}},
+                     {"path": "/LLDP_ENTRY_TABLE", "val": {"json_ietf_val": lldp}}],
+                  "delete": [], "target": "APPL_DB"}, {"sync_response": True}]
+    return {"notifications": notes}
+
+
+def _dec(value: float) -> str:
+    """A counter as redis keeps it: a decimal string (64-bit wrap like the SAI counter)."""
+    return str(int(value) % C64)

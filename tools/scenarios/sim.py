@@ -88,6 +88,8 @@ PORT_COUNTERS = (
     "rp_cnp_handled", "out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "rx_out_of_buffer",
     # switch ingress buffer overflow for the whole port (no priority split)
     "ingress_overflow",
+    # carrier changes both ways (Linux ``carrier_changes``: NVUE link stats ``carrier-transitions``)
+    "carrier_changes",
 )
 
 
@@ -155,12 +157,30 @@ class StepPlan:
     credit: dict[PortRef, float] = field(default_factory=dict)  # IB: most the credits let through, fraction of line rate
     # ingress side, keyed by the ingress port: {priority: drops} / {priority: bytes}
     pg_nobuf_drops: dict[PortRef, dict[int, float]] = field(default_factory=dict)
+    pg_shared_drops: dict[PortRef, dict[int, float]] = field(default_factory=dict)
     pg_occupancy: dict[PortRef, dict[int, float]] = field(default_factory=dict)
     ingress_q_drops: dict[PortRef, dict[int, float]] = field(default_factory=dict)
     bump: dict[PortRef, dict[str, float]] = field(default_factory=dict)  # raw counter increments
     down: set[PortRef] = field(default_factory=set)  # link down for the whole step (both ends)
     flaps: set[PortRef] = field(default_factory=set)  # link went down and came back within the step
     resets: set[str] = field(default_factory=set)  # devices whose counters are cleared during the step
+    # Mean length (us) of each pause episode of a partially paused egress, when longer than the
+    # brief XOFF..XON episodes of a busy fabric (BRIEF_PAUSE_EPISODE_US): a storm victim is held
+    # for hundreds of microseconds at a time, so its XOFF is refreshed within each episode.
+    pause_episode_us: dict[PortRef, dict[int, float]] = field(default_factory=dict)
+    # Pause the peer sent for this fraction of the step that the egress neither honoured nor
+    # counted (a switch whose PFC watchdog disabled PFC on the priority: sonic-buildimage#29203).
+    unheeded: dict[PortRef, dict[int, float]] = field(default_factory=dict)
+    # XON frames (zero quanta) the egress received from its peer: counted as PFC frames, no pause.
+    xon_frames: dict[PortRef, dict[int, float]] = field(default_factory=dict)
+    # The most an egress priority may send, fraction of line rate (a queue a watchdog drops).
+    cap: dict[PortRef, dict[int, float]] = field(default_factory=dict)
+    # DCQCN seen by the hosts: CE marks on an egress toward a host are counted by that host's
+    # NIC (np_ecn_marked_roce_packets), which returns this share of them as CNPs (np_cnp_sent;
+    # one CNP per QP at most every few microseconds, so fewer CNPs than marks: Zhu et al.,
+    # SIGCOMM 2015, section 3); the senders handle them (rp_cnp_handled), spread over the hosts
+    # sending RoCE in the step (an all-to-all's symmetry). None: hosts count nothing.
+    host_cnp_share: float | None = None
 
 
 def pkt_size(prio: int) -> float:
@@ -264,7 +284,10 @@ class Fabric:
                 down.add(peer)
         for dev in self.devices.values():
             for p in dev.ports.values():
-                p.up = p.ref not in down
+                up = p.ref not in down
+                if up != p.up:
+                    p.c["carrier_changes"] += 1
+                p.up = up
         for p, q in self.links():
             self._egress(p, q, plan, dt, p.ref in down)
         for ref in plan.flaps:
@@ -272,10 +295,12 @@ class Fabric:
                 if end:
                     self.port(end).c["link_downed"] += 1
                     self.port(end).c["link_error_recovery"] += 1
+                    self.port(end).c["carrier_changes"] += 2
         for ref, bumps in plan.bump.items():
             for name, n in bumps.items():
                 self.port(ref).c[name] += n
-        for attr, field_name in (("pg_nobuf_drops", "pg_nobuf_drops"), ("ingress_q_drops", "ingress_q_drops")):
+        for attr, field_name in (("pg_nobuf_drops", "pg_nobuf_drops"), ("ingress_q_drops", "ingress_q_drops"),
+                                 ("pg_shared_drops", "pg_shared_drops")):
             for ref, by_prio in getattr(plan, attr).items():
                 for prio, n in by_prio.items():
                     st = self.port(ref).prio[prio]
@@ -284,6 +309,24 @@ class Fabric:
             for p in dev.ports.values():
                 for prio, st in enumerate(p.prio):
                     st.pg_occupancy = plan.pg_occupancy.get(p.ref, {}).get(prio, 0.0)
+        if plan.host_cnp_share is not None:
+            self._host_dcqcn(plan, dt, plan.host_cnp_share)
+
+    def _host_dcqcn(self, plan: StepPlan, dt: float, share: float) -> None:
+        cnps = 0.0
+        for ref, by_prio in plan.ecn.items():
+            p = self.port(ref)
+            if p.peer is None or self.devices[p.peer[0]].kind != "host" or not p.up:
+                continue
+            sent = min(plan.load.get(ref, {}).get(3, 0.0), 1.0 - plan.paused.get(ref, {}).get(3, 0.0))
+            marks = p.bytes_per_s * dt * max(0.0, sent) / pkt_size(3) * by_prio.get(3, 0.0)
+            host = self.port(p.peer)
+            host.c["np_ecn_marked"] += round(marks)
+            host.c["np_cnp_sent"] += round(marks * share)
+            cnps += marks * share
+        senders = sorted(ref for ref, d in plan.load.items() if d.get(3) and self.devices[ref[0]].kind == "host")
+        for ref in senders:
+            self.port(ref).c["rp_cnp_handled"] += round(cnps / len(senders))
 
     def xmit_wait_ticks(self, p: Port, seconds: float) -> float:
         """XmitWait ticks for ``seconds`` of waiting on port ``p`` (see XMIT_WAIT_TICK)."""
@@ -306,7 +349,8 @@ class Fabric:
             if down:
                 continue
             frac = paused.get(prio, 0.0)
-            sent = min(loads.get(prio, 0.0), max(0.0, 1.0 - frac), max(0.0, 1.0 - wait), plan.credit.get(ref, 1.0))
+            sent = min(loads.get(prio, 0.0), max(0.0, 1.0 - frac), max(0.0, 1.0 - wait), plan.credit.get(ref, 1.0),
+                       plan.cap.get(ref, {}).get(prio, 1.0))
             nbytes = p.bytes_per_s * dt * sent
             npkts = nbytes / pkt_size(prio)
             total_bytes += nbytes
@@ -316,15 +360,20 @@ class Fabric:
             st.ecn_marked += npkts * plan.ecn.get(ref, {}).get(prio, 0.0)
             st.nobuf_drops += plan.nobuf_drops.get(ref, {}).get(prio, 0.0)
             st.q_drops += plan.q_drops.get(ref, {}).get(prio, 0.0) + plan.nobuf_drops.get(ref, {}).get(prio, 0.0)
+            quanta_us = QUANTA_BITS / (p.speed_gbps * 1e9) * 1e6
             if frac > 0:
                 us = frac * dt * 1e6
-                quanta_us = QUANTA_BITS / (p.speed_gbps * 1e9) * 1e6
+                episode = plan.pause_episode_us.get(ref, {}).get(prio)
                 if frac >= 0.9:  # continuous XOFF, refreshed at half the quanta time
                     frames = us / (quanta_us / 2)
                     transitions = 1.0 if frac < 0.999 else 0.0
-                else:  # brief episodes: one XOFF and one XON each
+                elif episode is None:  # brief episodes: one XOFF and one XON each
                     episodes = us / BRIEF_PAUSE_EPISODE_US
                     frames = 2 * episodes
+                    transitions = episodes
+                else:  # longer episodes: XOFF, its refreshes at half the quanta time, XON
+                    episodes = us / episode
+                    frames = episodes * (2 + max(0.0, episode / (quanta_us / 2) - 1))
                     transitions = episodes
                 frames = round(frames)
                 st.rx_pause_us += us
@@ -332,6 +381,14 @@ class Fabric:
                 st.rx_pause_transitions += round(transitions)
                 peer_st.tx_pause_us += us
                 peer_st.tx_pause_frames += frames
+            unheeded = plan.unheeded.get(ref, {}).get(prio, 0.0)
+            if unheeded > 0:  # sent by the peer, neither honoured nor counted here
+                peer_st.tx_pause_us += unheeded * dt * 1e6
+                peer_st.tx_pause_frames += round(unheeded * dt * 1e6 / (quanta_us / 2))
+            xon = plan.xon_frames.get(ref, {}).get(prio, 0.0)
+            if xon > 0:
+                st.rx_pause_frames += xon
+                peer_st.tx_pause_frames += xon
             wd = plan.watchdog.get(ref, {}).get(prio)
             if wd is not None:
                 storms, restores, drops, stormed = wd

@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import random
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,12 +22,14 @@ T0 = 1764691200.0  # 2025-12-02T16:00:00Z
 @dataclass
 class Target:
     name: str
-    source: str  # snmp | host | perfquery
+    source: str  # snmp | nvue | host | perfquery | ufm | ufm-telemetry | gnmi
     device: str = ""  # snmp / host: the simulated device it polls
     options: dict[str, Any] = field(default_factory=dict)
     counter32_offsets: dict[str, float] = field(default_factory=dict)
     memo: dict[str, float] = field(default_factory=dict)  # renderer state between polls (WJH windows)
     sysfs: bool = False  # host: render the full sysfs walk (attributes, PMA counters), not only hw_counters
+    render: Callable[[float], dict[str, Any]] | None = None  # a source without a fabric device (a job scheduler): its payload at t
+    pfcwd: bool = True  # gnmi (SONiC): the PFC watchdog is started on the lossless queues
 
     def header(self) -> dict[str, Any]:
         return {"name": self.name, "source": self.source, **self.options}
@@ -52,6 +55,11 @@ class Scenario:
     notes: dict[int, str] = field(default_factory=dict)
     outages: dict[str, dict[int, str]] = field(default_factory=dict)
     seed: int = 0
+    # Irregular polling: each interval is ``interval`` +/- up to ``jitter`` seconds (0: the
+    # regular schedule, 50 ms of scheduling noise). ``skipped[target]``: polls the agent never
+    # took (a scheduler that fell behind): no line at all, unlike an outage's failed poll.
+    jitter: float = 0.0
+    skipped: dict[str, set[int]] = field(default_factory=dict)
     # The operator's fabricmon config for this fabric ("" = defaults), e.g. a ``fabric:`` section
     # with a non-identity priority map: configuration the devices do not send, so not in the
     # recording. Written beside it as ``<name>.yml``, where ``fabricmon eval`` looks for it.
@@ -65,7 +73,12 @@ class Scenario:
 
 def poll_times(sc: Scenario) -> list[float]:
     rng = random.Random(f"{sc.seed}-times")
-    return [round(T0 + k * sc.interval + rng.uniform(0.0, 0.05), 3) for k in range(sc.polls)]
+    if not sc.jitter:
+        return [round(T0 + k * sc.interval + rng.uniform(0.0, 0.05), 3) for k in range(sc.polls)]
+    times = [T0 + rng.uniform(0.0, 0.05)]
+    for _ in range(1, sc.polls):
+        times.append(times[-1] + sc.interval + rng.uniform(-sc.jitter, sc.jitter))
+    return [round(t, 3) for t in times]
 
 
 def run(sc: Scenario) -> list[dict[str, Any]]:
@@ -88,6 +101,8 @@ def run(sc: Scenario) -> list[dict[str, Any]]:
         if k in sc.notes:
             lines.append({"type": "note", "t": t, "text": sc.notes[k]})
         for tg in sc.targets:
+            if k in sc.skipped.get(tg.name, ()):
+                continue
             err = sc.outages.get(tg.name, {}).get(k)
             if err is not None:
                 lines.append({"type": "poll", "target": tg.name, "source": tg.source, "t": t,
@@ -101,12 +116,22 @@ def run(sc: Scenario) -> list[dict[str, Any]]:
 
 def _payload(sc: Scenario, tg: Target, t: float, last_topo: dict[str, str]) -> dict[str, Any]:
     fab = sc.fabric
+    if tg.render is not None:
+        return tg.render(t)
     if tg.source == "snmp":
         return render.render_snmp(fab, fab.devices[tg.device], t, tg.counter32_offsets)
     if tg.source == "nvue":
         return render.render_nvue(fab.devices[tg.device], t, tg.memo)
     if tg.source == "host":
-        return render.render_host(fab.devices[tg.device], tg.sysfs)
+        return render.render_host(fab.devices[tg.device], tg.sysfs, fab)
+    if tg.source == "ufm":
+        return render.render_ufm(fab)
+    if tg.source == "ufm-telemetry":
+        # The endpoint serves its latest sample: taken a little before the poll, by the
+        # telemetry clock (half a second, a few ms of jitter from the poll time; deterministic).
+        return render.render_ufm_telemetry(fab, t - 0.5 - zlib.crc32(f"{tg.name}{t}".encode()) % 5000 / 1e6)
+    if tg.source == "gnmi":
+        return render.render_gnmi(fab, fab.devices[tg.device], t, tg.memo, pfcwd=tg.pfcwd)
     if tg.source == "perfquery":
         when = _dt.datetime.fromtimestamp(t, tz=_dt.UTC).strftime("%a %b %d %H:%M:%S %Y")
         topo = render.render_ibnetdiscover(fab, when)

@@ -11,25 +11,37 @@ finding per port (the higher severity wins).
   tumbling window of 3 / (``ber_threshold`` x bit rate) seconds (7.5 s at 400G for 1e-12):
   > ``ber_threshold`` (1e-12, ibdiagnet ``--ber_test``) -> critical. It is decided early
   when the errors already exceed what the full window allows (> 3 errors). The UFM PDR
-  plugin's check (Mellanox/ufm_sdk_3.0 ``plugins/pdr_deterministic_plugin``) runs the same way over ``pdr_window_s`` (720 s) with ``pdr_ber`` 1e-14, i.e.
+  plugin's check (Mellanox/ufm_sdk_3.0 ``plugins/pdr_deterministic_plugin``) runs the same way
+  over ``pdr_window_s`` (720 s) with ``pdr_ber`` 1e-14, i.e.
   > LinkBW x 720 s x 1e-14 errors (2.88 at 400G) -> warning. A verdict holds until the
   next window of that length completes. ``raise_polls`` 1: the window is the persistence.
   Ports without a known speed are skipped.
-* **Downgrade.** ``link_width_lanes`` below ``expected_width_lanes`` or
-  ``link_speed_bytes`` below ``expected_speed_bytes`` on a link that is up -> warning
-  (both None = off; set them from the cabling plan).
+* **Lasting degradation**, a state with its own finding for as long as it lasts, not a
+  one-poll event: a link that is up but narrower or slower than its reference
+  (:mod:`fabricmon.agent.detector.linkrate`: the rated width and speed both ends report, else
+  the cabling plan's ``expected_width_lanes`` / ``expected_speed_bytes``, else its usual: what
+  it ran at earlier and what the other links between the same two device models run at) ->
+  warning, "runs at 2x NDR (200 Gb/s) since 02:10:00 UTC, half its rated 4x NDR (400 Gb/s)",
+  raised on the second poll that shows it (one poll can catch a link mid-training); and a link
+  that was up and went down -> warning for as long as it stays down (the flap that took it
+  down is ``link_flap``'s, the same finding). Both clear when the link is back.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any
 
-from fabricmon.agent.detector import DetectContext, Observation, Rule
-from fabricmon.agent.detector.rules._common import LINK_UP, speed_bytes
+from pydantic import Field
+
+from fabricmon.agent.detector.base import DetectContext, Observation, Rule, RuleParams, Seconds
+from fabricmon.agent.detector.common import LINK_UP, speed_bytes
+from fabricmon.agent.detector.linkrate import Rate, Usual, active, lower, rated
 from fabricmon.agent.store import PortEntry, PortKey
 
 SYMBOL = ("symbol_errors", ())
+RATE_GAUGES = ("link_up", "link_speed_bytes", "link_width_lanes", "link_width_rated_lanes", "link_speed_rated_bytes")
 
 
 class _Window:
@@ -43,24 +55,30 @@ class _Window:
         self.verdict: tuple[float, float, float] | None = None  # (ber, errors, seconds) when exceeded
 
 
+class LinkDegradedParams(RuleParams):
+    ber_threshold: float = Field(1e-12, gt=0.0, lt=1.0)  # bit error ratio (ibdiagnet --ber_test)
+    ber_min_window_s: Seconds = 0.0  # a floor under the rule-of-three window
+    pdr_ber: float = Field(1e-14, gt=0.0, lt=1.0)  # the UFM PDR plugin's ratio
+    pdr_window_s: Seconds = Field(720.0, gt=0)  # ... and its window
+    expected_width_lanes: int | None = Field(None, ge=1, le=32)  # from the cabling plan; None: off
+    expected_speed_bytes: float | None = Field(None, gt=0)  # bytes per second, all lanes; None: off
+
+
 class LinkDegradedRule(Rule):
     name = "link_degraded"
     kinds = ("link_degraded",)
+    Params = LinkDegradedParams
     raise_polls = 1
     clear_polls = 2
-    defaults: dict[str, Any] = {
-        "ber_threshold": 1e-12,
-        "ber_min_window_s": 0.0,
-        "pdr_ber": 1e-14,
-        "pdr_window_s": 720.0,
-        "expected_width_lanes": None,
-        "expected_speed_bytes": None,
-    }
 
-    def __init__(self, params: dict[str, Any] | None = None) -> None:
+    def __init__(self, params: LinkDegradedParams | dict[str, Any] | None = None) -> None:
         super().__init__(params)
         self.windows: dict[PortKey, tuple[_Window, _Window]] = {}
-        self.downgraded: set[PortKey] = set()
+        self.downgraded: set[PortKey] = set()  # ports in a lasting state (degraded, or down after being up)
+        self.best: dict[PortKey, Rate] = {}  # the widest and fastest each port ran at while up
+        self.since: dict[PortKey, float] = {}  # when the port's lasting state began
+        self._usual: tuple[tuple, Usual] | None = None
+        self._epoch = 0  # bumped by every pass with rate gauge changes: the usual is rebuilt then
 
     def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
         ports = ctx.store.ports
@@ -70,20 +88,25 @@ class LinkDegradedRule(Rule):
             entry = ports.get(pk)
             if entry is not None and entry.counter(*SYMBOL) is not None:
                 yield from self._ber(pk, entry)
-        if self.params["expected_width_lanes"] or self.params["expected_speed_bytes"]:
-            changed = ctx.changes.gauge_ports(("link_up", "link_speed_bytes", "link_width_lanes"))  # type: ignore[union-attr]
-            for pk in changed | ctx.watched(self.downgraded):
-                entry = ports.get(pk)
-                found = list(self._downgrade(pk, entry)) if entry is not None else []
-                if found:
-                    self.downgraded.add(pk)
-                    yield from found
-                else:
-                    self.downgraded.discard(pk)
+        changed = ctx.changes.gauge_ports(RATE_GAUGES)  # type: ignore[union-attr]
+        if changed:
+            self._epoch += 1
+        for pk in sorted(changed | ctx.watched(self.downgraded)):
+            entry = ports.get(pk)
+            found = self._lasting(ctx, pk, entry) if entry is not None else None
+            if found is not None:
+                self.downgraded.add(pk)
+                yield found
+            else:
+                self.downgraded.discard(pk)
+                self.since.pop(pk, None)
         if len(self.windows) > 0 and len(self.windows) > len(ports) // 2:
             for pk in [pk for pk in self.windows if pk not in ports]:
                 del self.windows[pk]
-        if len(self.downgraded) > len(ports):
+        if len(self.best) > len(ports):
+            for state in (self.best, self.since):
+                for pk in [pk for pk in state if pk not in ports]:
+                    del state[pk]
             self.downgraded.intersection_update(ports)
 
     def _ber(self, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:
@@ -99,8 +122,8 @@ class LinkDegradedRule(Rule):
         p = self.params
         bits_per_s = speed * 8
         specs = (
-            (p["ber_threshold"], max(3.0 / (p["ber_threshold"] * bits_per_s), p["ber_min_window_s"]), "critical"),
-            (p["pdr_ber"], p["pdr_window_s"], "warning"),
+            (p.ber_threshold, max(3.0 / (p.ber_threshold * bits_per_s), p.ber_min_window_s), "critical"),
+            (p.pdr_ber, p.pdr_window_s, "warning"),
         )
         worst: tuple[str, float, float, float, float] | None = None
         for w, (thr, length, level) in zip(wins, specs, strict=True):
@@ -127,23 +150,75 @@ class LinkDegradedRule(Rule):
                       "link_speed_bytes": speed},
         )
 
-    def _downgrade(self, pk: PortKey, entry: PortEntry) -> Iterable[Observation]:
+    # ------------------------------------------------------------------ lasting states
+    def _lasting(self, ctx: DetectContext, pk: PortKey, entry: PortEntry) -> Observation | None:
+        """The port's lasting state: down after having been up, or up below its reference."""
         up = entry.gauge(*LINK_UP)
         if up is not None and up <= 0:
-            return
+            return self._down(ctx, pk) if pk in self.best else None
+        rate = active(entry)
+        if rate is None:
+            return None
+        ref = self._reference(ctx, pk, entry)
+        self.best[pk] = rate.best(self.best.get(pk))
+        if ref is None or not rate.below(ref[0]):
+            return None
+        return self._degraded(ctx, pk, rate, *ref)
+
+    def _reference(self, ctx: DetectContext, pk: PortKey, entry: PortEntry) -> tuple[Rate, str, str] | None:
+        """What the link should run at, what that is (rated, planned, usual) and where it comes
+        from in words (see linkrate)."""
+        peer = ctx.topology.peer(*pk)
+        both = lower(rated(entry), rated(ctx.store.ports.get(peer) if peer else None))
+        if both is not None:
+            return both, "rated", "the width and speed both ends report they support and have enabled"
         p = self.params
-        ev: dict[str, Any] = {}
-        width = entry.gauge("link_width_lanes")
-        if p["expected_width_lanes"] and width is not None and 0 < width < p["expected_width_lanes"]:
-            ev.update(width_lanes=width, expected_width_lanes=p["expected_width_lanes"])
-        speed = speed_bytes(entry)
-        if p["expected_speed_bytes"] and speed is not None and speed < p["expected_speed_bytes"]:
-            ev.update(speed_bytes=speed, expected_speed_bytes=p["expected_speed_bytes"])
-        if ev:
-            yield Observation(
-                kind="link_degraded", severity="warning", device=pk[0], port=pk[1], raise_polls=2,
-                summary=f"{pk[0]} port {pk[1]} runs below its expected " + " and ".join(
-                    x for x, k in (("width", "width_lanes"), ("speed", "speed_bytes")) if k in ev)
-                + ". First check the cable and module on both ends (a failed lane or a downshifted link)",
-                evidence=ev,
-            )
+        if p.expected_width_lanes or p.expected_speed_bytes:
+            return Rate(p.expected_width_lanes, p.expected_speed_bytes), "planned", "expected_width_lanes, expected_speed_bytes"
+        own = self.best.get(pk)
+        if peer is not None and peer in self.best:
+            own = self.best[peer].best(own)  # the same cable, seen from its other end
+        usual = self._usual_of(ctx)
+        group = usual.of(pk)
+        if group is not None and (own is None or not group[0].below(own)):
+            models = usual.key(pk) or ("", "")
+            return group[0].best(own), "usual", f"what {group[1]} other ports on cables between {models[0]} and {models[1]} devices run at"
+        return (own, "usual", "what this link ran at earlier") if own is not None else None
+
+    def _usual_of(self, ctx: DetectContext) -> Usual:
+        """The usual rates per model pair, rebuilt when rate gauges, devices or cables changed."""
+        stamp = (self._epoch, ctx.topology.generation, len(ctx.store.devices))
+        if self._usual is None or self._usual[0] != stamp:
+            models = {name: d.model for name, d in ctx.store.devices.items() if d.model}
+            self._usual = (stamp, Usual(ctx.store.ports, ctx.topology, models))
+        return self._usual[1]
+
+    def _degraded(self, ctx: DetectContext, pk: PortKey, rate: Rate, ref: Rate, what: str, ref_from: str) -> Observation:
+        since = self.since.setdefault(pk, ctx.t)
+        share = rate.speed / ref.speed if rate.speed and ref.speed else (rate.width / ref.width if rate.width and ref.width else None)
+        part = "half" if share is not None and abs(share - 0.5) < 0.02 else f"{share:.0%} of" if share is not None else "below"
+        ev: dict[str, Any] = {"width_lanes": rate.width, "speed_bytes": rate.speed, "reference_width_lanes": ref.width,
+                              "reference_speed_bytes": ref.speed, "reference": what, "reference_from": ref_from, "since": since}
+        if share is not None:
+            ev["bandwidth_fraction"] = round(share, 4)
+        return Observation(
+            kind="link_degraded", severity="warning", device=pk[0], port=pk[1], raise_polls=2,
+            summary=f"{pk[0]} port {pk[1]} runs at {rate.text()} since {_clock(since)}, {part} its {what} {ref.text()} "
+                    f"({ref_from}). First check the cable and module on both ends (a failed lane or a downshifted link); "
+                    f"reseat or replace them",
+            evidence=ev,
+        )
+
+    def _down(self, ctx: DetectContext, pk: PortKey) -> Observation:
+        since = self.since.setdefault(pk, ctx.t)
+        return Observation(
+            kind="link_degraded", severity="warning", device=pk[0], port=pk[1], raise_polls=1,
+            summary=f"{pk[0]} port {pk[1]} is down since {_clock(since)} (it was up at {self.best[pk].text()}). "
+                    f"First check the other end (a rebooting or failed host or switch), then the cable and optics",
+            evidence={"link_up": 0, "since": since, "was": self.best[pk].text()},
+        )
+
+
+def _clock(t: float) -> str:
+    """A recording or poll time as the operator reads it: UTC time of day, with the date."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))

@@ -21,8 +21,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fabricmon.agent.detector import DetectContext, Observation, Rule
 from fabricmon.agent.detector import checklist as cl
+from fabricmon.agent.detector.analyses.fabric import FabricAnalysis
+from fabricmon.agent.detector.base import DetectContext, Observation, Rule
 from fabricmon.agent.store import PortKey
 
 Key = tuple[str, Any]  # ("port", PortKey) or ("link", (PortKey, PortKey))
@@ -43,6 +44,7 @@ class MisconfigObservation(Observation):
 class MisconfigRule(Rule):
     name = "misconfig"
     kinds = ("misconfig",)
+    needs = ("fabric",)  # the lossless layout and which device is a host
     raise_polls = 1
     clear_polls = 1
 
@@ -71,10 +73,11 @@ class MisconfigRule(Rule):
             (r for rs in self._failing.values() for r in rs), key=cl.sort_key)
 
     def evaluate(self, ctx: DetectContext) -> Iterable[Observation]:
-        pmap = self.fabric(ctx)  # the config's fabric: section
+        fabric = ctx.analysis(FabricAnalysis)
+        pmap = fabric.layout  # the config's fabric: section
         view = self._view
-        if view is None or view.store is not ctx.store or view.topology is not ctx.topology or view.pmap != pmap:
-            view = self._view = cl.FabricView(ctx.store, ctx.topology, pmap)
+        if view is None or view.shape is not fabric.shape or view.pmap != pmap:
+            view = self._view = cl.FabricView(ctx.store, ctx.topology, pmap, fabric.shape)
             self._reset()  # another fabric layout: every result changes
         ports = self._touched(view, ctx.updated, (ctx.store.series_layout, ctx.store.gauge_layout))
         seen = (ctx.topology.generation, ctx.store.layout, len(self._scope))

@@ -1,4 +1,4 @@
-"""InfiniBand XmitWait arithmetic shared by ``credit_deadlock`` and ``congestion``.
+"""InfiniBand XmitWait arithmetic, and the ib analysis's parameters.
 
 PortXmitWait counts ticks during which the port had data to send but sent none (IBTA
 InfiniBand Architecture Specification vol. 1, PortCounters / PortCountersExtended; printed
@@ -13,17 +13,62 @@ measured tick.
 
 * f_wait = dXmitWait * tick / dt: share of the interval spent waiting (0..1).
 * r_wait = dXmitWait / (dXmitWait + dXmitData_words), the ratio Omni-Path's performance
-  manager uses (cornelisnetworks/opa-fm ``pa_categories.c``): used when the tick is unknown (no link speed and no configured tick). Data words = tx bytes / 4.
+  manager uses (cornelisnetworks/opa-fm ``pa_categories.c``): used when the tick is unknown (no
+  link speed and no configured tick). Data words = tx bytes / 4.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from collections import deque
 
-from fabricmon.agent.detector import DetectContext
-from fabricmon.agent.detector.rules._common import TX_BYTES, speed_bytes
-from fabricmon.agent.store import PortEntry, PortKey
+from pydantic import Field
+
+from fabricmon.agent.detector.base import Fraction, Params, Seconds
+from fabricmon.agent.detector.common import TX_BYTES, speed_bytes
+from fabricmon.agent.store import PortEntry
+
+
+class IbParams(Params):
+    """``detector: {ib: ...}``: the XmitWait tick, and when an InfiniBand port is blocked (a
+    stall) or a member of a leaking credit loop (see :mod:`.ib`)."""
+
+    # Measured tick length in seconds; None = from the device generation and link speed.
+    xmit_wait_tick_s: float | None = Field(None, gt=0.0, le=1e-3)
+    # Devices not in TICK_BY_DEVID (HCAs, unknown switches): bits of port transmit time per
+    # tick. 64 = 8 bytes, what current devices count (NVIDIA/ib-traffic-monitor#3).
+    xmit_wait_tick_bits: int = Field(64, ge=1, le=1 << 16)
+    # Blocked for the interval: waited at least this share of it (with a tick known for the
+    # device), corroborating a port that held data and sent below progress_line_fraction.
+    stall_wait_fraction: Fraction = 0.95
+    # "Held data": XmitWait counting at least this fast. 1e6 ticks/s is 0.016 % of the time
+    # with 8-byte ticks at 400 Gb/s and 1 % with 32-byte lane ticks at 25 Gb/s per lane:
+    # far above the stray ticks of an idle port, low enough for any generation.
+    min_wait_ticks_per_s: float = Field(1e6, ge=0.0)
+    progress_line_fraction: Fraction = 0.01  # "sent nothing": below 1 % of line rate (common.tx_progress)
+    # The cable peer received below this share of line rate: the link carried ~nothing.
+    peer_rx_line_fraction: Fraction = 0.01
+    # A loop broken by head-of-queue lifetime leaks: per poll its members wait 70-100 %,
+    # send a trickle and discard in bursts, so one poll rarely shows every member stalled.
+    # A port still holding data that was stalled or discarded within this window stays a
+    # loop member. 60 s spans several HOQ lifetimes (OpenSM default for switches, 0x12:
+    # about 1.07 s; opensm.conf head_of_queue_lifetime) and 6 polls at 10 s.
+    leaky_window: Seconds = 60.0
+    # A leaking loop member in one poll: it waited at least half the interval (a majority:
+    # the port is mostly blocked, not mostly sending) and sent below 5 % of line rate. Each
+    # HOQ expiry (about one per lifetime, 1.07 s) frees the head packet's buffer and lets
+    # a few packets through, so over a 10 s poll a leaking member moves a trickle, well
+    # under 1 % of what the link carries; 5 % leaves room for short lifetimes. A port
+    # congested by load still sends what it does not wait for (f_wait 0.5 -> about half
+    # of line rate), so it stays out. Only for graph membership: a cycle must form.
+    loop_wait_fraction: Fraction = 0.5
+    loop_line_fraction: Fraction = 0.05
+    # The fabric's normal wait (:class:`FabricNormal`): the median over the pass's InfiniBand
+    # ports, and the median of those over this window. 10 minutes span many phases of a
+    # training job's collectives (an all-to-all phase every few polls), so one phase neither
+    # makes nor moves the normal. Judgement call, no public source.
+    normal_window: Seconds = 600.0
+
 
 XMIT_WAIT = ("xmit_wait", ())
 LINK_WIDTH = ("link_width_lanes", ())
@@ -40,13 +85,6 @@ LINK_WIDTH = ("link_width_lanes", ())
 # (TICK_BY_DEVID), and is the port's for a device not in the table (what current NVIDIA
 # devices do; inferred, and the self-check below catches a tick that is too short).
 REPORTED_TICK = ("samples_control_tick", ())
-
-IB_DEFAULTS: dict[str, Any] = {
-    "xmit_wait_tick_s": None,  # measured tick length; None = from the device generation and link speed
-    # Devices not in TICK_BY_DEVID (HCAs, unknown switches): bits of port transmit time per
-    # tick. 64 = 8 bytes, what current devices count (NVIDIA/ib-traffic-monitor#3).
-    "xmit_wait_tick_bits": 64,
-}
 
 # XmitWait tick per switch ASIC generation, keyed by the PCI device ID that ibnetdiscover
 # prints as ``devid=`` (and UFM as the system's device ID). NVIDIA's ibdiagnet manual
@@ -83,11 +121,6 @@ MODEL_PREFIX_DEVID: tuple[tuple[str, int], ...] = (
 # longer than the interval); the 2 % margin covers the poll clock's jitter against the
 # device's counter latch. Such a port's f_wait is not used: the tick-free tests decide.
 MAX_PLAUSIBLE_F_WAIT = 1.02
-SUSPECT_CACHE_KEY = "xmit_wait_tick_suspect"
-# DetectContext.cache key: port -> (incident id, what it is) for ports in a credit loop or
-# stalled, written by ``credit_deadlock`` (which runs before ``packet_loss`` in the rule
-# registry) so the discards on those ports are reported as part of that one incident.
-INCIDENT_CACHE_KEY = "ib_incidents"
 
 
 @functools.lru_cache(maxsize=1024)  # asked per port per pass; a fabric has a few models
@@ -106,15 +139,15 @@ def devid(model: str) -> int | None:
     return next((dev for prefix, dev in MODEL_PREFIX_DEVID if name.startswith(prefix)), None)
 
 
-def tick_s(entry: PortEntry, p: dict[str, Any], model: str = "") -> float | None:
+def tick_s(entry: PortEntry, p: IbParams, model: str = "") -> float | None:
     """Seconds of port transmit time per XmitWait tick; None when it cannot be known.
 
     A configured ``xmit_wait_tick_s`` wins; then the device's own PortSamplesControl.Tick
     (:data:`REPORTED_TICK`: Tick+1 bytes), counted per lane when the generation table says so;
     then the generation table; then ``xmit_wait_tick_bits`` of port time.
     """
-    if p["xmit_wait_tick_s"]:
-        return float(p["xmit_wait_tick_s"])
+    if p.xmit_wait_tick_s:
+        return float(p.xmit_wait_tick_s)
     speed = speed_bytes(entry)
     if not speed:
         return None
@@ -123,7 +156,7 @@ def tick_s(entry: PortEntry, p: dict[str, Any], model: str = "") -> float | None
     if reported is not None and 0 <= reported <= 0xFF:
         nbytes, per_lane = int(reported) + 1, gen is not None and gen[1]
     elif gen is None:
-        return p["xmit_wait_tick_bits"] / (speed * 8)
+        return p.xmit_wait_tick_bits / (speed * 8)
     else:
         nbytes, per_lane = gen
     if not per_lane:
@@ -132,11 +165,11 @@ def tick_s(entry: PortEntry, p: dict[str, Any], model: str = "") -> float | None
     return nbytes / (speed / lanes)
 
 
-def tick_origin(ctx: DetectContext, pk: PortKey, entry: PortEntry, p: dict[str, Any]) -> str:
+def tick_origin(entry: PortEntry, p: IbParams, model: str) -> str:
     """Where the port's XmitWait tick comes from, in plain words (evidence for an operator)."""
-    if p["xmit_wait_tick_s"]:
-        return f"configured xmit_wait_tick_s {p['xmit_wait_tick_s']}"
-    dev = devid(_model(ctx, pk[0]))
+    if p.xmit_wait_tick_s:
+        return f"configured xmit_wait_tick_s {p.xmit_wait_tick_s}"
+    dev = devid(model)
     gen = TICK_BY_DEVID.get(dev or -1)
     lane = "one lane's" if gen is not None and gen[1] else "the port's"
     reported = entry.gauge(*REPORTED_TICK)
@@ -144,27 +177,10 @@ def tick_origin(ctx: DetectContext, pk: PortKey, entry: PortEntry, p: dict[str, 
         return f"the device's PortSamplesControl.Tick {int(reported):#04x}: {int(reported) + 1} bytes of {lane} transmit time"
     if gen is not None:
         return f"device ID {dev:#06x}'s generation: {gen[0]} bytes of {lane} transmit time"
-    return f"the default: {p['xmit_wait_tick_bits']} bits of the port's transmit time"
+    return f"the default: {p.xmit_wait_tick_bits} bits of the port's transmit time"
 
 
-def _model(ctx: DetectContext, device: str) -> str:
-    d = ctx.store.devices.get(device)
-    return d.model if d is not None else ""
-
-
-def port_tick(ctx: DetectContext, pk: PortKey, entry: PortEntry, p: dict[str, Any]) -> float | None:
-    """The port's tick, None when unknown or when the self-check found it wrong this pass."""
-    last_wait_fractions(ctx, p)
-    if pk in ctx.cache.get((SUSPECT_CACHE_KEY, _pkey(p)), ()):
-        return None
-    return tick_s(entry, p, _model(ctx, pk[0]))
-
-
-def _pkey(p: dict[str, Any]) -> tuple[Any, Any]:
-    return (p["xmit_wait_tick_s"], p["xmit_wait_tick_bits"])
-
-
-def _fractions(wait: float, data_bytes: float | None, dt: float, tick: float | None) -> tuple[float | None, float | None]:
+def fractions(wait: float, data_bytes: float | None, dt: float, tick: float | None) -> tuple[float | None, float | None]:
     """(f_wait, r_wait) from an XmitWait increase, the data sent meanwhile, and the elapsed time."""
     f = min(wait * tick / dt, 1.0) if tick else None
     r = None
@@ -175,64 +191,64 @@ def _fractions(wait: float, data_bytes: float | None, dt: float, tick: float | N
 
 
 def wait_last(entry: PortEntry, tick: float | None) -> tuple[float | None, float | None]:
-    """(f_wait, r_wait) of the last valid interval with ``tick`` (:func:`port_tick`)."""
+    """(f_wait, r_wait) of the last valid interval with ``tick`` (:meth:`IbAnalysis.tick`)."""
     xw = entry.counter(*XMIT_WAIT)
     if xw is None or xw.delta is None or not xw.dt:
         return None, None
     tx = entry.counter(*TX_BYTES)
-    return _fractions(xw.delta, tx.delta if tx is not None else None, xw.dt, tick)
-
-
-def last_wait_fractions(ctx: DetectContext, p: dict[str, Any]) -> dict[PortKey, float | None]:
-    """f_wait of the last interval for every port whose XmitWait moved in this pass.
-
-    Computed once per pass and shared by ``congestion`` and ``credit_deadlock`` (XmitWait
-    moves on most ports of a busy fabric, so this is the one per-port loop they need).
-    None where the tick is unknown (no link speed and no configured tick: use r_wait via
-    :func:`wait_last`), the interval is invalid, or the self-check failed (f_wait above
-    :data:`MAX_PLAUSIBLE_F_WAIT`: those ports are listed under :data:`SUSPECT_CACHE_KEY`).
-    Ports whose XmitWait did not move have f_wait 0 and are not listed.
-    """
-    key = ("last_wait_fractions", *_pkey(p))
-    out = ctx.cache.get(key)
-    if out is not None:
-        return out
-    out = ctx.cache[key] = {}
-    suspect: set[PortKey] = ctx.cache.setdefault((SUSPECT_CACHE_KEY, _pkey(p)), set())
-    ports = ctx.store.ports
-    fixed = float(p["xmit_wait_tick_s"]) if p["xmit_wait_tick_s"] else None
-    models: dict[str, str] = {}
-    for pk, xw in ctx.changes.moved_series(XMIT_WAIT[0]).items():  # type: ignore[union-attr]
-        d, dt = xw.delta, xw.dt
-        if d is None or not dt:
-            out[pk] = None
-            continue
-        tick = fixed
-        if tick is None:
-            entry = ports.get(pk)
-            model = models.get(pk[0])
-            if model is None:
-                model = models[pk[0]] = _model(ctx, pk[0])
-            tick = tick_s(entry, p, model) if entry is not None else None
-            if tick is None:
-                out[pk] = None
-                continue
-        f = d * tick / dt
-        if f > MAX_PLAUSIBLE_F_WAIT:
-            suspect.add(pk)
-            out[pk] = None
-            continue
-        out[pk] = f if f < 1.0 else 1.0
-    return out
+    return fractions(xw.delta, tx.delta if tx is not None else None, xw.dt, tick)
 
 
 def wait_window(entry: PortEntry, tick: float | None, seconds: float) -> tuple[float | None, float | None, float]:
-    """(f_wait, r_wait, elapsed) over the rolling window with ``tick`` (:func:`port_tick`)."""
+    """(f_wait, r_wait, elapsed) over the rolling window with ``tick`` (:meth:`IbAnalysis.tick`)."""
     xw = entry.counter(*XMIT_WAIT)
     w = xw.window(seconds) if xw is not None else None
     if w is None or w[1] <= 0:
         return None, None, 0.0
     tx = entry.counter(*TX_BYTES)
     tw = tx.window(seconds) if tx is not None else None
-    f, r = _fractions(w[0], tw[0] if tw is not None else None, w[1], tick)
+    f, r = fractions(w[0], tw[0] if tw is not None else None, w[1], tick)
     return f, r, w[1]
+
+
+class FabricNormal:
+    """The fabric's usual wait: per pass, the median of one wait measure (f_wait or r_wait) over
+    the InfiniBand ports whose XmitWait was read (a port whose XmitWait did not move waits 0),
+    and the median of those per-pass medians over ``window``.
+
+    Why a median over the fabric: credit waits are how a lossless fabric carries load. A busy
+    all-to-all makes every port wait a little, and its phases make every spine link wait more
+    for a poll (NVIDIA's XmitWait congestion assessment reads waits against the port's load,
+    ibdiagnet manual "Congestion Assessment on InfiniBand Links"; Omni-Path's performance manager
+    grades congestion against what the fabric does, opa-fm ``pa_categories.c``). Congestion worth
+    a finding is a port that waits well above what the fabric's typical port does (an incast root,
+    a slow receiver and the tree behind it), for a while. The median is the typical port, robust
+    to the congested few; the median over the window keeps one all-to-all phase from moving it.
+    """
+
+    __slots__ = ("points", "value")
+
+    def __init__(self) -> None:
+        self.points: deque[tuple[float, float]] = deque()
+        self.value: float | None = None
+
+    def add(self, t: float, waits: list[float], idle: int, window_s: float) -> None:
+        """One pass: the measure on the ports that waited, and how many read ports did not wait."""
+        n = len(waits) + idle
+        if n:
+            self.points.append((t, _median_with_zeros(sorted(waits), idle)))
+        while self.points and self.points[0][0] < t - window_s:
+            self.points.popleft()
+        values = sorted(v for _, v in self.points)
+        self.value = _median_with_zeros(values, 0) if values else None
+
+
+def _median_with_zeros(ordered: list[float], zeros: int) -> float:
+    """The median of ``ordered`` (sorted) together with ``zeros`` more values of 0."""
+    n = len(ordered) + zeros
+
+    def at(i: int) -> float:
+        return 0.0 if i < zeros else ordered[i - zeros]
+
+    mid = n // 2
+    return at(mid) if n % 2 else (at(mid - 1) + at(mid)) / 2

@@ -1,10 +1,10 @@
-"""Helpers shared by the rules: validity guards, fractions, a per-port index, ratio gauges.
+"""Helpers shared by the analyses and the rules: validity guards, fractions, per-port indexes, ratio gauges.
 
-False-positive controls live here so every rule applies them the same way:
+False-positive controls live here so every analysis and rule applies them the same way:
 
 * an interval is used only when the store marked it valid (``Series.delta`` is not None:
   no reset, restart, saturation or clock problem), on the store's device-clocked ``dt``;
-* derived rules skip a port whose link is down (``link_up`` gauge 0) or that went down or
+* derived tests skip a port whose link is down (``link_up`` gauge 0) or that went down or
   retrained during the interval (``link_downed`` / ``link_error_recovery`` delta > 0): a
   flap stalls transmission and pauses, which must not read as a storm or a stall.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from fabricmon.agent.detector import RuleMetric
+from fabricmon.agent.detector.base import ExportedGauge
 from fabricmon.agent.store import PortEntry, PortKey, Series
 
 LINK_UP = ("link_up", ())
@@ -184,6 +184,6 @@ class RatioGauge:
         else:
             self.values[key] = 0.0
 
-    def metric(self) -> RuleMetric:
-        return RuleMetric(self.name, self.help, self.labels, sorted(self.values.items()))
+    def metric(self) -> ExportedGauge:
+        return ExportedGauge(self.name, self.help, self.labels, sorted(self.values.items()))
 

@@ -1,0 +1,38 @@
+"""Vendor profiles kept as YAML files, for the sources that keep vendor knowledge as data
+(SNMP table columns in collectors/snmp/profiles/, gNMI paths in collectors/gnmi/profiles/):
+the shipped folder, then the user's ``profile_dirs`` in order, a later file of the same name
+replacing an earlier one. What a profile says is each source's own schema (``build``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import yaml
+
+
+class _Named(Protocol):
+    name: str
+
+
+P = TypeVar("P", bound=_Named)
+
+
+def load_dirs(shipped: Path, extra_dirs: Iterable[str], build: Callable[[Any, str, str], P],
+              error: type[ValueError]) -> dict[str, P]:
+    """``name -> profile`` of every ``*.yaml`` in ``shipped`` and then in each of ``extra_dirs``;
+    ``build(document, file stem, path)`` reads one file. A file that cannot be read, or a folder
+    that does not exist, raises ``error`` naming it."""
+    profiles: dict[str, P] = {}
+    for i, directory in enumerate([shipped, *(Path(d) for d in extra_dirs)]):
+        if i and not directory.is_dir():
+            raise error(f"profile directory {directory} does not exist")
+        for path in sorted(directory.glob("*.yaml")):
+            try:
+                doc = yaml.safe_load(path.read_text())
+            except (OSError, yaml.YAMLError) as exc:
+                raise error(f"{path}: cannot read: {exc}") from None
+            prof = build(doc, path.stem, str(path))
+            profiles[prof.name] = prof
+    return profiles

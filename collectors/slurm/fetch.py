@@ -1,0 +1,54 @@
+"""I/O of the Slurm sources: run ``squeue --json`` (or ``scontrol show job --json``), or GET
+slurmrestd's jobs list; keep the running jobs and the fields the parser reads.
+
+A poll's payload is the job-info output in Slurm's own shape, reduced: only jobs whose state
+is RUNNING, each with :data:`~fabricmon.collectors.slurm.parse.ALWAYS_KEPT` and the fields of
+the labels the operator enabled. ``squeue --json`` prints every job in the queue with about
+a hundred fields each (Slurm 22.05 ignores ``--states`` with ``--json``), which would make a
+recording large and put every user's name and job name into it; what is dropped here is
+never recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fabricmon.collectors.base import ErrorReason, FetchError
+from fabricmon.collectors.command import run_command
+from fabricmon.collectors.slurm.parse import ALWAYS_KEPT, LABEL_FIELDS, running
+
+
+def reduce(obj: Any, labels: list[str], what: str) -> dict[str, Any]:
+    """The job-info object with only running jobs and the kept fields; FetchError when it is
+    not one (named ``what``)."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("jobs"), list):
+        keys = sorted(obj)[:8] if isinstance(obj, dict) else type(obj).__name__
+        raise FetchError(f"{what}: not Slurm job-info output (no 'jobs' list; got {keys})", ErrorReason.PROTOCOL)
+    keep = set(ALWAYS_KEPT) | {LABEL_FIELDS[k] for k in labels}
+    jobs = []
+    for job in obj["jobs"]:
+        if not isinstance(job, dict) or not running(job):
+            continue
+        kept = {k: v for k, v in job.items() if k in keep}
+        if isinstance(job.get("nodes"), str) and job["nodes"].strip():
+            kept.pop("job_resources", None)  # per-node CPU maps: only needed when the host list is missing
+        jobs.append(kept)
+    out: dict[str, Any] = {k: obj[k] for k in ("meta", "errors", "warnings") if k in obj}
+    out["jobs"] = jobs
+    return out
+
+
+async def run_json(argv: list[str], timeout: float, labels: list[str]) -> dict[str, Any]:
+    """Run a Slurm command that prints job-info JSON; its reduced output."""
+    res = await run_command(argv, timeout)
+    shown = " ".join(argv)
+    if res.returncode != 0:
+        raise FetchError(res.describe_failure("failed"), ErrorReason.COMMAND)
+    try:
+        obj = json.loads(res.stdout)
+    except ValueError:
+        first = res.stdout.strip().splitlines()[0][:120] if res.stdout.strip() else "(no output)"
+        raise FetchError(f"`{shown}` did not print JSON (does this Slurm support --json? it needs the openapi or "
+                         f"data_parser plugins): {first}", ErrorReason.PROTOCOL) from None
+    return reduce(obj, labels, f"`{shown}`")
