@@ -55,7 +55,7 @@ class SnmpLayout:
     """
 
     numbers: TextLayout
-    options: tuple[Any, ...]  # the parse options it was built with (profile, profile_dirs)
+    built_with: tuple[Any, ...]  # the parse options it was built with (profile, profile_dirs)
     device: str
     ports: list[tuple[str, str]]
     port_of: np.ndarray
@@ -74,7 +74,7 @@ class SnmpLayout:
     def read(self, text: str, options: tuple[Any, ...]) -> ParseResult | None:
         """The result of ``text`` (a payload with this layout's lines), or None when it must
         be read line by line."""
-        if options != self.options:
+        if options != self.built_with:
             return None
         values = self.numbers.read([text])
         if values is None:
