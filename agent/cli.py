@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 from importlib import resources
@@ -110,12 +111,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 1
     ssl_ctx, middlewares = _web_security(args, loaded)
     try:
-        asyncio.run(Agent(loaded, listen=args.listen, ssl_context=ssl_ctx, middlewares=middlewares,
-                          enable_lifecycle=args.enable_lifecycle).run())
+        with _commands_reaped():
+            asyncio.run(Agent(loaded, listen=args.listen, ssl_context=ssl_ctx, middlewares=middlewares,
+                              enable_lifecycle=args.enable_lifecycle).run())
     except OSError as exc:  # e.g. the listen address is taken
         print(f"error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), file=sys.stderr)
         return 1
     return 0
+
+
+@contextlib.contextmanager
+def _commands_reaped():
+    """This process owns every process its collectors' commands start: it is their subreaper
+    (strict: any re-parented child is a leftover), and none of them survives it
+    (fabricmon.collectors.reaper)."""
+    from fabricmon.collectors import REAPER
+
+    REAPER.enable(strict=True)
+    try:
+        yield
+    finally:
+        REAPER.sweep()
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -128,10 +144,17 @@ def cmd_record(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: --duration: {exc}", file=sys.stderr)
         return 2
+    try:  # the file must be writable now: `record` is run by hand, where a typo is better said at once
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC, 0o600))
+    except (OSError, ValueError) as exc:
+        print(f"error: cannot record to {args.out}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+        return 2
     print(f"recording every poll to {args.out}" + (f" for {duration:g} s" if duration else " until interrupted"), file=sys.stderr)
     try:
-        # A recording only: the daemon's state file (state_dir, $STATE_DIRECTORY) is neither restored nor written.
-        asyncio.run(Agent(loaded, listen=args.listen or "", record_path=args.out, duration=duration, keep_state=False).run())
+        with _commands_reaped():
+            # A recording only: the daemon's state file (state_dir, $STATE_DIRECTORY) is neither restored nor written.
+            asyncio.run(Agent(loaded, listen=args.listen or "", record_path=args.out, duration=duration, keep_state=False).run())
     except OSError as exc:
         print(f"error: cannot record to {args.out}: {exc.strerror or exc}", file=sys.stderr)
         return 2
@@ -385,7 +408,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.log_level != "debug":  # failed targets are listed in the audit's notes
         pipeline_log.setLevel(logging.ERROR)
     try:
-        result = audit.audit_recording(args.recording, loaded) if args.recording else asyncio.run(audit.audit_live(loaded))
+        if args.recording:
+            result = audit.audit_recording(args.recording, loaded)
+        else:
+            with _commands_reaped():
+                result = asyncio.run(audit.audit_live(loaded))
     except RecordingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -412,6 +439,18 @@ JOB_EXIT_CODES = """exit codes:
   2  cannot tell: no job source knows the job, or the agent or recording cannot be read"""
 
 
+def _ca_context(ca_file: str | None) -> Any:
+    """The TLS context for ``--ca-file`` (a regular PEM file, opened without blocking), else the system's."""
+    import ssl
+
+    from fabricmon.core.files import MAX_PEM_BYTES, checked_path
+
+    if not ca_file:
+        return ssl.create_default_context()
+    with checked_path(ca_file, MAX_PEM_BYTES, "--ca-file") as path:
+        return ssl.create_default_context(cafile=path)
+
+
 def _job_from_agent(args: argparse.Namespace, window: float | None) -> tuple[dict | None, str]:
     """The view from a running agent's /api/jobs/<id>: (view or None, error)."""
     import base64
@@ -420,16 +459,21 @@ def _job_from_agent(args: argparse.Namespace, window: float | None) -> tuple[dic
     import urllib.request
     from urllib.parse import quote
 
+    from fabricmon.core.files import FileRefused, read_regular
+    from fabricmon.core.secrets import MAX_SECRET_FILE_BYTES
+
     url = f"{args.url.rstrip('/')}/api/jobs/{quote(args.id, safe='')}" + (f"?window={window:.0f}" if window else "")
     req = urllib.request.Request(url, headers={"Accept": "application/json"})
     if args.user:
-        try:
-            with open(args.password_file, encoding="utf-8") as fh:
-                password = fh.read().strip()
-        except (OSError, TypeError) as exc:
-            return None, f"cannot read --password-file: {getattr(exc, 'strerror', None) or exc}"
+        try:  # a regular file, opened without blocking (a FIFO is refused, never waited on)
+            password = read_regular(args.password_file, MAX_SECRET_FILE_BYTES, "--password-file").decode("utf-8").strip()
+        except (FileRefused, TypeError, UnicodeDecodeError) as exc:
+            return None, f"cannot read --password-file: {exc}"
         req.add_header("Authorization", "Basic " + base64.b64encode(f"{args.user}:{password}".encode()).decode())
-    ctx = ssl.create_default_context(cafile=args.ca_file) if url.startswith("https") else None
+    try:
+        ctx = _ca_context(args.ca_file) if url.startswith("https") else None
+    except (FileRefused, OSError, ssl.SSLError) as exc:
+        return None, f"cannot load --ca-file: {exc}"
     try:
         with urllib.request.urlopen(req, timeout=30, context=ctx) as r:
             return json.loads(r.read()), ""

@@ -31,6 +31,7 @@ from typing import Any
 from fabricmon import collectors
 from fabricmon.agent.config import Checked, _at
 from fabricmon.core import secrets
+from fabricmon.core.files import MAX_PEM_BYTES, FileRefused, checked_path
 
 CREDENTIALS_ROOT = PurePosixPath("/run/credentials")
 
@@ -73,8 +74,11 @@ def file_problem(path: str, kind: str) -> str | None:
     except OSError as exc:
         return f"cannot read {path}: {exc.strerror or exc}"
     if kind == "ca":
-        try:
-            ssl.create_default_context(cafile=path)
+        try:  # the descriptor checked again (a FIFO swapped in after the stat is refused, never read)
+            with checked_path(path, MAX_PEM_BYTES, "CA file") as checked:
+                ssl.create_default_context(cafile=checked)
+        except FileRefused as exc:
+            return str(exc)
         except (OSError, ssl.SSLError) as exc:
             return f"{path} does not load as CA certificates (PEM): {exc}"
     return None

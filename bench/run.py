@@ -5,6 +5,7 @@
     python -m bench --sizes 100000 --snmp-switches 0 --out /tmp/b.json
     python -m bench.render           # the render stage alone, 10k-200k ports (also part of python -m bench)
     python -m bench --store-sizes 0  # without the counter store stage (old vs new store)
+    python -m bench.loop_stall 100000  # the longest event-loop stall of the live design at one size
 
 Each fabric size runs in its own process (bench/size.py) so its peak RSS is its own. The
 targets of the scale issue (``TARGETS``) are checked on the size each names and printed as
@@ -53,6 +54,34 @@ def run_size(ports: int, polls: int, *extra: str) -> dict[str, Any]:
     out = json.loads(proc.stdout)
     out["bench_wall_s"] = time.perf_counter() - t0
     return out
+
+
+# Issue 29 item 4: the longest event-loop stall, first render included, at any size.
+LOOP_STALL_TARGET_S = 0.1
+
+
+def run_loop_stall(ports: int, polls: int) -> dict[str, Any]:
+    """bench/loop_stall.py at one size, in its own process (the live agent's worker design)."""
+    proc = subprocess.run([sys.executable, "-m", "bench.loop_stall", str(ports), "--polls", str(polls)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-3000:], "ports": ports}
+    return {**json.loads(proc.stdout), "loadavg": os.getloadavg()}
+
+
+def loop_stall_table(rows: list[dict[str, Any]]) -> str:
+    lines = [f"Event-loop stall, live design (bench/loop_stall.py; target {LOOP_STALL_TARGET_S:g} s at any size):"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"  {r['ports']:>9,} ports: failed: {r['error'][-300:]}")
+            continue
+        h = r["healthz"]
+        met = "met" if r["loop_lag_max_s"] <= LOOP_STALL_TARGET_S else "GAP"
+        lines.append(f"  {met:<4}{r['ports']:>9,} ports: longest stall {r['loop_lag_max_s']:.3f} s "
+                     f"({r['loop_lag_over_0_1_s']} of {r['loop_lag_samples']} wake-ups over 0.1 s); /healthz max {h['max_s']:.3f} s "
+                     f"({h['ok']}/{h['n']} ok); first render {r['first_render_wall_s']:.1f} s on the worker; "
+                     f"load {' '.join(f'{x:.1f}' for x in r['loadavg'])}")
+    return "\n".join(lines)
 
 
 def run_snmp(switches: int) -> dict[str, Any]:
@@ -152,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store-sizes", type=lambda v: [int(x) for x in v.split(",") if int(x)], default=None,
                     help="port counts of the counter store stage, old vs new store (0: skip; bench/store_stage.py)")
     ap.add_argument("--no-render", action="store_true", help="skip the render stage (bench/render.py)")
+    ap.add_argument("--no-loop-stall", action="store_true", help="skip the event-loop stall stage (bench/loop_stall.py)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results.json"), help="JSON output path")
     a = ap.parse_args(argv)
     sizes = a.sizes or ([10_000, 50_000] if a.quick else [10_000, 50_000, 100_000, 200_000])
@@ -172,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     print("[bench] Selene, switch ports ...", file=sys.stderr, flush=True)
     results["selene"] = run_size(SELENE_PORTS, polls, "--switch-ports")
     save()
+    if not a.no_loop_stall:  # the live design: pipeline worker, server, loop-lag monitor
+        results["loop_stall"] = [run_loop_stall(n, polls) for n in sizes]
+        save()
     if not a.no_render:  # the exposition alone: templates vs generate_latest, gzip levels, scrapes
         results["render"] = render_stage.run(a.sizes or (sizes if a.quick else render_stage.SIZES))  # 10k-200k ports
         save()
@@ -204,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
               f" {sel['agent']['exposition_full']['gzip_cpu_s']:.2f}) = {sel['agent']['cycle_cpu_s'] / INTERVAL:.3f} cores")
     elif sel:
         print(f"\nSelene run failed:\n{sel.get('error')}")
+    if results.get("loop_stall"):
+        print("\n" + loop_stall_table(results["loop_stall"]))
     rendered = [render_stage.row(r) for r in results.get("render", {}).values() if "error" not in r]
     if rendered:
         print("\nRender stage (bench/render.py):\n" + render_stage.table(rendered))

@@ -12,7 +12,17 @@ from __future__ import annotations
 
 import importlib
 
-from fabricmon.collectors.base import AddressKind, Collector, ErrorReason, Executable, FetchError, ParseError, SourceOptions
+from fabricmon.collectors.base import (
+    POLL_DEADLINE,
+    AddressKind,
+    Collector,
+    ErrorReason,
+    Executable,
+    FetchError,
+    ParseError,
+    SourceOptions,
+)
+from fabricmon.collectors.reaper import REAPER  # the agent owns every process its collectors' commands start
 
 # source name -> "module:Class"
 SOURCES: dict[str, str] = {
@@ -74,5 +84,5 @@ def available() -> list[str]:
     return names
 
 
-__all__ = ["SOURCES", "AddressKind", "Collector", "ErrorReason", "Executable", "FetchError", "ParseError", "SourceOptions",
-           "UnknownSource", "available", "get", "loaded_classes"]
+__all__ = ["POLL_DEADLINE", "REAPER", "SOURCES", "AddressKind", "Collector", "ErrorReason", "Executable", "FetchError", "ParseError",
+           "SourceOptions", "UnknownSource", "available", "get", "loaded_classes"]

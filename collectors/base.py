@@ -13,9 +13,13 @@ and sharding read those.
 from __future__ import annotations
 
 import abc
+import asyncio
 import ipaddress
+import math
 import re
 import reprlib
+import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, NamedTuple, Self
@@ -24,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fabricmon.collectors.sanitize import MAX_TEXT, clean, sanitize_result
 from fabricmon.core.model import Gauge, ParseResult, TargetSpec
+from fabricmon.core.secrets import redact
 
 
 class ParseError(ValueError):
@@ -33,7 +38,7 @@ class ParseError(ValueError):
     (:func:`fabricmon.collectors.sanitize.clean`) before it reaches the API, logs or ``/``."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(clean(message, MAX_TEXT))
+        super().__init__(clean(redact(message), MAX_TEXT))  # redacted before it is cut: no half secret at the cut
 
 
 class ErrorReason(StrEnum):
@@ -59,10 +64,25 @@ class FetchError(Exception):
     wrong; the scheduler adds the target name. ``retry_after``: seconds the server asked us to
     wait (HTTP Retry-After on a 429/503); the scheduler does not poll the target again sooner."""
 
-    def __init__(self, message: str, reason: ErrorReason | str = ErrorReason.PROTOCOL, retry_after: float | None = None) -> None:
-        super().__init__(clean(message, MAX_TEXT))  # may quote a server's body: cleaned like ParseError
+    def __init__(self, message: str, reason: ErrorReason | str = ErrorReason.PROTOCOL, retry_after: float | None = None,
+                 fatal: bool = False) -> None:
+        super().__init__(clean(redact(message), MAX_TEXT))  # may quote a server's body: redacted and cleaned like ParseError
         self.reason = ErrorReason(reason)
         self.retry_after = retry_after
+        self.fatal = fatal  # ends the whole poll, even where one failed request would only be skipped
+
+
+# When the poll in progress must be over (time.monotonic()), set by the scheduler around each
+# fetch. The scheduler's own timeout cancels the fetch; a collector whose library can swallow a
+# cancellation (gufo-snmp's receive, on Python 3.11) checks this between requests, so the
+# deadline holds whatever the library does.
+POLL_DEADLINE: ContextVar[float] = ContextVar("fabricmon_poll_deadline", default=math.inf)
+
+
+def poll_over() -> bool:
+    """True when the poll's deadline has passed or its task was asked to stop (cancelled)."""
+    task = asyncio.current_task()
+    return time.monotonic() > POLL_DEADLINE.get() or (task is not None and task.cancelling() > 0)
 
 
 def resolve_secret(what: str, inline: str | None, file: str | None, env: str | None) -> str | None:
@@ -113,6 +133,48 @@ class ResultBuilder:
         self.seen.add(key)
         self.result.gauges.append(Gauge(self.device, port, name, float(value), sub))
         return True
+
+
+@dataclass
+class BadValues:
+    """Counter readings dropped because they are numbers but not counter values (a whole number
+    in [0, 2^64)): 1e400 (infinity once decoded), -1, NaN, 1.5, 2^70. Such a value is never
+    stored (it would fake a reset or a wrap), and never dropped silently: one warning per field
+    and poll names the field, how many were dropped, and the first one with its port (the
+    pipeline's log line names the target). An empty or ``N/A`` cell is an absent reading, not
+    a bad one, and is not counted."""
+
+    seen: dict[str, list[Any]] = field(default_factory=dict)  # field -> [count, first port, first value]
+
+    def note(self, name: str, where: str, raw: Any) -> None:
+        if not _numeric(raw):
+            return
+        entry = self.seen.get(name)
+        if entry is None:
+            self.seen[name] = [1, where, raw]
+        else:
+            entry[0] += 1
+
+    def warnings(self) -> list[str]:
+        return [f"field {name}: {n} value(s) that are not counter values (a whole number 0..2^64) dropped, "
+                f"first {clean(reprlib.repr(raw), 64)} on {where}" for name, (n, where, raw) in sorted(self.seen.items())]
+
+
+def _numeric(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return False
+    if isinstance(raw, int | float):
+        return True
+    if isinstance(raw, str):
+        try:
+            float(raw.strip())
+        except ValueError:
+            try:
+                int(raw.strip(), 0)
+            except ValueError:
+                return False
+        return True
+    return False
 
 
 class AddressKind(StrEnum):
@@ -341,6 +403,12 @@ class Collector(abc.ABC):
         pipeline and the testcase runner use, so no collector can skip it."""
         result, new_state = cls.parse(payload, spec, state)
         return sanitize_result(result), new_state
+
+    async def prepare(self) -> None:
+        """Load what the first poll needs and is slow to load (a library, an engine), off the
+        event loop. The scheduler calls it once before a target's first poll, outside the poll's
+        timeout: seconds of imports must neither stall the loop nor time the first poll out."""
+        return None
 
     def set_schedule(self, interval: float, timeout: float) -> None:
         """The target's poll interval and timeout, told by the scheduler before the first poll.

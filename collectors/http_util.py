@@ -4,7 +4,21 @@ Why a shared helper: every REST source needs the same care — TLS verified by d
 CA file for self-signed appliances and an explicit opt-out), basic or token auth, a cap on
 body size, a check that the body was not cut short, and every failure turned into a
 :class:`FetchError` with a reason the error metric can count. Secrets are resolved at fetch
-time and never appear in a message, a payload or a recording.
+time (a secret file is read in a thread) and never appear in a message, a payload or a
+recording.
+
+**Objects, not bytes.** A JSON body is also bounded in values (``max_values``,
+:mod:`fabricmon.core.boundedjson`): counted as it arrives, refused beyond the bound (reason
+``size``) before the rest is read, and a large body is decoded element by element in a
+thread, so neither a body of ``[{},{},...]`` nor a legitimate 100 MB ports list takes the
+memory or the event loop. A body nested deeper than the decoder can follow is reason
+``protocol``.
+
+**Compressed bodies** are decompressed here, not by aiohttp: its decompression of a gzip bomb
+(255 KB on the wire, 250 MB inside) ran on the event loop in 64 MB steps. Here each step makes
+at most :data:`_INFLATE_STEP` bytes, the byte cap and the values bound apply to what comes out,
+and the loop gets a turn between steps. Accepted encodings: gzip and deflate (what the request
+offers).
 """
 
 from __future__ import annotations
@@ -12,12 +26,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import email.utils
-import json
 import ssl
 import time
+import zlib
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, Literal, Self
 from urllib.parse import urlsplit
 
@@ -25,9 +38,12 @@ import aiohttp
 from pydantic import model_validator
 
 from fabricmon.collectors.base import Collector, ErrorReason, FetchError, LocalFile, SourceOptions, resolve_secret
-from fabricmon.core import secrets
+from fabricmon.core import boundedjson, secrets
+from fabricmon.core.files import MAX_PEM_BYTES, FileRefused, checked_path, read_regular
+from fabricmon.core.threads import in_daemon_thread
 
 DEFAULT_MAX_BODY = 256 * 1024 * 1024  # a full-fabric UFM ports list can be tens of MB
+_INFLATE_STEP = 1 << 20  # decompressed bytes per step (a few ms of zlib), then the loop gets a turn
 
 
 @dataclass(slots=True)
@@ -89,6 +105,7 @@ class RestOptions(TlsPasswordOptions):
     scheme: Literal["https", "http"] = "https"
     port: int | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY
+    max_values: int = boundedjson.MAX_VALUES  # values a JSON body may hold (see the module docstring)
 
 
 class TokenRestOptions(RestOptions):
@@ -122,7 +139,6 @@ class HttpResponse:
     status: int
     body: Any  # parsed JSON when the response was JSON, else text
     content_type: str = ""
-    is_json: bool = False
 
     def record(self) -> dict[str, Any]:
         return {"method": self.method, "path": self.path, "status": self.status, "body": self.body}
@@ -130,33 +146,42 @@ class HttpResponse:
 
 def make_ssl_context(ca_file: str | None, insecure: bool, cert_file: str | None = None, key_file: str | None = None) -> ssl.SSLContext:
     """Verify against the system store, or ``ca_file``; ``insecure`` turns verification off;
-    ``cert_file``/``key_file``: the client certificate to present."""
+    ``cert_file``/``key_file``: the client certificate to present. Each file is opened without
+    blocking and must be a regular file of at most MAX_PEM_BYTES (a FIFO or ``/dev/zero`` is a
+    ``tls`` error at once, see fabricmon.core.files); callers on the event loop run this in a thread."""
     if insecure:
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
     else:
         try:
-            ctx = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
-        except (OSError, ssl.SSLError) as exc:
+            if ca_file:
+                with checked_path(ca_file, MAX_PEM_BYTES, "ca_file") as ca:
+                    ctx = ssl.create_default_context(cafile=ca)
+            else:
+                ctx = ssl.create_default_context()
+        except (OSError, ssl.SSLError, FileRefused) as exc:
             raise FetchError(f"cannot load ca_file {ca_file}: {exc}", ErrorReason.TLS) from None
     if cert_file:
         try:
-            ctx.load_cert_chain(cert_file, key_file)
-        except (OSError, ssl.SSLError) as exc:
+            with checked_path(cert_file, MAX_PEM_BYTES, "cert_file") as cert, \
+                    checked_path(key_file or cert_file, MAX_PEM_BYTES, "key_file") as key:
+                ctx.load_cert_chain(cert, key)
+        except (OSError, ssl.SSLError, FileRefused) as exc:
             raise FetchError(f"cannot load the client certificate cert_file {cert_file} / key_file {key_file}: {exc}",
                              ErrorReason.TLS) from None
     return ctx
 
 
 def read_pem(path: str | None, option: str) -> bytes | None:
-    """A PEM file's bytes for a TLS option (gRPC takes bytes, not paths); None when unset."""
+    """A PEM file's bytes for a TLS option (gRPC takes bytes, not paths); None when unset. A
+    regular file of at most MAX_PEM_BYTES, opened without blocking (callers run it in a thread)."""
     if not path:
         return None
     try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise FetchError(f"cannot read {option} {path}: {exc.strerror or exc}", ErrorReason.TLS) from None
+        return read_regular(path, MAX_PEM_BYTES, option)
+    except FileRefused as exc:
+        raise FetchError(f"cannot read {option} {path}: {exc}", ErrorReason.TLS) from None
 
 
 def base_url(scheme: str, address: str, port: int | None) -> str:
@@ -179,6 +204,7 @@ class HttpClient:
         insecure: bool = False,
         client_cert: tuple[str, str] | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY,
+        max_values: int = boundedjson.MAX_VALUES,
         headers: dict[str, str] | None = None,
         connect_timeout: float | None = 10.0,
         ssl_context: ssl.SSLContext | None = None,
@@ -189,19 +215,23 @@ class HttpClient:
         self.insecure = insecure
         self.client_cert = client_cert
         self.max_body_bytes = max_body_bytes
+        self.max_values = max_values
         self.headers = dict(headers or {})
         self.connect_timeout = connect_timeout
         self.ssl_context = ssl_context  # made by the caller (a kubeconfig's CA and client certificate), else from ca_file
         self._session: aiohttp.ClientSession | None = None
 
-    def _get_session(self) -> aiohttp.ClientSession:
+    async def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             ssl_arg: ssl.SSLContext | bool = True
-            if urlsplit(self.base).scheme == "https":
-                ssl_arg = self.ssl_context or make_ssl_context(self.ca_file, self.insecure, *(self.client_cert or (None, None)))
+            if urlsplit(self.base).scheme == "https":  # the CA and certificate files are read in a thread
+                ssl_arg = self.ssl_context or await asyncio.to_thread(
+                    make_ssl_context, self.ca_file, self.insecure, *(self.client_cert or (None, None)))
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(ssl=ssl_arg),
-                headers={"Accept": "application/json, text/plain;q=0.9, */*;q=0.5", **self.headers, **self.auth.headers()},
+                headers={"Accept": "application/json, text/plain;q=0.9, */*;q=0.5", "Accept-Encoding": "gzip, deflate",
+                         **self.headers, **self.auth.headers()},
+                auto_decompress=False,  # bounded, in steps: _read_body
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout),
                 # Redirects could carry the credentials to another host: never follow them silently.
             )
@@ -219,12 +249,13 @@ class HttpClient:
         ``want_json``: the body must be JSON whatever the Content-Type, else "protocol".
         """
         url = self.base + path
-        session = self._get_session()
+        session = await self._get_session()
         try:
             async with session.get(url, allow_redirects=False) as resp:
-                raw = await self._read_body(resp, path)
-                status = resp.status
                 ctype = resp.headers.get("Content-Type", "")
+                counted = (want_json and 200 <= resp.status < 300) or "json" in ctype.lower()
+                raw = await self._read_body(resp, path, counted)
+                status = resp.status
                 retry_header = resp.headers.get("Retry-After")
         except FetchError:
             raise
@@ -256,34 +287,82 @@ class HttpClient:
                 why = "rate limited" if status == 429 else "service unavailable"
                 raise FetchError(f"GET {path} {why} (HTTP {status}){asks}: {_snippet(raw)}", ErrorReason.HTTP, retry_after=wait)
             raise FetchError(f"GET {path} failed with HTTP {status}: {_snippet(raw)}", ErrorReason.HTTP)
-        resp_out = _decode(path, status, ctype, raw)
-        if want_json and 200 <= status < 300 and not resp_out.is_json:
-            try:
-                resp_out.body = json.loads(raw)
-                resp_out.is_json = True
-            except ValueError:
-                raise FetchError(f"GET {path}: expected JSON, got {ctype or 'no Content-Type'}: {_snippet(raw)}",
-                                 ErrorReason.PROTOCOL) from None
-        return resp_out
+        json_body = (want_json and 200 <= status < 300) or "json" in ctype.lower()
+        if len(raw) < boundedjson.SLICE_BYTES:
+            return _decode(path, status, ctype, raw, json_body, want_json, self.max_values)
+        # A large body is decoded in a thread, element by element (the loop keeps the GIL often enough),
+        # a daemon one: a stop does not wait for a decode in progress.
+        return await in_daemon_thread(_decode, path, status, ctype, raw, json_body, want_json, self.max_values)
 
-    async def _read_body(self, resp: aiohttp.ClientResponse, path: str) -> bytes:
+    async def _read_body(self, resp: aiohttp.ClientResponse, path: str, count_values: bool) -> bytes:
+        """The body, decompressed, at most ``max_body_bytes`` (and ``max_values`` values when it
+        is JSON, ``count_values``); FetchError("size") as soon as either is passed."""
         declared = resp.content_length
         limit = self.max_body_bytes
         if declared is not None and declared > limit:
             raise FetchError(f"response to GET {path} is {declared} bytes, over the {limit}-byte limit", ErrorReason.SIZE)
+        encoding = resp.headers.get("Content-Encoding", "").strip().lower()
+        if encoding in ("", "identity"):
+            inflate = None
+        elif encoding in ("gzip", "x-gzip", "deflate"):
+            inflate = _Inflater(encoding)
+        else:
+            raise FetchError(f"response to GET {path} has Content-Encoding {encoding[:40]!r}, which was not asked for",
+                             ErrorReason.PROTOCOL)
         chunks: list[bytes] = []
-        total = 0
+        received = total = values = 0
         async for chunk in resp.content.iter_chunked(1 << 16):
-            total += len(chunk)
-            if total > limit:
-                raise FetchError(f"response to GET {path} exceeds the {limit}-byte limit", ErrorReason.SIZE)
-            chunks.append(chunk)
+            received += len(chunk)
+            for piece in (inflate.steps(chunk) if inflate is not None else (chunk,)):
+                total += len(piece)
+                if total > limit:
+                    raise FetchError(f"response to GET {path} exceeds the {limit}-byte limit"
+                                     + (" once decompressed" if inflate is not None else ""), ErrorReason.SIZE)
+                if count_values:
+                    values += piece.count(b",") + piece.count(b"{") + piece.count(b"[")
+                    if values > self.max_values:
+                        raise FetchError(f"response to GET {path} holds more than {self.max_values:,} values (the limit, "
+                                         "counted before decoding); refused", ErrorReason.SIZE)
+                chunks.append(piece)
+                if inflate is not None:
+                    await asyncio.sleep(0)  # a turn for the loop between decompression steps
+        if inflate is not None:
+            inflate.check(path)
         body = b"".join(chunks)
         # aiohttp normally raises on a short body; this also catches a peer that closed cleanly.
-        # Content-Length counts encoded bytes, so only compare when nothing was decompressed.
-        if declared is not None and not resp.headers.get("Content-Encoding") and len(body) < declared:
-            raise FetchError(f"response to GET {path} truncated: {len(body)} of {declared} bytes (Content-Length)", ErrorReason.SIZE)
+        if declared is not None and received < declared:
+            raise FetchError(f"response to GET {path} truncated: {received} of {declared} bytes (Content-Length)", ErrorReason.SIZE)
         return body
+
+
+class _Inflater:
+    """A gzip or deflate body decompressed in steps of at most _INFLATE_STEP bytes."""
+
+    def __init__(self, encoding: str) -> None:
+        self.deflate = encoding == "deflate"
+        self.d = zlib.decompressobj(zlib.MAX_WBITS | 32 if not self.deflate else zlib.MAX_WBITS)  # 32: gzip or zlib header
+        self.raw_tried = False
+
+    def steps(self, chunk: bytes):
+        data = chunk
+        while data:
+            try:
+                out = self.d.decompress(data, _INFLATE_STEP)
+            except zlib.error:
+                if self.deflate and not self.raw_tried:  # "deflate" without the zlib wrapper, as some servers send it
+                    self.raw_tried, self.d = True, zlib.decompressobj(-zlib.MAX_WBITS)
+                    continue
+                raise FetchError("the body is not valid compressed data", ErrorReason.PROTOCOL) from None
+            self.raw_tried = True
+            data = self.d.unconsumed_tail
+            if out:
+                yield out
+            if self.d.eof:
+                return
+
+    def check(self, path: str) -> None:
+        if not self.d.eof:
+            raise FetchError(f"response to GET {path}: the compressed body ends before its end marker", ErrorReason.SIZE)
 
 
 class ClientSlot:
@@ -294,14 +373,14 @@ class ClientSlot:
         self._auth: tuple[HttpAuth, object] | None = None
 
     async def client(self, base: str, auth: HttpAuth, *, ca_file: str | None, insecure: bool, max_body_bytes: int,
-                     client_cert: tuple[str, str] | None = None, ssl_context: ssl.SSLContext | None = None,
-                     tls_key: object = None) -> HttpClient:
+                     max_values: int = boundedjson.MAX_VALUES, client_cert: tuple[str, str] | None = None,
+                     ssl_context: ssl.SSLContext | None = None, tls_key: object = None) -> HttpClient:
         """The client for ``auth``; ``ssl_context`` (the caller's, e.g. from a kubeconfig) is
         used when ``tls_key`` (what it was made from) differs from the last one."""
         if self._client is None or (auth, tls_key) != self._auth:
             await self.close()
             self._client = HttpClient(base, auth=auth, ca_file=ca_file, insecure=insecure, client_cert=client_cert,
-                                      max_body_bytes=max_body_bytes, ssl_context=ssl_context)
+                                      max_body_bytes=max_body_bytes, max_values=max_values, ssl_context=ssl_context)
             self._auth = (auth, tls_key)
         return self._client
 
@@ -331,9 +410,13 @@ class RestCollector(Collector):
     async def client(self) -> HttpClient:
         o = self.options
         assert isinstance(o, RestOptions)
+        if getattr(o, "password_file", None) or getattr(o, "token_file", None):  # a file read: never on the loop
+            auth = await asyncio.to_thread(auth_from_options, o, self.token_scheme)
+        else:
+            auth = auth_from_options(o, self.token_scheme)
         return await self._slot.client(
-            base_url(o.scheme, self.address, o.port), auth_from_options(o, self.token_scheme),
-            ca_file=o.ca_file, insecure=o.tls_insecure_skip_verify, max_body_bytes=o.max_body_bytes,
+            base_url(o.scheme, self.address, o.port), auth,
+            ca_file=o.ca_file, insecure=o.tls_insecure_skip_verify, max_body_bytes=o.max_body_bytes, max_values=o.max_values,
             client_cert=(o.cert_file, o.key_file) if o.cert_file and o.key_file else None,
         )
 
@@ -354,16 +437,24 @@ async def run_all(calls: list[Coroutine[Any, Any, HttpResponse]]) -> list[HttpRe
     return [t.result() for t in tasks]
 
 
-def _decode(path: str, status: int, ctype: str, raw: bytes) -> HttpResponse:
+def _decode(path: str, status: int, ctype: str, raw: bytes, json_body: bool, want_json: bool, max_values: int) -> HttpResponse:
+    """The response with its body decoded: JSON (bounded, see the module docstring) when the
+    Content-Type says so or ``want_json``, else text. A body that is not JSON is kept as text
+    unless JSON was required (``protocol``)."""
     text = raw.decode("utf-8", errors="replace")
-    is_json = "json" in ctype.lower()
-    body: Any = text
-    if is_json:
+    if json_body and text.strip():
         try:
-            body = json.loads(text) if text.strip() else None
+            return HttpResponse("GET", path, status, boundedjson.loads(text, max_values, f"response to GET {path}"), ctype)
+        except boundedjson.JsonRefused as exc:
+            reason = ErrorReason.SIZE if exc.too_many else ErrorReason.PROTOCOL
+            raise FetchError(f"{exc}; refused", reason) from None
         except ValueError:
-            is_json = False  # keep the text: the parser (or the caller) says what was wrong
-    return HttpResponse("GET", path, status, body, ctype, is_json)
+            if want_json:
+                raise FetchError(f"GET {path}: expected JSON, got {ctype or 'no Content-Type'}: {_snippet(raw)}",
+                                 ErrorReason.PROTOCOL) from None
+    elif want_json and 200 <= status < 300:
+        raise FetchError(f"GET {path}: expected JSON, got {ctype or 'no Content-Type'}: {_snippet(raw)}", ErrorReason.PROTOCOL)
+    return HttpResponse("GET", path, status, None if json_body and not text.strip() else text, ctype)
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -384,5 +475,7 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
 
 
 def _snippet(raw: bytes, n: int = 160) -> str:
-    text = raw[:n].decode("utf-8", errors="replace").strip().replace("\n", " ")
-    return secrets.redact(text) or "(empty body)"
+    """The start of a body for an error message, redacted before it is cut (a secret the device
+    echoes across the cut must not leave its first half in the message)."""
+    text = secrets.redact(raw[: 64 * n].decode("utf-8", errors="replace")).strip().replace("\n", " ")
+    return text[:n] or "(empty body)"

@@ -11,6 +11,10 @@ from typing import Any, Protocol, TypeVar
 
 import yaml
 
+from fabricmon.core.files import FileRefused, read_regular
+
+MAX_PROFILE_BYTES = 1 << 20  # a vendor profile is a few KB of YAML
+
 
 class _Named(Protocol):
     name: str
@@ -29,9 +33,9 @@ def load_dirs(shipped: Path, extra_dirs: Iterable[str], build: Callable[[Any, st
         if i and not directory.is_dir():
             raise error(f"profile directory {directory} does not exist")
         for path in sorted(directory.glob("*.yaml")):
-            try:
-                doc = yaml.safe_load(path.read_text())
-            except (OSError, yaml.YAMLError) as exc:
+            try:  # opened without blocking, a regular file of bounded size (a FIFO is refused at once)
+                doc = yaml.safe_load(read_regular(path, MAX_PROFILE_BYTES, "profile").decode("utf-8"))
+            except (FileRefused, UnicodeDecodeError, yaml.YAMLError) as exc:
                 raise error(f"{path}: cannot read: {exc}") from None
             prof = build(doc, path.stem, str(path))
             profiles[prof.name] = prof

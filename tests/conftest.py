@@ -112,3 +112,19 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(f"CI=true: {len(bad)} skipped test(s) not in {ALLOWLIST}:")
         for node, reason in bad:
             terminalreporter.write_line(f"  {node}: {reason}")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _secrets_registry_per_module():
+    """Each test module ends with the secrets registry (fabricmon.core.secrets) it started with
+    (module scope: set up before the module's own fixtures, which may resolve secrets). Every
+    resolved secret is redacted from every later message of the process, whatever its encoding:
+    an SNMP community "nothing" that one module resolves would otherwise turn another's
+    "refused (nothing listens on ...)" into "refused (*** listens ...)"."""
+    from fabricmon.core import secrets
+
+    known, forms, forms_bytes = set(secrets._known_values), secrets._forms, secrets._forms_bytes
+    yield
+    secrets._known_values.clear()
+    secrets._known_values.update(known)
+    secrets._forms, secrets._forms_bytes = forms, forms_bytes

@@ -4,6 +4,8 @@ each collector built once."""
 
 from __future__ import annotations
 
+import asyncio
+
 from fabricmon import collectors
 from fabricmon.agent import config as config_mod
 from fabricmon.agent.assemble import build_pipeline, plan_targets
@@ -57,12 +59,17 @@ async def test_a_start_picks_the_targets_once_and_builds_each_collector_once(tmp
         real_init(self, *args, **kwargs)
 
     monkeypatch.setattr(host, "__init__", counting_init)
-    agent = Agent(loaded, listen="", duration=0.5)
-    await agent.run()
+    agent = Agent(loaded, listen="", duration=30.0)
+    run = asyncio.create_task(agent.run())
+    while not run.done() and not (hasattr(agent, "pipeline") and len(agent.pipeline.targets) == 3
+                                  and all(s.polls >= 1 for s in agent.pipeline.targets.values())):
+        await asyncio.sleep(0.05)
     assert len(picks) == 1 and sorted(built) == ["gpu0", "gpu1", "gpu2"]
-    assert all(s.polls >= 1 for s in agent.pipeline.targets.values())
-    # A reload builds collectors only for what changed: here nothing.
+    # A reload (of the running agent: its changes are a job of the pipeline worker) builds
+    # collectors only for what changed: here nothing.
     assert await agent.reload() and len(built) == 3 and len(picks) == 2
+    agent.stop_event.set()
+    await run
 
 
 def test_plan_targets_knows_the_specs_without_building_collectors(monkeypatch):

@@ -27,10 +27,13 @@ from tests.test_webconfig import pki  # noqa: F401  (fixture)
 
 @contextlib.asynccontextmanager
 async def gated(max_connections: int, max_per_address: int, header_timeout: float = 30.0,
-                ssl_context: ssl.SSLContext | None = None, handshake_timeout: float = 10.0):
+                ssl_context: ssl.SSLContext | None = None, handshake_timeout: float = 10.0, routes=()):
     exporter = Exporter(Pipeline([], []))
     exporter.render_now()
-    runner = web.AppRunner(make_app(exporter), access_log=None, handle_signals=False, keepalive_timeout=header_timeout,
+    app = make_app(exporter)
+    for path, handler in routes:
+        app.router.add_get(path, handler)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=header_timeout,
                            shutdown_timeout=1.0)
     await runner.setup()
     port = free_port()
@@ -80,13 +83,15 @@ def test_cap_is_derived_from_the_fd_limit():
 
 async def test_slow_flood_is_capped_and_a_scrape_from_elsewhere_gets_through(caplog):
     caplog.set_level(logging.WARNING, logger="fabricmon.agent.exporter.connections")
-    connections.STATS.refused = {"cap": 0, "per_address": 0}
+    connections.STATS.evicted = 0
     async with gated(max_connections=8, max_per_address=4) as (port, site):
         stop = asyncio.Event()
         flood = [asyncio.create_task(_slow_client(port, stop)) for _ in range(60)]
         await asyncio.sleep(0.5)
         assert site._open <= 8
-        assert connections.STATS.refused["per_address"] >= 60 - 4 - 4  # all but the 4 slots its address may take
+        assert site._per_address.get("127.0.0.1", 0) <= 4
+        # Each new slow connection took the place of the oldest one of its address (none finished a request).
+        assert connections.STATS.evicted >= 60 - 4
         # Prometheus on another address still scrapes, while the flood keeps going.
         assert await _scrape(port, "127.0.0.2") == 200
         stop.set()
@@ -94,6 +99,56 @@ async def test_slow_flood_is_capped_and_a_scrape_from_elsewhere_gets_through(cap
     overload = [r for r in caplog.records if "overloaded" in r.getMessage()]
     assert len(overload) == 1, [r.getMessage() for r in overload]  # once per interval, not per connection
     assert not [r for r in caplog.records if r.exc_info]
+
+
+async def _keep_reconnecting(port: int, stop: asyncio.Event, source: str) -> None:
+    while not stop.is_set():
+        await _slow_client(port, stop, source)
+        await asyncio.sleep(0.01)
+
+
+async def test_slots_taken_from_several_addresses_do_not_lock_out_a_scrape():
+    """Issue 32: 4 addresses x 64 half-sent requests filled the 256 slots and every scrape was reset
+    for 40 s. Here 3 addresses x 4 fill a cap of 8 (and keep reconnecting); scrapes from a fourth
+    address, and from an attacking address itself, still get through while it lasts."""
+    async with gated(max_connections=8, max_per_address=4) as (port, site):
+        stop = asyncio.Event()
+        flood = [asyncio.create_task(_keep_reconnecting(port, stop, f"127.0.0.{2 + i % 3}")) for i in range(24)]
+        await asyncio.sleep(0.5)
+        assert site._open <= 9
+        got = [await _scrape(port, "127.0.0.9") for _ in range(5)] + [await _scrape(port, "127.0.0.2") for _ in range(5)]
+        stop.set()
+        await asyncio.gather(*flood)
+    assert got == [200] * 10
+
+
+async def test_a_full_cap_of_requests_in_progress_is_not_evicted():
+    """Only connections without a whole request are evicted: requests being answered keep their slot."""
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(request):
+        started.set()
+        await release.wait()
+        return web.Response(text="late\n")
+
+    async with gated(max_connections=2, max_per_address=2, routes=[("/slow", slow)]) as (port, _site):
+        readers = []
+        for _ in range(2):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            await writer.drain()
+            readers.append((reader, writer))
+        await asyncio.wait_for(started.wait(), 10)
+        await asyncio.sleep(0.1)
+        reader3, writer3 = await asyncio.open_connection("127.0.0.1", port)  # refused: nothing can be evicted
+        with contextlib.suppress(ConnectionResetError):  # refused with a reset, or closed
+            assert await asyncio.wait_for(reader3.read(1), 10) == b""
+        release.set()
+        for reader, writer in readers:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert head.startswith(b"HTTP/1.1 200")
+            writer.close()
+        writer3.close()
 
 
 async def test_incomplete_headers_are_cut_off_and_the_slot_comes_back():

@@ -145,7 +145,7 @@ def test_missing_and_unreadable_files_are_named(tmp_path, capsys):
     code, _, err = check(capsys, str(tmp_path / "nope.yml"))
     assert code == 1 and err.startswith(f"{tmp_path / 'nope.yml'}: cannot read config: No such file or directory\n")
     code, _, err = check(capsys, str(tmp_path))
-    assert code == 1 and f"{tmp_path}: cannot read config: Is a directory" in err
+    assert code == 1 and f"{tmp_path}: cannot read config: it is a directory, not a regular file" in err
 
 
 def test_every_problem_of_a_file_in_one_run(tmp_path, capsys):

@@ -186,6 +186,9 @@ def test_target_and_link_names_that_cannot_be_labels_are_errors(tmp_path, name):
     with pytest.raises(ConfigError) as exc:
         load(str(cfg))
     text = "\n".join(exc.value.problems)
+    if "\ud800" in name:  # libyaml refuses the escape of a lone surrogate itself: an error at its line
+        assert f"{cfg}:2:" in text and "invalid Unicode character escape" in text
+        return
     assert "targets[0].name" in text and "links[0].device" in text
 
 
@@ -291,15 +294,20 @@ async def test_a_reload_logs_the_old_spellings_as_the_start_does(tmp_path, caplo
 
     from fabricmon.agent.assemble import build_pipeline
     from fabricmon.agent.runtime import Agent
+    from fabricmon.agent.worker import PipelineWorker
 
     path = tmp_path / "f.yml"
     path.write_text("targets: []\n")
     agent = Agent(load(path), listen="")
     agent.pipeline = build_pipeline(agent.loaded.config, [])  # what run() builds, without serving
     agent.exporter = type("E", (), {"request_render": lambda self: None, "reload_ok": True, "reload_t": 0.0})()
+    agent.worker = PipelineWorker()  # a reload's changes to the pipeline are a job of the worker
     path.write_text("global:\n  poll_interval: 30\ntargets: []\n")
-    with caplog.at_level(logging.WARNING):
-        assert await agent._reload() is True
+    try:
+        with caplog.at_level(logging.WARNING):
+            assert await agent._reload() is True
+    finally:
+        agent.worker.close()
     assert f"{path}:2:3: global.poll_interval: warning: a plain number of seconds (30) is deprecated: " \
            "write poll_interval: 30s" in caplog.messages
 

@@ -271,7 +271,7 @@ def test_daemon_lifecycle(tmp_path):
         assert time.monotonic() - t0 < 5.0 and rc == 0, daemon.output()
         assert notify.count("STOPPING=1") == 1
         saved = state.read(state.state_path(state_dir))
-        assert [f["start"] for f in saved["findings"]] == [finding["start"]]
+        assert [f["start"] for f in saved.meta["findings"]] == [finding["start"]]
     finally:
         daemon.kill()
 

@@ -99,18 +99,18 @@ def test_metrics_carry_the_counts_while_the_storm_is_on(mid_storm) -> None:
         assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_the_finding_page_lists_the_jobs_and_the_job_page_says_why(mid_storm) -> None:
+async def test_the_finding_page_lists_the_jobs_and_the_job_page_says_why(mid_storm) -> None:
     ex = Exporter(mid_storm)
     ex.render_now()
     origin = next(f for f in mid_storm.findings() if f.role == "origin")
-    page = ex.web.finding(finding_id(origin)).decode()
+    page = (await ex.web.finding(finding_id(origin))).decode()
     assert "<a href='/jobs/48211'>48211</a>, <a href='/jobs/48212'>48212</a>" in page and "48213" not in page
-    job = ex.web.job("48212").decode()
+    job = (await ex.web.job("48212")).decode()
     assert "pfc_storm (critical) at gpu03 eth0 priority 3 touches 1 of this job&#x27;s 3 hosts" in job
     assert "still active" in job and 'data-node="sw:leaf02"' in job
-    clear = ex.web.job("48213").decode()
+    clear = (await ex.web.job("48213")).decode()
     assert "no fabric finding touches this job&#x27;s 3 hosts" in clear
-    assert ex.web.job("nope") is None
+    assert await ex.web.job("nope") is None
 
 
 def test_a_recording_of_the_replay_replays_to_the_same(tmp_path) -> None:

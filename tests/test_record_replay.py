@@ -45,7 +45,7 @@ targets:
     header, polls, _ = read_polls(rec)
     assert {t["name"] for t in header["targets"]} == {"leaf-sonic", "leaf-cisco"}
     assert all(p.ok for p in polls), [p.error for p in polls if not p.ok]
-    assert all(sum(p.target == t for p in polls) >= 2 for t in ("leaf-sonic", "leaf-cisco"))
+    assert all(sum(p.target == t for p in polls) >= 2 for t in ("leaf-sonic", "leaf-cisco")), [(p.target, p.t, p.duration_s) for p in polls]
     assert "community" not in rec.read_bytes().decode("latin-1")  # no secrets in recordings
 
     replayed = stable(Exporter(replay_recording(rec, loaded).pipeline).render_now().text.decode())

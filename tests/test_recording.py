@@ -65,7 +65,6 @@ def test_gzip_cut_short_keeps_complete_lines(tmp_path, caplog):
     w = RecordingWriter(path, SPECS)
     for i in range(50):
         w.write_poll(Poll("leaf01", "snmp", 100.0 + i, 0.1, True, payload={"snmprec": "x" * 200}))
-    w._fh.flush()
     data = path.read_bytes()  # as left by a crash: no gzip trailer, cut mid-stream
     w.close()
     cut = tmp_path / "cut.jsonl.gz"

@@ -174,8 +174,10 @@ async def test_timeout_sends_retries_plus_one_requests(backend):
 async def test_fetch_is_cancellable(backend):
     """A poll cancelled mid-request (the scheduler's deadline) stops: no retry goes out after it."""
     with Silent() as agent:
+        collector = v2c(agent.port, "public", backend, snmp_timeout=0.3, retries=3)
+        await collector.prepare()  # as the scheduler does before a target's first poll
         with pytest.raises(TimeoutError):
-            await asyncio.wait_for(v2c(agent.port, "public", backend, snmp_timeout=0.3, retries=3).fetch(), 0.15)
+            await asyncio.wait_for(collector.fetch(), 0.15)
         await asyncio.sleep(1.0)  # past the three retries a live request would have sent
     assert agent.received == 1
 

@@ -166,7 +166,76 @@ async def test_keeper_saves_periodically_and_at_close(tmp_path):
     _poll(store, det, T0, 42, 0)
     await keeper.close()
     data = state.read(path)
-    assert data["ports"][0][:2] == ["sw1", "3"]
+    assert data.meta["ports"][0][:2] == ["sw1", "3"]
+
+
+async def test_the_final_save_has_a_deadline(tmp_path, monkeypatch, caplog):
+    """A stop never waits past the deadline for a slow disk; the previous file stays."""
+    import time as time_mod
+
+    store, det = _store(), _detector()
+    _poll(store, det, T0, 1, 0)
+    path = state.state_path(tmp_path)
+    state.save(path, store, det)
+    before = path.read_bytes()
+    monkeypatch.setattr(state, "write_atomic", lambda p, write, order=None: time_mod.sleep(3))  # a dead NFS server
+    keeper = state.StateKeeper(path, store, det)
+    t0 = time_mod.monotonic()
+    with caplog.at_level(logging.ERROR, logger="fabricmon.agent.state"):
+        await keeper.close(deadline=0.5)
+    assert time_mod.monotonic() - t0 < 2.0
+    assert keeper.save_errors == 1 and "did not finish within" in caplog.text
+    assert path.read_bytes() == before
+
+
+async def test_the_snapshot_is_taken_where_the_keeper_is_told(tmp_path):
+    """The live agent passes its pipeline worker: the store is read there, never while it changes."""
+    import threading
+
+    store, det = _store(), _detector()
+    _poll(store, det, T0, 1, 0)
+    seen: list[str] = []
+
+    async def run(fn):
+        seen.append(threading.current_thread().name)
+        return await asyncio.to_thread(fn)
+
+    keeper = state.StateKeeper(state.state_path(tmp_path), store, det, run=run)
+    assert await keeper.save()
+    assert seen and state.read(state.state_path(tmp_path)).meta["ports"][0][:2] == ["sw1", "3"]
+
+
+def test_a_large_file_is_compressed_as_two_members(tmp_path, monkeypatch):
+    monkeypatch.setattr(state, "PARALLEL_ABOVE", 1)
+    store, det = _store(), _detector()
+    _poll(store, det, T0, 1, 0)
+    _poll(store, det, T0 + 10, 2, 1)
+    store2, _det2 = _roundtrip(tmp_path, store, det)
+    assert store2.get("sw1", "3", "tx_bytes").total == store.get("sw1", "3", "tx_bytes").total
+    assert state.state_path(tmp_path).read_bytes().count(b"\x1f\x8b\x08") >= 2
+
+
+def test_an_older_write_that_ends_last_is_dropped(tmp_path):
+    path = state.state_path(tmp_path)
+    order = state.RenameOrder()
+    old, new = order.ticket(), order.ticket()
+    assert state.write_atomic(path, lambda fh: fh.write(b"new"), (order, new)) == 3
+    assert state.write_atomic(path, lambda fh: fh.write(b"old"), (order, old)) == 0  # the slow periodic save
+    assert path.read_bytes() == b"new" and [p.name for p in tmp_path.iterdir()] == [state.FILENAME]
+
+
+def test_a_short_history_image_restores_the_last_points(tmp_path):
+    store, det = _store(), _detector()
+    for i in range(6):
+        _poll(store, det, T0 + 10 * i, 100 * i, 0)
+    full = store.get("sw1", "3", "tx_bytes").history
+    snap = state.snapshot(store, det, history=2)
+    path = state.state_path(tmp_path)
+    state.write_atomic(path, lambda fh: state.encode_to(fh, snap))
+    store2, det2 = _store(), _detector()
+    assert state.load_into(path, store2, det2)
+    se = store2.get("sw1", "3", "tx_bytes")
+    assert se.history == full[-2:] and se.total == store.get("sw1", "3", "tx_bytes").total
 
 
 # ---------------------------------------------------------------- the state directory (issue 31)

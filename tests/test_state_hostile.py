@@ -24,7 +24,7 @@ def _fresh() -> tuple[CounterStore, Detector]:
     return CounterStore(history=4, stale_after=600.0), Detector([LinkFlapRule()])
 
 
-def _good_snapshot() -> dict:
+def _good_snapshot() -> state.Snapshot:
     """A real snapshot: one series and one active finding, saved now."""
     store, det = _fresh()
     t = time.time() - 20
@@ -52,8 +52,8 @@ def _load(tmp_path, caplog, raw: bytes) -> str:
 
 def _finding_with(**change) -> bytes:
     snap = _good_snapshot()
-    snap["findings"][0].update(change)
-    return gzip.compress(json.dumps(snap).encode())
+    snap.meta["findings"][0].update(change)
+    return state.encode(snap)
 
 
 def test_the_good_snapshot_loads(tmp_path):
@@ -74,8 +74,8 @@ def test_nesting_deeper_than_the_format_allows(tmp_path, caplog):
     deep: list = []
     for _ in range(40):
         deep = [deep]
-    snap["findings"][0]["evidence"] = {"x": deep}
-    assert "nested deeper" in _load(tmp_path, caplog, gzip.compress(json.dumps(snap).encode()))
+    snap.meta["findings"][0]["evidence"] = {"x": deep}
+    assert "nested deeper" in _load(tmp_path, caplog, state.encode(snap))
 
 
 def test_a_list_as_priority(tmp_path, caplog):
@@ -92,8 +92,8 @@ def test_a_lone_surrogate_in_a_finding_device(tmp_path, caplog):
 
 def test_a_lone_surrogate_in_a_series_device(tmp_path, caplog):
     snap = _good_snapshot()
-    snap["ports"][0][0] = "sw\udfff"
-    assert "lone surrogate" in _load(tmp_path, caplog, gzip.compress(json.dumps(snap).encode()))
+    snap.meta["ports"][0][0] = "sw\udfff"
+    assert "lone surrogate" in _load(tmp_path, caplog, state.encode(snap))
 
 
 def test_an_unknown_severity(tmp_path, caplog):
@@ -102,12 +102,65 @@ def test_an_unknown_severity(tmp_path, caplog):
 
 def test_non_finite_numbers_in_a_series(tmp_path, caplog):
     snap = _good_snapshot()
-    snap["ports"][0][4][0][6] = float("nan")  # total
-    assert "finite number" in _load(tmp_path, caplog, gzip.compress(json.dumps(snap).encode()))
+    snap.columns["total"][0] = float("nan")
+    assert "finite number" in _load(tmp_path, caplog, state.encode(snap))
+
+
+@pytest.mark.parametrize("saved_at", [float("nan"), float("inf"), -1.0, 1e18, "yesterday"])
+def test_a_saved_at_that_is_not_a_time(tmp_path, caplog, saved_at):
+    snap = _good_snapshot()
+    snap.meta["saved_at"] = saved_at
+    assert "saved_at must be a Unix time" in _load(tmp_path, caplog, state.encode(snap))
+
+
+@pytest.mark.parametrize("change", [
+    lambda s: s.columns.__setitem__("total", s.columns["total"][:1]),  # a column of the wrong length
+    lambda s: s.meta["ports"][0].__setitem__(4, 7),  # a layout that does not exist
+    lambda s: s.meta["keys"].__setitem__(0, ["x"]),  # a key without sub-labels
+])
+def test_inconsistent_columns_and_layouts(tmp_path, caplog, change):
+    snap = _good_snapshot()
+    change(snap)
+    assert "ignoring saved state" in _load(tmp_path, caplog, state.encode(snap))
+
+
+def test_a_column_cut_short(tmp_path, caplog):
+    data = gzip.decompress(state.encode(_good_snapshot()))
+    assert "cut short" in _load(tmp_path, caplog, gzip.compress(data[:-5]))
+
+
+def test_a_version_1_file_still_loads(tmp_path):
+    """The previous release wrote the whole store as one JSON document: an upgrade keeps it."""
+    store, _det = _fresh()
+    t = time.time() - 20
+    store.update([Sample("sw1", "3", "tx_bytes", 7, bits=32)], t, target="snmp-sw1")
+    doc = {"format": "fabricmon-state", "version": 1, "saved_at": t, "findings": [], **store.save()}
+    path = state.state_path(tmp_path)
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    store2, det2 = _fresh()
+    assert state.load_into(path, store2, det2) is True
+    assert store2.get("sw1", "3", "tx_bytes").value == 7
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_a_state_path_that_is_not_a_regular_file_is_refused_at_once(tmp_path, caplog, kind):
+    """Issue 32: a FIFO as the state file hung start-up before /healthz, logging nothing."""
+    path = state.state_path(tmp_path)
+    if kind == "fifo":
+        os.mkfifo(path)  # nobody ever writes to it: an open() for reading would block for ever
+    elif kind == "device":
+        os.symlink("/dev/zero", path)
+    else:
+        path.mkdir()
+    store, det = _fresh()
+    with caplog.at_level(logging.WARNING, logger="fabricmon.agent.state"):
+        assert state.load_into(path, store, det) is False
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert str(path) in warning and "not a regular file" in warning
 
 
 def test_a_gzip_bomb_stops_at_the_size_cap(tmp_path, caplog, monkeypatch):
-    # The mechanism at a small cap (the real cap is 256 MiB): 64 MiB of zeros in ~64 KB of gzip.
+    # The mechanism at a small cap (the real cap is 1 GiB): 64 MiB of zeros in ~64 KB of gzip.
     monkeypatch.setattr(state, "MAX_FILE_BYTES", 1 << 20)
     raw = gzip.compress(b"0" * (64 << 20), compresslevel=9)
     assert len(raw) < 1 << 20
@@ -117,6 +170,8 @@ def test_a_gzip_bomb_stops_at_the_size_cap(tmp_path, caplog, monkeypatch):
 def test_truncated_gzip(tmp_path, caplog):
     raw = state.encode(_good_snapshot())
     assert "corrupt state file" in _load(tmp_path, caplog, raw[: len(raw) // 2])
+    caplog.clear()
+    assert "truncated" in _load(tmp_path, caplog, raw[:-9])  # only the gzip trailer missing
 
 
 async def test_a_planted_symlink_at_the_temp_name_fails_the_save_and_is_counted(tmp_path, monkeypatch):
@@ -144,11 +199,12 @@ def test_stale_temp_files_are_removed_at_start(tmp_path):
     assert not stale.exists() and other.exists()
 
 
-@pytest.mark.parametrize("ports", [{"not": "a list"}, [["d", "p", "t", 1.0, [["c", [], 1, 99, False, 1.0, 1, 1, None, []]]]]])
+@pytest.mark.parametrize("ports", [{"not": "a list"}, [["d", "p", "t", 1.0, [["c", [], 1, 99, False, 1.0, 1, 1, None, []]]]],
+                                   [[1, "p", "t", 1.0, 0]], [["d", "p", "t", float("nan"), 0]]])
 def test_ill_typed_series_records(tmp_path, caplog, ports):
     snap = _good_snapshot()
-    snap["ports"] = ports
-    assert "malformed state content" in _load(tmp_path, caplog, gzip.compress(json.dumps(snap).encode()))
+    snap.meta["ports"] = ports
+    assert "malformed state content" in _load(tmp_path, caplog, state.encode(snap))
 
 
 async def test_save_error_metric_is_exported(tmp_path):
@@ -161,3 +217,12 @@ async def test_save_error_metric_is_exported(tmp_path):
     assert keeper.status().save_errors == 2
     text = render(keeper.families())[0].decode()
     assert "fabricmon_state_save_errors_total 2" in text
+
+
+def test_an_empty_store_round_trips(tmp_path):
+    """A version 2 file with no series has no column bytes after its header: still version 2."""
+    path = state.state_path(tmp_path)
+    store, det = _fresh()
+    state.save(path, store, det)
+    assert isinstance(state.read(path), state.Snapshot)
+    assert state.load_into(path, *_fresh()) is True

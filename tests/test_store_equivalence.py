@@ -232,6 +232,10 @@ def test_columnar_store_matches_the_reference_on_random_runs(block: int) -> None
                         fresh_new.restore(state_new, now)
                 else:
                     assert n_old == fresh_new.restore(state_new, now), where
+                    # The state file's columnar image restores to the same store as the dict form.
+                    from_image = make(new, bounds, stale)
+                    assert n_old == from_image.restore_image(cur.image(), now), where
+                    assert_stores_agree(fresh_old, from_image, f"{where} (image)")
                     old, cur = fresh_old, fresh_new
             assert_stores_agree(old, cur, where)
             if old.ports and rng.random() < 0.5:

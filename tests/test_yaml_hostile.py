@@ -76,6 +76,33 @@ def test_duplicate_keys_are_errors_not_last_wins():
     assert p == "f.yml:4:3: global.poll_interval: duplicate key 'poll_interval' (first at line 2)"
 
 
+def test_every_duplicate_key_is_reported():
+    """Issue 32: a file with three duplicate keys reported only the first."""
+    text = "global:\n  poll_interval: 10s\n  poll_interval: 1d\nweb:\n  listen_address: :1\n  listen_address: :2\nglobal: {}\n"
+    with pytest.raises(ConfigError) as exc:
+        load_text(text, "f.yml")
+    assert exc.value.problems == [
+        "f.yml:3:3: global.poll_interval: duplicate key 'poll_interval' (first at line 2)",
+        "f.yml:6:3: web.listen_address: duplicate key 'listen_address' (first at line 5)",
+        "f.yml:7:1: global: duplicate key 'global' (first at line 1)",
+    ]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_check_config_of_a_fifo_or_a_device_is_an_error_at_once(tmp_path, capsys, kind):
+    """Issue 32: `check-config` of a FIFO hung for ever (open() waits for a writer)."""
+    import os
+
+    path = tmp_path / "f.yml"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        os.symlink("/dev/zero", path)
+    assert main(["check-config", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"{path}: cannot read config: it is a" in err and "not a regular file" in err
+
+
 def test_deep_nesting_is_an_error():
     p = one_problem("rules: " + "[" * 5000 + "]" * 5000 + "\n")
     assert p.startswith("f.yml:") and ("nesting too deep" in p or "invalid YAML" in p), p
@@ -85,7 +112,7 @@ def test_file_size_is_capped_before_reading_it_all(tmp_path, capsys):
     path = tmp_path / "big.yml"
     path.write_bytes(b"# padding\n" * (MAX_CONFIG_BYTES // 10 + 1))
     assert main(["check-config", str(path)]) == 1
-    assert f"{path}: config file is larger than {MAX_CONFIG_BYTES >> 20} MiB; refused" in capsys.readouterr().err
+    assert f"{path}: config is larger than {MAX_CONFIG_BYTES >> 20} MiB; refused" in capsys.readouterr().err
 
 
 async def test_reload_parses_off_the_event_loop(tmp_path, monkeypatch):

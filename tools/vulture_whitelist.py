@@ -26,3 +26,11 @@ exitstatus
 _.exitstatus
 # aiohttp reads web_response.SERVER_SOFTWARE for every response's Server header (agent/exporter/connections.py).
 _.SERVER_SOFTWARE
+# io.RawIOBase protocol of the recording reader's gzip member stream (agent/recording.py), called by io.BufferedReader.
+readable
+readinto
+# Imported by the fake commands of tests/fakebin_faults (executables without a .py name).
+spawn
+# asyncio.DatagramProtocol callbacks of the hostile SNMP agent (tests/snmp_hostile.py), called by the event loop.
+connection_made
+datagram_received

@@ -14,16 +14,29 @@ replaces every resolved secret, every header value registered with :func:`rememb
 the CLI installs it on the root handlers, and HTTP error text is redacted the same way
 before it reaches a target's ``last_error``, the API, the landing page or a recording.
 
+**Every encoding.** A device echoes what it received in its own encoding: a JSON error body
+has ``p@ss\\"w\\\\rd`` for ``p@ss"w\\rd``, a form echo ``p%40ss%22w%5Crd``, an HTML page
+``p@ss&quot;w\\rd``. Each known value is registered with the forms a device may write it in
+(:func:`encodings`: literal, JSON-escaped with and without ``\\/`` and ``\\uXXXX``, URL-encoded
+in its common variants, HTML-escaped with named and numeric entities, base64 standard and
+URL-safe), and each of those once more JSON-escaped, since a stored message is JSON (the API,
+a recording line). :func:`redact` replaces all of them, longest first; :func:`redact_bytes` does
+the same on an encoded recording line.
+
 A ``<name>_file`` must be a regular file: a FIFO would block the read forever and a
 device could be anything, so both are refused without being opened for reading.
 """
 
 from __future__ import annotations
 
+import base64
+import html
+import json
 import logging
 import os
 import re
 import stat
+import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -31,7 +44,14 @@ log = logging.getLogger(__name__)
 
 _warned_modes: set[str] = set()
 _known_values: set[str] = set()  # revealed secrets, for RedactFilter (values only; never logged)
+_forms: list[str] = []  # every encoding of every known value, longest first (see encodings())
+_forms_bytes: list[bytes] = []
 REDACTED = "***"
+# redact_bytes (a whole recorded line, device data included) cuts out secrets of at least this
+# many characters only: a shorter one (an SNMP community "public" or "cisco") is too likely an
+# ordinary word of the data (a sysDescr, a target named after its community) to be cut out of
+# what a device sent. Messages, log lines and pages (redact) lose every secret whatever its length.
+MIN_PAYLOAD_SECRET = 8
 MAX_SECRET_FILE_BYTES = 64 * 1024  # a password, token or community string; anything bigger is not a secret file
 # An HTTP credential written out: `Basic <base64>`, `Bearer <token>` (RFC 7617, RFC 6750 token68 syntax).
 _CREDENTIAL_TOKEN = re.compile(r"\b(Basic|Bearer|Token)\s+[A-Za-z0-9\-._~+/]{4,}=*", re.IGNORECASE)
@@ -127,27 +147,80 @@ def resolve(options: Any, name: str, warn: Callable[[str], None] | None = None) 
         value = inline.reveal() if isinstance(inline, Secret) else str(inline)
     else:
         return None
-    if len(value) >= 4:
-        _known_values.add(value)
+    _know(value)
     return Secret(value)
 
 
 def remember(value: str) -> None:
     """Register a credential derived from a secret (an ``Authorization`` header value) for :func:`redact`."""
-    if len(value) >= 4:
-        _known_values.add(value)
+    _know(value)
+
+
+def _know(value: str) -> None:
+    global _forms, _forms_bytes
+    if len(value) < 4 or value in _known_values:
+        return
+    _known_values.add(value)
+    forms = {f for v in _known_values for f in encodings(v)}
+    _forms = sorted(forms, key=lambda f: (-len(f), f))
+    long_forms = {f for v in _known_values if len(v) >= MIN_PAYLOAD_SECRET for f in encodings(v)}
+    _forms_bytes = [f.encode("utf-8", "backslashreplace") for f in sorted(long_forms, key=lambda f: (-len(f), f))]
+
+
+def _json_forms(v: str) -> set[str]:
+    inner = json.dumps(v)[1:-1]  # \uXXXX for non-ASCII
+    plain = json.dumps(v, ensure_ascii=False)[1:-1]
+    return {inner, plain, inner.replace("/", "\\/"), plain.replace("/", "\\/")}
+
+
+def encodings(value: str) -> set[str]:
+    """The forms ``value`` may take in what a device sends back and in what fabricmon stores (see the module docstring)."""
+    raw = value.encode("utf-8", "surrogatepass")
+    first: set[str] = {value, *_json_forms(value)}
+    for safe in ("", "/"):
+        q = urllib.parse.quote(value, safe=safe)
+        first |= {q, q.lower() if "%" in q else q, urllib.parse.quote_plus(value, safe=safe)}
+    first |= {html.escape(value), html.escape(value, quote=False),
+              html.escape(value).replace("&quot;", "&#34;").replace("&#x27;", "&#39;"),
+              html.escape(value).replace("&quot;", "&#x22;")}
+    for enc in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
+        text = enc.decode()
+        first |= {text, text.rstrip("=")}
+    out = set(first)
+    for form in first:
+        out |= _json_forms(form)
+    return {f for f in out if len(f) >= 4}
 
 
 def redact(text: str) -> str:
-    """``text`` with every known secret and every ``Basic``/``Bearer`` credential token replaced by ``***``."""
-    for value in _known_values:
-        if value in text:
-            text = text.replace(value, REDACTED)
+    """``text`` with every known secret (in every encoding, see :func:`encodings`) and every
+    ``Basic``/``Bearer`` credential token replaced by ``***``."""
+    for form in _forms:
+        if form in text:
+            text = text.replace(form, REDACTED)
     return _CREDENTIAL_TOKEN.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
 
 
+def redact_bytes(data: bytes) -> bytes:
+    """:func:`redact` for encoded text (a recording line), secrets of MIN_PAYLOAD_SECRET
+    characters and more: each form is searched in C."""
+    for form in _forms_bytes:
+        if form in data:
+            data = data.replace(form, b"***")
+    return data
+
+
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (ESC, CR, NUL, newline, C1...) written as ``\\xNN``: a
+    device's error body can neither forge a log line nor drive the operator's terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text) if _CONTROL.search(text) else text
+
+
 class RedactFilter(logging.Filter):
-    """Applies :func:`redact` to log records (message and traceback text).
+    """Applies :func:`redact` and :func:`printable` to log records (message and traceback text).
 
     Install it on handlers: ``handler.addFilter(RedactFilter())``. It formats the record's
     message once (``record.msg``/``args`` become the redacted text).
@@ -158,7 +231,7 @@ class RedactFilter(logging.Filter):
             msg = record.getMessage()
         except Exception:  # a broken format string: let logging report it as usual
             return True
-        redacted = redact(msg)
+        redacted = printable(redact(msg))
         if redacted != msg:
             record.msg, record.args = redacted, None
         if record.exc_info and not record.exc_text:

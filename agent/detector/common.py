@@ -16,6 +16,7 @@ from typing import Any
 
 from fabricmon.agent.detector.base import ExportedGauge
 from fabricmon.agent.store import PortEntry, PortKey, Series
+from fabricmon.core.slicing import sorted_in_slices
 
 LINK_UP = ("link_up", ())
 LINK_SPEED = ("link_speed_bytes", ())
@@ -185,5 +186,5 @@ class RatioGauge:
             self.values[key] = 0.0
 
     def metric(self) -> ExportedGauge:
-        return ExportedGauge(self.name, self.help, self.labels, sorted(self.values.items()))
+        return ExportedGauge(self.name, self.help, self.labels, sorted_in_slices(self.values.items()))  # a value per port
 

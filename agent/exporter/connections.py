@@ -23,6 +23,22 @@ a connection is closed after :data:`MAX_REQUESTS_PER_CONNECTION` requests.
 
 Overload is logged once per :data:`OVERLOAD_LOG_INTERVAL_S` with counts, never per
 connection; the counts are exported (``fabricmon_http_connections*``).
+
+**Eviction.** The caps alone let an attacker keep every slot: 4 addresses x 64 half-sent
+requests filled the 256 slots and every real scrape was reset for 40 s (issue 32). A slot
+held by a connection that has not sent a whole request (headers not complete yet, or idle
+between kept-alive requests) is cheap to give back: when a new connection arrives at a full
+cap, the oldest such connection of the address holding the most of them is closed to make
+room (at the per-address cap: the oldest one of that address). A connection whose request is
+being answered is never evicted. So a scrape that sends its request at once always gets
+through, however many slow connections there are; the slow ones are cut, as they would be
+by the header timeout anyway.
+
+**Malformed requests** (a bad request line, a bad header, a TLS hello on the plain port) are
+answered 400 by aiohttp, which also logged a traceback for each (3,000 bad requests wrote
+3,007 tracebacks, 1.8 MB). :class:`BadRequestLog` turns them into one line per cause, at
+most once per :data:`OVERLOAD_LOG_INTERVAL_S` with the count since the last line, and counts
+them (``fabricmon_http_bad_requests_total{cause}``).
 """
 
 from __future__ import annotations
@@ -38,7 +54,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import web, web_response
+from aiohttp import http_exceptions, web, web_response
 from aiohttp.web_runner import BaseRunner, BaseSite
 
 from fabricmon.agent.exporter.exposition import Family, labels
@@ -80,8 +96,10 @@ class ConnectionStats:
     open: int = 0
     accepted: int = 0
     refused: dict[str, int] = field(default_factory=lambda: {"cap": 0, "per_address": 0})
+    evicted: int = 0
     handshake_failed: int = 0
     accept_errors: int = 0
+    bad_requests: dict[str, int] = field(default_factory=dict)  # cause -> count
 
     def families(self) -> list[Family]:
         """The listener's counters as exposition families (the live agent adds them to /metrics)."""
@@ -99,7 +117,13 @@ class ConnectionStats:
         handshake.add("", self.handshake_failed)
         errors = Family(f"{n}_http_accept_errors_total", "counter", "accept() failures, e.g. EMFILE when out of descriptors.")
         errors.add("", self.accept_errors)
-        return [open_, accepted, refused, handshake, errors]
+        evicted = Family(f"{n}_http_connections_evicted_total", "counter",
+                         "Connections closed to make room at a full cap because they had not sent a whole request.")
+        evicted.add("", self.evicted)
+        bad = Family(f"{n}_http_bad_requests_total", "counter", "Malformed requests answered 400, by cause (the parser's error).")
+        for cause, count in sorted(self.bad_requests.items()):
+            bad.add(labels((("cause", cause),)), count)
+        return [open_, accepted, refused, evicted, handshake, errors, bad]
 
 
 STATS = ConnectionStats()
@@ -122,6 +146,45 @@ class _OverloadLog:
             self.last, self.pending = now, {}
 
 
+class BadRequestLog(logging.Filter):
+    """On the ``aiohttp.server`` logger: a malformed request's "Error handling request" record
+    (with its traceback) becomes one line per cause and interval, without the traceback; every
+    other record passes unchanged (a handler's own bug keeps its traceback)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: dict[str, float] = {}
+        self.since: dict[str, int] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, http_exceptions.HttpProcessingError):
+            return True
+        cause = type(exc).__name__
+        STATS.bad_requests[cause] = STATS.bad_requests.get(cause, 0) + 1
+        self.since[cause] = self.since.get(cause, 0) + 1
+        now = time.monotonic()
+        if now - self.last.get(cause, -OVERLOAD_LOG_INTERVAL_S) < OVERLOAD_LOG_INTERVAL_S:
+            return False
+        n, self.since[cause], self.last[cause] = self.since[cause], 0, now
+        detail = " ".join(str(getattr(exc, "message", "") or "").split("\n")[:2]).strip().rstrip(":")[:120]
+        origin = record.getMessage().removeprefix("Error handling request")  # " from 127.0.0.1"
+        record.msg = "malformed HTTP request%s answered 400: %s%s (%d of this kind in the last %.0f s at most; logged once per %.0f s)"
+        record.args = (origin, cause, f": {detail}" if detail else "", n, OVERLOAD_LOG_INTERVAL_S, OVERLOAD_LOG_INTERVAL_S)
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.exc_info, record.exc_text = None, None
+        return True
+
+
+_BAD_REQUESTS = BadRequestLog()
+
+
+def _install_bad_request_log() -> None:
+    server_log = logging.getLogger("aiohttp.server")
+    if _BAD_REQUESTS not in server_log.filters:
+        server_log.addFilter(_BAD_REQUESTS)
+
+
 class _Listening:
     """What ``BaseRunner.addresses`` reads from a site: its listening sockets."""
 
@@ -131,6 +194,24 @@ class _Listening:
     def close(self) -> None:
         for sock in self.sockets:
             sock.close()
+
+
+@dataclass(eq=False)
+class _Conn:
+    """One served connection: its address, its aiohttp protocol once made, whether it was evicted."""
+
+    host: str
+    proto: Any = None
+    evicted: bool = False
+
+    def waiting(self) -> bool:
+        """True while no whole request is being answered or queued (connecting, headers in
+        progress, or idle between kept-alive requests): the connections eviction may close.
+        Reads two attributes of aiohttp's RequestHandler (3.9 to 3.14)."""
+        p = self.proto
+        if p is None:
+            return True
+        return not getattr(p, "_request_in_progress", True) and not getattr(p, "_messages", True)
 
 
 class GatedSite(BaseSite):
@@ -151,8 +232,10 @@ class GatedSite(BaseSite):
         self._open = 0
         self._closed: dict[Any, asyncio.Future[None]] = {}  # aiohttp RequestHandler -> resolved when it is lost
         self._requests: dict[Any, int] = {}
+        self._conns: dict[asyncio.Task, _Conn] = {}  # every connection served, in accept order
         assert runner.server is not None
         self._hook(runner.server)
+        _install_bad_request_log()
         # aiohttp fills in `Server: Python/3.x aiohttp/3.y` on every response, its own 400s included; the
         # module global is read per response and is used by the server side only (the client has its own copy).
         web_response.SERVER_SOFTWARE = SERVER_HEADER
@@ -242,17 +325,57 @@ class GatedSite(BaseSite):
                     await asyncio.sleep(_ACCEPT_ERROR_BACKOFF_S)
                 continue  # ECONNABORTED and friends: the client left before we took it
             host = str(addr[0])
-            if self._open >= self.max_connections:
-                self._refuse(conn, "cap", f"{self._open} connections open, cap {self.max_connections}")
-                continue
-            if self._per_address.get(host, 0) >= self.max_per_address:
+            if self._per_address.get(host, 0) >= self.max_per_address and not self._evict(host):
                 self._refuse(conn, "per_address", f"{host} has {self.max_per_address} connections open, the per-address cap")
+                continue
+            if self._open >= self.max_connections and not self._evict(None):
+                self._refuse(conn, "cap", f"{self._open} connections open, cap {self.max_connections}")
                 continue
             self._open += 1
             STATS.open += 1
             STATS.accepted += 1
             self._per_address[host] = self._per_address.get(host, 0) + 1
-            self._spawn(self._serve(conn, host))
+            entry = _Conn(host)
+            task = asyncio.get_running_loop().create_task(self._serve(conn, host, entry))
+            self._tasks.add(task)
+            self._conns[task] = entry
+            task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        self._conns.pop(task, None)
+
+    def _evict(self, host: str | None) -> bool:
+        """Close the oldest connection that has not sent a whole request: of ``host``, or of the
+        address holding the most such connections; False when there is none (every slot is
+        answering a request)."""
+        idle = [(task, c) for task, c in self._conns.items() if not c.evicted and (host is None or c.host == host) and c.waiting()]
+        if not idle:
+            return False
+        if host is None:
+            counts: dict[str, int] = {}
+            for _task, c in idle:
+                counts[c.host] = counts.get(c.host, 0) + 1
+            worst = max(counts, key=lambda h: counts[h])
+            idle = [(task, c) for task, c in idle if c.host == worst]
+        task, victim = idle[0]
+        victim.evicted = True
+        STATS.evicted += 1
+        self._overload.note("evicted (no whole request)", f"{self._open} connections open, cap {self.max_connections}")
+        transport = getattr(victim.proto, "transport", None) if victim.proto is not None else None
+        if transport is not None:
+            transport.abort()  # RST: the slot and its descriptor come back at once
+        else:
+            task.cancel()  # still in its TLS handshake
+        # Counted as gone now, so the new connection fits; the victim's own bookkeeping runs when it ends.
+        self._open -= 1
+        STATS.open -= 1
+        left = self._per_address.get(victim.host, 1) - 1
+        if left:
+            self._per_address[victim.host] = left
+        else:
+            self._per_address.pop(victim.host, None)
+        return True
 
     def _refuse(self, conn: socket.socket, why: str, detail: str) -> None:
         # SO_LINGER 0: reset instead of FIN, so no descriptor or TIME_WAIT state stays behind.
@@ -262,7 +385,7 @@ class GatedSite(BaseSite):
         STATS.refused[why] += 1
         self._overload.note(f"refused ({why.replace('_', '-')})", detail)
 
-    async def _serve(self, conn: socket.socket, host: str) -> None:
+    async def _serve(self, conn: socket.socket, host: str, entry: _Conn) -> None:
         loop = asyncio.get_running_loop()
         closed: asyncio.Future[None] = loop.create_future()
         server = self._runner.server
@@ -271,6 +394,7 @@ class GatedSite(BaseSite):
         def factory() -> Any:
             proto = server()
             self._closed[proto] = closed
+            entry.proto = proto
             return proto
 
         try:
@@ -286,11 +410,12 @@ class GatedSite(BaseSite):
                 return
             await closed
         finally:
-            self._open -= 1
-            STATS.open -= 1
-            left = self._per_address.get(host, 1) - 1
-            if left:
-                self._per_address[host] = left
-            else:
-                self._per_address.pop(host, None)
+            if not entry.evicted:  # an evicted connection was counted out when it was chosen
+                self._open -= 1
+                STATS.open -= 1
+                left = self._per_address.get(host, 1) - 1
+                if left:
+                    self._per_address[host] = left
+                else:
+                    self._per_address.pop(host, None)
 

@@ -21,14 +21,23 @@ Everything is protected, /healthz included, as the toolkit does.
 **Basic auth under attack.** bcrypt is slow on purpose (cost 10: about 0.1 s, cost 12: 0.4 s),
 so a flood of wrong passwords could keep the verifier busy and starve the real scraper:
 
-- A verified credential is cached (by SHA-256 of user, hash and password) and the cache
-  survives reloads: an entry is keyed by the user's bcrypt hash, so it stays valid exactly
-  while that hash is unchanged. A cached credential never waits for bcrypt.
+- A verified credential is cached under an HMAC-SHA256 (a key drawn at start, never stored)
+  of user, hash and password: the cache holds no fast-to-guess digest of a password, and it
+  survives reloads (an entry stays valid exactly while the user's hash is unchanged). A cached
+  credential never waits for bcrypt. Identical uncached credentials checked at once share one
+  bcrypt check.
 - Failed verifications are rate-limited per client address (:data:`FAILURE_BURST` at once,
   then one per :data:`FAILURE_REFILL_S`); beyond that the address gets 429 without any
-  bcrypt work. At most :data:`MAX_WAITING_CHECKS` uncached checks wait for the
-  :data:`BCRYPT_WORKERS` bcrypt threads; more get 503 at once, so a correct credential
-  waits for a bounded number of checks, never for a whole flood.
+  bcrypt work.
+- Uncached checks wait for the :data:`BCRYPT_WORKERS` bcrypt threads in a small priority
+  queue (:data:`MAX_WAITING_CHECKS` places), served by the reputation of the client's address
+  (IPv6 by /64): an address that has logged in before first, then an address with no recent
+  failure, then addresses that keep failing; within each, the address that asked for fewer
+  uncached checks lately (a decaying count, half-life :data:`PRESSURE_HALF_LIFE_S`) first.
+  When the queue is full, a better-placed check takes the place of the worst one, which
+  answers 503 at once. So a correct credential from a scraper's address never queues behind a
+  flood from other addresses, cold cache or not (a fresh start, a rotated hash): it waits for
+  at most the checks already running.
 - Timing does not tell users apart. Every uncached check costs as much as one check at the
   highest bcrypt cost configured: an unknown user is checked against a dummy hash of that
   cost, and a known user whose hash has a lower cost is padded (an ``asyncio.sleep``
@@ -38,7 +47,9 @@ so a flood of wrong passwords could keep the verifier busy and starve the real s
 
 **Reload.** The toolkit re-reads the file on every request; fabricmon re-reads it on reload
 (SIGHUP, ``POST /-/reload`` with ``--web.enable-lifecycle``), validated completely before anything changes: a broken file
-fails the reload and the previous settings stay. Users, headers and rate limit change at
+fails the reload and the previous settings stay. The file and the certificates it names are read
+like every file the agent reads (:mod:`fabricmon.core.files`: a FIFO or a device is refused at
+once, sizes are bounded), and in a thread (:meth:`WebSecurity.prepare`), never on the event loop. Users, headers and rate limit change at
 once. TLS: certificate, key, client CA, client_auth_type and versions change for new
 connections (the listening socket keeps one SSLContext whose ``sni_callback`` switches each
 handshake to the current context). Switching between plain HTTP and TLS needs a restart.
@@ -54,11 +65,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import hashlib
+import hmac
+import ipaddress
+import itertools
 import logging
+import os
 import re
 import ssl
 import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -68,6 +84,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fabricmon.agent.config import ConfigError, _compose, _problems
 from fabricmon.core.durations import Duration
+from fabricmon.core.files import FileRefused, checked_path, read_regular
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +112,12 @@ BCRYPT_WORKERS = 2  # threads verifying at once: bounds the CPU a flood of bad p
 MAX_WAITING_CHECKS = 8  # uncached checks queued behind them; more answer 503 at once
 FAILURE_BURST = 5  # wrong passwords an address may try at once (a human retyping, a misconfigured scraper)
 FAILURE_REFILL_S = 2.0  # then one try per 2 s: 30 per minute, far too few to guess a password
-_MAX_TRACKED_ADDRESSES = 4096  # per-address failure buckets kept; the oldest are forgotten first
+_MAX_TRACKED_ADDRESSES = 4096  # per-address failure buckets (and trusted addresses) kept; the oldest are forgotten first
+MAX_WEB_CONFIG_BYTES = 1 << 20  # users, headers, TLS paths: a few KB; 1 MiB holds over 10,000 users
+MAX_PEM_BYTES = 4 << 20  # a certificate chain, a key, or a client CA bundle (the Debian bundle is ~220 KB)
+# Priority classes of an uncached check (lower first): see the module docstring.
+TRUSTED, CLEAN, FAILING = 0, 1, 2
+PRESSURE_HALF_LIFE_S = 10.0  # how fast an address's count of recent uncached checks decays
 REALM_HEADER = 'Basic realm="fabricmon"'
 
 
@@ -205,14 +227,19 @@ def parse(text: str, path: str) -> WebConfigFile:
 
 def _read(path: str) -> WebConfigFile:
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise WebConfigError(f"{path}: cannot read web config: {exc.strerror or exc}") from None
+        raw = read_regular(path, MAX_WEB_CONFIG_BYTES, "web config")
+    except FileRefused as exc:
+        raise WebConfigError(str(exc)) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WebConfigError(f"{path}: web config is not UTF-8 text (byte {exc.start})") from None
     return parse(text, path)
 
 
 def build_ssl_context(tls: TLSServerConfig, path: str) -> ssl.SSLContext:
-    """A server SSLContext; errors name the web config file, the key and the file it points to."""
+    """A server SSLContext; errors name the web config file, the key and the file it points to.
+    The files are opened like every file the agent reads (no FIFO, no device, bounded size)."""
     base = Path(path).resolve().parent
 
     def rel(p: str) -> str:
@@ -224,14 +251,20 @@ def build_ssl_context(tls: TLSServerConfig, path: str) -> ssl.SSLContext:
     assert tls.cert_file and tls.key_file  # the model requires them
     cert, key = rel(tls.cert_file), rel(tls.key_file)
     try:
-        ctx.load_cert_chain(cert, key)
+        with checked_path(cert, MAX_PEM_BYTES, "certificate") as cert_p, checked_path(key, MAX_PEM_BYTES, "key") as key_p:
+            ctx.load_cert_chain(cert_p, key_p)
+    except FileRefused as exc:
+        raise WebConfigError(f"{path}: tls_server_config.cert_file/key_file: {exc}") from None
     except (OSError, ssl.SSLError) as exc:
         raise WebConfigError(f"{path}: tls_server_config.cert_file/key_file: cannot load {cert} with {key}: "
                              f"{getattr(exc, 'strerror', None) or exc}") from None
     if tls.client_ca_file:
         ca = rel(tls.client_ca_file)
         try:
-            ctx.load_verify_locations(cafile=ca)
+            with checked_path(ca, MAX_PEM_BYTES, "client CA file") as ca_p:
+                ctx.load_verify_locations(cafile=ca_p)
+        except FileRefused as exc:
+            raise WebConfigError(f"{path}: tls_server_config.client_ca_file: {exc}") from None
         except (OSError, ssl.SSLError) as exc:
             raise WebConfigError(f"{path}: tls_server_config.client_ca_file: cannot load {ca}: "
                                  f"{getattr(exc, 'strerror', None) or exc}") from None
@@ -268,6 +301,76 @@ def _sans(peercert: dict[str, Any] | None) -> set[str]:
     return {str(v) for _k, v in (peercert or {}).get("subjectAltName", ())}
 
 
+class _CheckQueue:
+    """At most ``workers`` checks at once; at most ``places`` waiting, served best first. A
+    waiter's rank is (class, the current pressure of its address, arrival): computed when it
+    matters, so an address that kept asking since it queued has dropped back meanwhile. A full
+    queue gives a newcomer's place to it when it ranks better than the worst waiter, which is
+    told "busy" at once."""
+
+    def __init__(self, workers: int, places: int, pressure: Callable[[str], float]) -> None:
+        self.workers, self.places = workers, places
+        self._pressure = pressure
+        self._running = 0
+        self._waiting: list[tuple[int, str, int, asyncio.Future[bool]]] = []  # (class, group, arrival, granted?)
+        self._seq = itertools.count()
+
+    def _rank(self, entry: tuple[int, str, int, asyncio.Future[bool]]) -> tuple[int, int, int]:
+        klass, group, seq, _fut = entry
+        return klass, int(self._pressure(group)).bit_length(), seq  # pressure 0, 1, 2-3, 4-7, ...
+
+    async def run(self, klass: int, group: str, check: Callable[[], Awaitable[bool]]) -> bool | None:
+        """``check()``'s result, or None when there was no place (answer 503)."""
+        if self._running >= self.workers or self._waiting:
+            entry = (klass, group, next(self._seq), asyncio.get_running_loop().create_future())
+            if len(self._waiting) >= self.places:
+                worst = max(self._waiting, key=self._rank)
+                if self._rank(entry) > self._rank(worst):
+                    return None
+                self._waiting.remove(worst)
+                worst[3].set_result(False)
+            self._waiting.append(entry)
+            try:
+                if not await entry[3]:
+                    return None  # pushed out by a better-placed check
+            except asyncio.CancelledError:
+                if entry in self._waiting:
+                    self._waiting.remove(entry)
+                elif entry[3].done() and not entry[3].cancelled() and entry[3].result():
+                    self._release()  # the slot was handed over as the client left
+                raise
+        else:
+            self._running += 1
+        try:
+            return await check()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        """Hand the slot to the best waiter, or free it."""
+        while self._waiting:
+            best = min(self._waiting, key=self._rank)
+            self._waiting.remove(best)
+            if not best[3].done():
+                best[3].set_result(True)
+                return
+        self._running -= 1
+
+
+def address_group(address: str) -> str:
+    """The unit an address's reputation is kept for: the address, or its /64 for IPv6 (one host
+    can hold a whole /64, so single IPv6 addresses are free to an attacker)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
 class WebSecurity:
     """The aiohttp middleware that enforces a web config, and owns the server's SSLContext."""
 
@@ -276,27 +379,44 @@ class WebSecurity:
         self.config = WebConfigFile()
         self.ssl_context: ssl.SSLContext | None = None  # the listening socket's context (fixed)
         self._current: ssl.SSLContext | None = None  # the context handshakes switch to
-        self._ok_cache: dict[bytes, None] = {}  # insertion-ordered: the oldest entry is evicted first
+        self._key = os.urandom(32)  # HMAC key of the credential cache: in memory only, new at every start
+        self._ok_cache: OrderedDict[bytes, None] = OrderedDict()  # least recently used first
+        self._inflight: dict[bytes, asyncio.Future[bool | None]] = {}  # one bcrypt check per credential at a time
         self._bucket: _Bucket | None = None
-        self._bcrypt_slots = asyncio.Semaphore(BCRYPT_WORKERS)
-        self._waiting = 0
+        self._queue = _CheckQueue(BCRYPT_WORKERS, MAX_WAITING_CHECKS, self._pressure_of)
         self._failures: dict[str, _Bucket] = {}
+        self._trusted: OrderedDict[str, None] = OrderedDict()  # address groups that logged in before
+        self._pressure: OrderedDict[str, tuple[float, float]] = OrderedDict()  # group -> (recent uncached checks, when)
         self._dummy = ""  # a hash of the highest configured cost, for unknown users
         self._check_s: dict[int, float] = {}  # measured seconds of one check, per bcrypt cost
         self.reload(initial=True)
 
     # ------------------------------------------------------------------ (re)load
-    def reload(self, initial: bool = False) -> None:
-        """Read and validate the file, then switch to it; WebConfigError keeps the old settings."""
+    def prepare(self, initial: bool = False) -> Callable[[], None]:
+        """Read and validate the file and load its certificates (file I/O: call it in a thread, never
+        on the event loop); returns the commit that switches to it (call it on the loop).
+        WebConfigError keeps the old settings."""
         cfg = _read(self.path)
         ctx = build_ssl_context(cfg.tls_server_config, self.path) if cfg.tls_server_config else None
         if not initial and (ctx is None) != (self.ssl_context is None):
             raise WebConfigError(f"{self.path}: tls_server_config was {'added' if ctx else 'removed'}: "
                                  "switching between HTTP and HTTPS needs a restart")
+        dummy = _dummy_hash(max((_cost(h) for h in cfg.basic_auth_users.values()), default=4))
+
+        def commit() -> None:
+            self._commit(cfg, ctx, dummy, initial)
+
+        return commit
+
+    def reload(self, initial: bool = False) -> None:
+        """:meth:`prepare` and commit at once (start-up, tests)."""
+        self.prepare(initial)()
+
+    def _commit(self, cfg: WebConfigFile, ctx: ssl.SSLContext | None, dummy: str, initial: bool) -> None:
         self.config = cfg
         # The credential cache is kept: its keys contain the user's hash, so a changed hash or a removed
         # user simply stops matching (and `known` is checked first).
-        self._dummy = _dummy_hash(max((_cost(h) for h in cfg.basic_auth_users.values()), default=4))
+        self._dummy = dummy
         self._bucket = _Bucket(cfg.rate_limit.interval, cfg.rate_limit.burst) if cfg.rate_limit else None
         if ctx is not None:
             if self.ssl_context is None:
@@ -351,7 +471,7 @@ class WebSecurity:
         return await handler(request)
 
     async def _authorized(self, header: str, address: str) -> Literal["ok", "denied", "limited", "busy"]:
-        """Cached credentials first; then the per-address failure limit; then a bounded bcrypt queue."""
+        """Cached credentials first; then the per-address failure limit; then the bcrypt queue."""
         scheme, _, encoded = header.partition(" ")
         if scheme.lower() != "basic":
             return "denied"
@@ -364,31 +484,49 @@ class WebSecurity:
         users = self.config.basic_auth_users
         known = user in users
         hashed = users[user] if known else self._dummy
-        key = hashlib.sha256(b"\0".join((user.encode(), hashed.encode(), password.encode()))).digest()
+        key = hmac.digest(self._key, b"\0".join((user.encode(), hashed.encode(), password.encode())), "sha256")
+        group = address_group(address)
         if known and key in self._ok_cache:
+            self._ok_cache.move_to_end(key)
             return "ok"
-        bucket = self._failures.get(address)
+        bucket = self._failures.get(group)
         if bucket is not None and not bucket.available():
             return "limited"
-        if self._waiting >= MAX_WAITING_CHECKS:
+        pending = self._inflight.get(key)
+        if pending is None:
+            failing = bucket is not None and bucket.tokens < bucket.burst  # failed recently (the bucket refills)
+            klass = TRUSTED if group in self._trusted else FAILING if failing else CLEAN
+            self._pressed(group)
+            pending = self._inflight[key] = asyncio.ensure_future(self._queue.run(klass, group, lambda: self._check(password, hashed)))
+            pending.add_done_callback(lambda _f: self._inflight.pop(key, None))
+        ok = await asyncio.shield(pending)  # a client that leaves does not cancel the check others wait for
+        if ok is None:
             return "busy"
-        self._waiting += 1
-        try:
-            await self._bcrypt_slots.acquire()
-        finally:
-            self._waiting -= 1
-        try:
-            ok = await self._check(password, hashed)
-        finally:
-            self._bcrypt_slots.release()
-        ok = ok and known
-        if ok:
-            if len(self._ok_cache) >= _CACHE_MAX:
-                self._ok_cache.pop(next(iter(self._ok_cache)))
-            self._ok_cache[key] = None
+        if ok and known:
+            if key not in self._ok_cache:
+                self._ok_cache[key] = None
+                if len(self._ok_cache) > _CACHE_MAX:
+                    self._ok_cache.popitem(last=False)
+            self._trusted[group] = None
+            self._trusted.move_to_end(group)
+            if len(self._trusted) > _MAX_TRACKED_ADDRESSES:
+                self._trusted.popitem(last=False)
             return "ok"
-        self._failed(address)
+        self._failed(group)
         return "denied"
+
+    def _pressure_of(self, group: str) -> float:
+        """The uncached checks ``group`` asked for lately (decayed), this one not counted."""
+        value, t = self._pressure.get(group, (1.0, time.monotonic()))
+        return max(0.0, value * 0.5 ** ((time.monotonic() - t) / PRESSURE_HALF_LIFE_S) - 1.0)
+
+    def _pressed(self, group: str) -> None:
+        """Count one more uncached check of ``group``."""
+        now = time.monotonic()
+        value, t = self._pressure.pop(group, (0.0, now))
+        self._pressure[group] = (value * 0.5 ** ((now - t) / PRESSURE_HALF_LIFE_S) + 1.0, now)
+        if len(self._pressure) > _MAX_TRACKED_ADDRESSES:
+            self._pressure.popitem(last=False)
 
     async def _check(self, password: str, hashed: str) -> bool:
         """One bcrypt check in a thread, padded to the duration of a check at the highest configured cost."""
@@ -454,3 +592,7 @@ class _ReloadableMiddleware:
 
     def reload(self) -> None:
         self.security.reload()
+
+    def prepare(self) -> Callable[[], None]:
+        """Read the file in the caller's thread; the returned commit switches to it (see WebSecurity.prepare)."""
+        return self.security.prepare()

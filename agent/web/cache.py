@@ -7,12 +7,20 @@ and paced like ``/metrics``; a request then slices pre-serialised findings (a pa
 ``?limit=`` items) or serves a cached page. Per-finding and per-target pages, and ``/fabric``
 (whose picture of the whole fabric is the costly one), are rendered on first request and kept
 until the next pass.
+
+With the live agent's pipeline worker (agent/worker.py), those page renders are jobs on the
+worker, not on the event loop: concurrent requests for one page share one render (60 parallel
+GETs of ``/findings/<id>`` cost one render, and ``/healthz`` is answered meanwhile), and at most
+:data:`MAX_PENDING_PAGES` different pages wait for the worker (more answer 503 at once), so a
+flood of page requests cannot queue unbounded work in front of the polls.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fabricmon.agent.jobs.page import job_page
@@ -23,6 +31,7 @@ from fabricmon.core.model import Finding
 
 if TYPE_CHECKING:
     from fabricmon.agent.pipeline import Pipeline
+    from fabricmon.agent.worker import PipelineWorker
 
 # /api/findings page size when ?limit= is not given, and the largest allowed: a page of
 # 1,000 findings is about 0.5 MB of JSON, built by joining pre-serialised items.
@@ -30,12 +39,19 @@ DEFAULT_LIMIT = 1000
 MAX_LIMIT = 10_000
 PAGE_CACHE = 256  # per-finding and per-target pages kept between passes
 DURATIONS_KEPT = 60  # poll durations drawn per target
+MAX_PENDING_PAGES = 16  # different pages waiting for the pipeline worker at once; more answer 503
+
+
+class Busy(Exception):
+    """Too many page renders waiting for the pipeline worker: answer 503, try again."""
 
 
 class WebCache:
-    def __init__(self, pipeline: Pipeline, demo: bool = False) -> None:
+    def __init__(self, pipeline: Pipeline, demo: bool = False, worker: PipelineWorker | None = None) -> None:
         self.pipeline = pipeline
         self.demo = demo
+        self.worker = worker
+        self._pending: dict[str, asyncio.Future[bytes]] = {}  # page renders on the worker, by page
         self.generation = -1  # the pipeline generation the pages below were rendered at
         self.summary = b""
         self.findings: list[Finding] = []  # the active findings of the last pass
@@ -60,8 +76,8 @@ class WebCache:
         self._record_durations()
         self.summary = views.summary_page(p, findings, self.demo).encode()
         self.findings = findings
-        self._pages.clear()
         self.generation = p.generation
+        self._pages = OrderedDict()  # a new dict, not clear(): the loop may be reading the old one
 
     def _record_durations(self) -> None:
         for name, s in self.pipeline.targets.items():
@@ -78,44 +94,87 @@ class WebCache:
         chunk = items[(page - 1) * limit: page * limit]
         return ("[\n" + ",\n".join(chunk) + "\n]\n").encode() if chunk else b"[]\n", len(items)
 
-    def fabric(self) -> bytes:
+    async def fabric(self) -> bytes:
         """``/fabric``, built on its first request after a pass: its picture of every switch and
         cable costs most of a render on a large fabric (0.7 s at 100,000 ports), which a poll
         should not pay when nobody looks."""
-        return self._cached("fabric", lambda: views.fabric_page(self.pipeline, self.findings, self.demo))
+        return await self._cached("fabric", lambda: views.fabric_page(self.pipeline, self.findings, self.demo))
 
-    def finding(self, fid: str) -> bytes | None:
+    async def finding(self, fid: str) -> bytes | None:
         f = self.by_id.get(fid)
         if f is None:
             return None
-        return self._cached("f:" + fid, lambda: views.finding_page(self.pipeline, f, self.pool, self.demo))
+        pool = self.pool
+        return await self._cached("f:" + fid, lambda: views.finding_page(self.pipeline, f, pool, self.demo))
 
-    def target(self, name: str) -> bytes | None:
+    async def target(self, name: str) -> bytes | None:
+        if name not in self._polls and name not in self.pipeline.specs:
+            return None
+        try:
+            return await self._cached("t:" + name, lambda: self._target_page(name))
+        except KeyError:  # the target left the config meanwhile
+            return None
+
+    def _target_page(self, name: str) -> str:
         s = self.pipeline.targets.get(name)
         if s is None:
+            raise KeyError(name)
+        return views.target_page(self.pipeline, s, list(self.durations.get(name, ())), self.demo)
+
+    async def job(self, name: str) -> bytes | None:
+        """``/jobs/<id>``: None when no job source knows the job. Built like every page (on the
+        worker when there is one), kept until the next pass."""
+        try:
+            return await self._cached("j:" + name, lambda: self._job_page(name))
+        except KeyError:
             return None
-        return self._cached("t:" + name, lambda: views.target_page(self.pipeline, s, list(self.durations.get(name, ())), self.demo))
 
-    def job(self, name: str) -> bytes | None:
-        """``/jobs/<id>``: None when no job source knows the job."""
-        key = "j:" + name
-        if key in self._pages:
-            self._pages.move_to_end(key)
-            return self._pages[key]
+    def _job_page(self, name: str) -> str:
         v = job_view(self.pipeline, name)
-        return None if v is None else self._cached(key, lambda: job_page(v, self.demo))
+        if v is None:
+            raise KeyError(name)
+        return job_page(v, self.demo)
 
-    def job_json(self, name: str, window: float | None = None) -> bytes | None:
+    async def job_json(self, name: str, window: float | None = None) -> bytes | None:
         """``/api/jobs/<id>``: the job view as JSON (what ``fabricmon job --json`` prints)."""
-        v = job_view(self.pipeline, name, window)
-        return None if v is None else (json.dumps(v, indent=1) + "\n").encode()
+        try:
+            return await self._cached(f"J:{window}:{name}", lambda: self._job_json(name, window))
+        except KeyError:
+            return None
 
-    def _cached(self, key: str, build) -> bytes:
-        body = self._pages.get(key)
-        if body is None:
-            body = self._pages[key] = build().encode()
+    def _job_json(self, name: str, window: float | None) -> str:
+        v = job_view(self.pipeline, name, window)
+        if v is None:
+            raise KeyError(name)
+        return json.dumps(v, indent=1) + "\n"
+
+    async def _cached(self, key: str, build: Callable[[], str]) -> bytes:
+        """The page from the cache, else rendered (on the worker when there is one) and kept."""
+        pages = self._pages
+        body = pages.get(key)
+        if body is not None:
+            if key in pages:
+                pages.move_to_end(key)
+            return body
+        if self.worker is None:
+            return self._keep(key, self.generation, build().encode())
+        pending = self._pending.get(key)
+        if pending is None:
+            if len(self._pending) >= MAX_PENDING_PAGES:
+                raise Busy()
+            generation = self.generation
+            pending = self._pending[key] = asyncio.wrap_future(self.worker.submit(lambda: build().encode(), mutates=False))
+            pending.add_done_callback(lambda f: self._done(key, generation, f))
+        return await asyncio.shield(pending)
+
+    def _done(self, key: str, generation: int, fut: asyncio.Future[bytes]) -> None:
+        self._pending.pop(key, None)
+        if not fut.cancelled() and fut.exception() is None:
+            self._keep(key, generation, fut.result())
+
+    def _keep(self, key: str, generation: int, body: bytes) -> bytes:
+        if generation == self.generation:  # not a page of a pass that has been replaced meanwhile
+            self._pages[key] = body
             if len(self._pages) > PAGE_CACHE:
                 self._pages.popitem(last=False)
-        else:
-            self._pages.move_to_end(key)
         return body

@@ -8,11 +8,12 @@ follow. ``?ended=1`` appends recently ended findings after the active ones.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from importlib import resources
 
 from aiohttp import web
 
-from fabricmon.agent.web.cache import DEFAULT_LIMIT, MAX_LIMIT, WebCache
+from fabricmon.agent.web.cache import DEFAULT_LIMIT, MAX_LIMIT, Busy, WebCache
 
 REFRESH_JS = resources.files("fabricmon.agent.web").joinpath("static/refresh.js").read_bytes()
 
@@ -26,37 +27,45 @@ def _int(request: web.Request, name: str, default: int, lo: int, hi: int) -> int
     return int(raw)
 
 
+def _busy() -> web.Response:
+    return web.Response(status=503, text="Service Unavailable: too many pages being rendered; try again\n", headers={"Retry-After": "1"})
+
+
 def register(app: web.Application, cache: WebCache) -> None:
     async def summary(request: web.Request) -> web.Response:
         return web.Response(body=cache.summary, content_type="text/html", charset="utf-8")
 
     async def fabric(request: web.Request) -> web.Response:
-        return web.Response(body=cache.fabric(), content_type="text/html", charset="utf-8")
+        try:
+            return web.Response(body=await cache.fabric(), content_type="text/html", charset="utf-8")
+        except Busy:
+            return _busy()
+
+    async def page(build: Awaitable[bytes | None], missing: str, content_type: str = "text/html") -> web.Response:
+        """A page rendered by the cache (on the worker): 503 when too many wait, 404 when ``build`` finds nothing."""
+        try:
+            body = await build
+        except Busy:
+            return _busy()
+        if body is None:
+            raise web.HTTPNotFound(text=missing)
+        return web.Response(body=body, content_type=content_type, charset="utf-8" if content_type == "text/html" else None)
+
+    no_job = "no such job: no job source reports it running (or recently ended)\n"
 
     async def finding(request: web.Request) -> web.Response:
-        body = cache.finding(request.match_info["fid"])
-        if body is None:
-            raise web.HTTPNotFound(text="no such finding (it may have ended and aged out of the recent list)\n")
-        return web.Response(body=body, content_type="text/html", charset="utf-8")
+        return await page(cache.finding(request.match_info["fid"]),
+                          "no such finding (it may have ended and aged out of the recent list)\n")
 
     async def target(request: web.Request) -> web.Response:
-        body = cache.target(request.match_info["name"])
-        if body is None:
-            raise web.HTTPNotFound(text="no such target\n")
-        return web.Response(body=body, content_type="text/html", charset="utf-8")
+        return await page(cache.target(request.match_info["name"]), "no such target\n")
 
     async def job(request: web.Request) -> web.Response:
-        body = cache.job(request.match_info["jid"])
-        if body is None:
-            raise web.HTTPNotFound(text="no such job: no job source reports it running (or recently ended)\n")
-        return web.Response(body=body, content_type="text/html", charset="utf-8")
+        return await page(cache.job(request.match_info["jid"]), no_job)
 
     async def job_api(request: web.Request) -> web.Response:
         window = _int(request, "window", 0, 60, 30 * 86400) or None  # seconds; default: jobs.window
-        body = cache.job_json(request.match_info["jid"], window)
-        if body is None:
-            raise web.HTTPNotFound(text="no such job: no job source reports it running (or recently ended)\n")
-        return web.Response(body=body, content_type="application/json")
+        return await page(cache.job_json(request.match_info["jid"], window), no_job, "application/json")
 
     async def findings_api(request: web.Request) -> web.Response:
         page = _int(request, "page", 1, 1, 10**9)

@@ -3,6 +3,7 @@ OpenConfig switches, cut into polls (see README.md)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -59,6 +60,7 @@ class GnmiCollector(Collector):
     def __init__(self, name: str, address: str, options: GnmiOptions) -> None:  # type: ignore[override]
         super().__init__(name, address, options)
         self._client: Any = None
+        self._metadata: list[tuple[str, str]] = []  # username/password call metadata of the current poll
         self.poll_interval = 10.0  # the scheduler sets the target's own (set_schedule)
         self.poll_timeout = 8.0
 
@@ -74,15 +76,20 @@ class GnmiCollector(Collector):
         from fabricmon.collectors.gnmi import fetch as gnmi_fetch
 
         o = self.options
-        key, chain = read_pem(o.key_file, "key_file"), read_pem(o.cert_file, "cert_file")
+        # Each file opened without blocking, bounded, and read in a thread (a FIFO must not hang the loop).
+        key, chain = await asyncio.to_thread(read_pem, o.key_file, "key_file"), await asyncio.to_thread(read_pem, o.cert_file, "cert_file")
         if o.tls_insecure_skip_verify:
             host, port = self._endpoint()
             pem = await gnmi_fetch.fetch_server_certificate(host, port, self.poll_timeout)
             return gnmi_fetch.Tls(pem, key, chain, gnmi_fetch.server_name(pem))
-        return gnmi_fetch.Tls(read_pem(o.ca_file, "ca_file"), key, chain)
+        return gnmi_fetch.Tls(await asyncio.to_thread(read_pem, o.ca_file, "ca_file"), key, chain)
 
     def _auth(self) -> list[tuple[str, str]]:
-        """gNMI's username/password call metadata (gNMI specification 3.1, Authentication)."""
+        """gNMI's username/password call metadata (gNMI specification 3.1, Authentication), as
+        read for this poll (:meth:`fetch`)."""
+        return self._metadata
+
+    def _read_auth(self) -> list[tuple[str, str]]:
         o = self.options
         if not o.username:
             return []
@@ -111,6 +118,8 @@ class GnmiCollector(Collector):
             max_updates=o.max_updates_per_poll, max_message_bytes=o.max_message_bytes)
 
     async def fetch(self) -> dict[str, Any]:
+        # The password is read once a poll (a rotated file is picked up), in a thread: a file read never runs on the loop.
+        self._metadata = await asyncio.to_thread(self._read_auth) if self.options.password_file else self._read_auth()
         if self._client is None:
             self._client = self._make_client()
         budget = max(0.1, self.poll_timeout * 0.9)  # our own, named error before the scheduler's timeout

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabricmon.collectors.base import ErrorReason, FetchError
-from fabricmon.collectors.command import run_command
+from fabricmon.collectors.command import ETHTOOL_MAX_OUTPUT, QOS_TOOL_MAX_OUTPUT, run_command
+from fabricmon.collectors.reaper import REAPER
 
 log = logging.getLogger(__name__)
 
@@ -116,13 +117,14 @@ def _by_dev_port(files: dict[str, str], dev: str, nets: list[str], num: str) -> 
     return nets[0] if len(nets) == 1 else None
 
 
-async def run_tool(argv: list[str], timeout: float, logged: set[str], optional: bool = False) -> str | None:
+async def run_tool(argv: list[str], timeout: float, logged: set[str], optional: bool = False,
+                   max_output: int = QOS_TOOL_MAX_OUTPUT) -> str | None:
     """The stdout of ``argv``, or None (logged once per command line and kind of failure). An
     ``optional`` tool that cannot be run (not installed: ``mlnx_qos`` ships with MLNX_OFED only)
     is logged once per tool, at info level."""
     shown = " ".join(argv)
     try:
-        res = await run_command(argv, timeout)
+        res = await run_command(argv, timeout, max_output)
     except FetchError as exc:
         missing = optional and exc.reason == ErrorReason.COMMAND
         key = f"{argv[0]}:missing" if missing else f"{shown}:{exc.reason}"
@@ -141,7 +143,7 @@ async def run_tool(argv: list[str], timeout: float, logged: set[str], optional: 
 
 async def run_ethtool(ethtool_path: str, ifname: str, timeout: float, logged: set[str]) -> str | None:
     """``ethtool -S ifname`` stdout, or None (logged once per interface and kind of failure)."""
-    return await run_tool([ethtool_path, "-S", ifname], timeout, logged)
+    return await run_tool([ethtool_path, "-S", ifname], timeout, logged, max_output=ETHTOOL_MAX_OUTPUT)
 
 
 async def run_qos_tools(netdevs: list[str], *, dcb_path: str, mlnx_qos_path: str, timeout: float,
@@ -173,6 +175,17 @@ async def fetch_host(
 ) -> dict[str, object]:
     """One poll. ``dcb_path`` empty: no dcb/mlnx_qos runs (the payload then has no ``dcb`` key,
     as it has none when no tool printed anything)."""
+    try:
+        return await _fetch_host(reader, ethtool=ethtool, ethtool_path=ethtool_path, ethtool_timeout=ethtool_timeout,
+                                 ethtool_interfaces=ethtool_interfaces, logged=logged, dcb_path=dcb_path,
+                                 mlnx_qos_path=mlnx_qos_path)
+    finally:
+        REAPER.after_poll()
+
+
+async def _fetch_host(reader: SysfsReader, *, ethtool: bool, ethtool_path: str, ethtool_timeout: float,
+                      ethtool_interfaces: list[str] | None, logged: set[str], dcb_path: str,
+                      mlnx_qos_path: str) -> dict[str, object]:
     snap = await asyncio.to_thread(reader.snapshot)
     outputs: dict[str, str] = {}
     names = ethtool_interfaces if ethtool_interfaces is not None else snap.ethernet_netdevs

@@ -7,6 +7,8 @@ pods that request GPU or RDMA resources are grouped into jobs (parse.py). See RE
 
 from __future__ import annotations
 
+import asyncio
+import ssl
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -60,23 +62,26 @@ class KubernetesCollector(Collector):
         o: KubernetesOptions = self.options  # type: ignore[assignment]
         if not self.address.strip():
             raise FetchError("a kubernetes target needs an address: (the API server host)", "connection")
-        ctx = None
-        key: object = None
-        if o.kubeconfig:
-            creds = kubeconfig.load(o.kubeconfig, o.context)
-            token = creds.token or ""
-            if token:
-                secrets.remember(token)
-            key = creds.digest
-            if key != self._tls_key:  # a new context only when the kubeconfig changed: the slot then makes a new client
-                ctx, self._tls_key = creds.ssl_context(o.ca_file), key
-        else:
-            token = resolve_secret("token", o.token, o.token_file, o.token_env) or ""
+        # The kubeconfig (and the files it names) or the token file, read in a thread: never on the loop.
+        token, ctx, key = await asyncio.to_thread(self._credentials, o)
         auth = HttpAuth("token", secret=token) if token else HttpAuth()
         client = await self._slot.client(base_url(o.scheme, self.address, o.port), auth, ca_file=o.ca_file,
                                          insecure=o.tls_insecure_skip_verify, max_body_bytes=o.max_body_bytes,
                                          ssl_context=ctx, tls_key=key)
         return await list_pods(client, o.page_size, list(o.job_label_keys))
+
+    def _credentials(self, o: KubernetesOptions) -> tuple[str, ssl.SSLContext | None, object]:
+        """The bearer token, a new TLS context when the kubeconfig's changed (else None), and what it was made from."""
+        if not o.kubeconfig:
+            return resolve_secret("token", o.token, o.token_file, o.token_env) or "", None, None
+        creds = kubeconfig.load(o.kubeconfig, o.context)
+        token = creds.token or ""
+        if token:
+            secrets.remember(token)
+        ctx = None
+        if creds.digest != self._tls_key:  # a new context only when the kubeconfig changed: the slot then makes a new client
+            ctx, self._tls_key = creds.ssl_context(o.ca_file), creds.digest
+        return token, ctx, creds.digest
 
     @classmethod
     def parse(cls, payload: dict[str, Any], spec: TargetSpec, state: None) -> tuple[ParseResult, None]:

@@ -23,6 +23,7 @@ import yaml
 
 from fabricmon.collectors.base import ErrorReason, FetchError
 from fabricmon.collectors.files import read_bounded
+from fabricmon.core.files import checked_path
 
 MAX_KUBECONFIG = 1 << 20
 
@@ -40,15 +41,19 @@ class KubeCredentials:
     def ssl_context(self, ca_file: str | None) -> ssl.SSLContext:
         """The TLS context: the kubeconfig's CA (else ``ca_file``, else the system store), its
         client certificate, and verification unless the kubeconfig turns it off."""
+        cafile = self.ca_file or (ca_file if not self.ca_pem else None)
         try:
-            ctx = ssl.create_default_context(cafile=self.ca_file or (ca_file if not self.ca_pem else None),
-                                             cadata=self.ca_pem)
+            if cafile:  # opened without blocking, a regular file of bounded size (fabricmon.core.files)
+                with checked_path(cafile, MAX_KUBECONFIG, "certificate-authority") as path:
+                    ctx = ssl.create_default_context(cafile=path, cadata=self.ca_pem)
+            else:
+                ctx = ssl.create_default_context(cadata=self.ca_pem)
             if self.insecure:
                 ctx.check_hostname = False
                 ctx.verify_mode = ssl.CERT_NONE
             if self.cert_pem and self.key_pem:
                 _load_chain(ctx, self.cert_pem, self.key_pem)
-        except (OSError, ssl.SSLError, ValueError) as exc:
+        except (OSError, ssl.SSLError, ValueError) as exc:  # FileRefused is a ValueError
             raise FetchError(f"kubeconfig: cannot set up TLS: {exc}", ErrorReason.TLS) from None
         return ctx
 

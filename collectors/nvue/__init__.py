@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from fabricmon.collectors.base import SourceOptions
 from fabricmon.collectors.http_util import RestCollector, RestOptions
@@ -40,6 +40,9 @@ class NvueOptions(RestOptions):
     cnp_tc: int = 6
     concurrency: int = 8
     max_body_bytes: int = 16 * 1024 * 1024
+    # Interfaces polled at most: a Spectrum-4 switch has 64 ports, 256 swp interfaces fully broken
+    # out; each costs one call per path and poll, so a listing of thousands is refused, not polled.
+    max_interfaces: int = Field(1024, ge=1, le=65536)
 
     @field_validator("interface_regex")
     @classmethod
@@ -96,6 +99,7 @@ class NvueCollector(RestCollector):
         return await fetch_poll(
             client, interfaces=o.interfaces, interface_pattern=self._pattern, per_interface=per_if,
             global_paths=[t for t in (o.wjh_path, o.pfc_profile_path) if t], rev=o.rev, concurrency=o.concurrency,
+            max_interfaces=o.max_interfaces,
         )
 
     @classmethod

@@ -15,7 +15,7 @@ the device keeps no running total to read; they are summed into one monotonic co
 
 from __future__ import annotations
 
-import json
+import functools
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -24,8 +24,9 @@ from typing import Any
 
 from pydantic import Field
 
-from fabricmon.collectors.base import ParseError, ParseOptions, ResultBuilder
+from fabricmon.collectors.base import BadValues, ParseError, ParseOptions, ResultBuilder
 from fabricmon.collectors.nvue import lldp, roce_config  # they import this module back for its readers (used at call time)
+from fabricmon.core import boundedjson
 from fabricmon.core.model import ParseResult, TargetSpec
 
 API_PREFIX = "/nvue_v1/"
@@ -132,6 +133,7 @@ class Emitter(ResultBuilder):
     """Builds the ParseResult (first writer wins per port, name, sub); notes problems once each."""
 
     inexact: dict[str, set[str]] = field(default_factory=dict)
+    bad: BadValues = field(default_factory=BadValues)
     link_up: dict[str, bool] = field(default_factory=dict)  # interface -> its state in the interface list
 
     def counter(self, port: str, name: str, raw: Any, sub: tuple[Any, ...] = (), scale: float = 1.0, where: str = "") -> None:
@@ -141,6 +143,8 @@ class Emitter(ResultBuilder):
         if value is None:
             if humanised(raw):
                 self.inexact.setdefault(where or name, set()).add(port)
+            else:
+                self.bad.note(where or name, f"{self.device} port {port}", raw)
             return
         self.sample(port, name, value, sub, scale=scale)
 
@@ -159,6 +163,7 @@ class Emitter(ResultBuilder):
     def finish(self) -> ParseResult:
         for what, ports in sorted(self.inexact.items()):
             self.result.warnings.append(f"{what}: humanised value (not exact) skipped on {', '.join(sorted(ports))}")
+        self.result.warnings.extend(self.bad.warnings())
         return self.result
 
 
@@ -343,7 +348,7 @@ def wjh_records(obj: Any, context: str | None = None, depth: int = 0) -> Iterato
         s = obj.strip()
         if s[:1] in ("[", "{"):
             try:
-                decoded = json.loads(s)
+                decoded = boundedjson.loads(s, what="a JSON string value")  # bounded like a body (a string may hold megabytes)
             except ValueError:
                 return
             yield from wjh_records(decoded, context, depth + 1)
@@ -482,6 +487,7 @@ class NvueParseOptions(ParseOptions):
         return {k: v for k in DEFAULT_PATHS if (v := getattr(self, k))}
 
 
+@functools.lru_cache(maxsize=64)
 def template_regex(template: str) -> re.Pattern[str]:
     """``interface/{if}/link/stats`` -> a regex with a named group for the interface."""
     parts = template.strip("/").split("{if}")

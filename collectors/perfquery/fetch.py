@@ -7,9 +7,12 @@ Linux qib driver derives it from the active speed; NVIDIA gives one value per AS
 generation), so it can only change when the topology does (a new device, a link retrained at
 another speed): asking on every poll would double the MAD traffic for nothing.
 
-Every command runs in its own session (process group), so a timeout or a cancelled poll
-kills the whole group with SIGKILL (MAD tools stuck in the kernel, wrapper scripts and
-their children alike; peers' "runaway children", treydock#38) and reaps it.
+Every command runs through :func:`fabricmon.collectors.command.run_command`: its own session,
+killed on timeout or cancellation with everything it started, its output capped
+(``PERFQUERY_MAX_OUTPUT``, ``IBNETDISCOVER_MAX_OUTPUT``). The calls of a poll go through
+:func:`fabricmon.collectors.fanout.for_each` (``concurrency`` workers, never a task per port), and
+nothing is parsed on the event loop: an output is checked by a scan of its block headers, and
+the topology is parsed in a thread.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricmon.collectors.base import ErrorReason, FetchError
-from fabricmon.collectors.command import run_command
+from fabricmon.collectors.command import IBNETDISCOVER_MAX_OUTPUT, run_command
+from fabricmon.collectors.fanout import for_each
 from fabricmon.collectors.perfquery.parse import (
     CAPMASK2_ADDL_EXT,
     Topology,
@@ -29,6 +33,8 @@ from fabricmon.collectors.perfquery.parse import (
     parse_perfquery,
     parse_samples_control,
 )
+from fabricmon.collectors.reaper import REAPER
+from fabricmon.core.threads import in_daemon_thread
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +90,12 @@ class PerfqueryFetcher:
         self._needs_basic: dict[tuple[str, int], bool] = {}
 
     async def fetch(self) -> dict[str, Any]:
+        try:
+            return await self._fetch()
+        finally:
+            REAPER.after_poll()
+
+    async def _fetch(self) -> dict[str, Any]:
         payload: dict[str, Any] = {}
         due = self.topology is None or time.monotonic() - self._topology_at >= self.topology_interval
         if due:
@@ -103,25 +115,21 @@ class PerfqueryFetcher:
         """``perfquery -c <lid> <port>`` for each target (a switch's first connected port: the
         command reads one port), after the counters so it never delays them. Outputs without a
         Tick are left out: the detector then uses the device generation's tick."""
-        sem = asyncio.Semaphore(self.concurrency)
         results: list[str | FetchError] = [""] * len(targets)
 
         async def one(i: int, target: QueryTarget) -> None:
             argv = [self.perfquery_path, *self.extra_args, "-c", str(target.lid), str(target.ports[0])]
-            async with sem:
-                try:
-                    res = await run_command(argv, self.command_timeout)
-                except FetchError as exc:
-                    results[i] = exc
-                    return
+            try:
+                res = await run_command(argv, self.command_timeout)
+            except FetchError as exc:
+                results[i] = exc
+                return
             # A command killed by a signal may have stopped inside the Tick line ("0x0" of "0x07").
             ok = res.returncode >= 0 and bool(parse_samples_control(res.stdout))
             results[i] = res.stdout if ok else FetchError(res.describe_failure("printed no PortSamplesControl Tick"),
                                                           reason=ErrorReason.COMMAND)
 
-        async with asyncio.TaskGroup() as tg:
-            for i, target in enumerate(targets):
-                tg.create_task(one(i, target))
+        await for_each(targets, one, self.concurrency)
         texts = [r for r in results if isinstance(r, str)]
         errors = [r for r in results if isinstance(r, FetchError)]
         if errors:
@@ -132,8 +140,8 @@ class PerfqueryFetcher:
     async def _discover(self) -> str | None:
         """Run ibnetdiscover; None when a refresh failed and the previous topology is kept."""
         try:
-            res = await run_command([self.ibnetdiscover_path, *self.extra_args], self.command_timeout)
-            topo = parse_ibnetdiscover(res.stdout)
+            res = await run_command([self.ibnetdiscover_path, *self.extra_args], self.command_timeout, IBNETDISCOVER_MAX_OUTPUT)
+            topo = await in_daemon_thread(parse_ibnetdiscover, res.stdout)  # 22 MB at 200,000 ports: not on the loop
             if not topo.nodes:
                 raise FetchError(res.describe_failure("printed no topology"), reason=ErrorReason.COMMAND)
         except FetchError as exc:
@@ -150,15 +158,15 @@ class PerfqueryFetcher:
     async def _query_all(self, targets: list[QueryTarget]) -> list[str]:
         if not targets:
             return []
+        # The workers' calls, and the basic call a node may need beside its -x call: never more than
+        # ``concurrency`` commands at once, and never more than 2 x concurrency waiters on this semaphore.
         sem = asyncio.Semaphore(self.concurrency)
         results: list[tuple[list[str], FetchError | None]] = [([], None)] * len(targets)
 
         async def one(i: int, target: QueryTarget) -> None:
             results[i] = await self._query(target, sem)
 
-        async with asyncio.TaskGroup() as tg:
-            for i, target in enumerate(targets):
-                tg.create_task(one(i, target))
+        await for_each(targets, one, self.concurrency)
         texts = [t for outs, _ in results for t in outs]
         errors = [e for _, e in results if e is not None]
         if not texts:

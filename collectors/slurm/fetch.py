@@ -11,12 +11,13 @@ never recorded.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fabricmon.collectors.base import ErrorReason, FetchError
-from fabricmon.collectors.command import run_command
+from fabricmon.collectors.command import SLURM_MAX_OUTPUT, run_command
 from fabricmon.collectors.slurm.parse import ALWAYS_KEPT, LABEL_FIELDS, running
+from fabricmon.core import boundedjson
+from fabricmon.core.threads import in_daemon_thread
 
 
 def reduce(obj: Any, labels: list[str], what: str) -> dict[str, Any]:
@@ -40,15 +41,26 @@ def reduce(obj: Any, labels: list[str], what: str) -> dict[str, Any]:
 
 
 async def run_json(argv: list[str], timeout: float, labels: list[str]) -> dict[str, Any]:
-    """Run a Slurm command that prints job-info JSON; its reduced output."""
-    res = await run_command(argv, timeout)
-    shown = " ".join(argv)
+    """Run a Slurm command that prints job-info JSON; its reduced output. The output is capped
+    (SLURM_MAX_OUTPUT, reason ``size``), bounded in values before it is decoded, and a large one
+    is decoded and reduced in a daemon thread, element by element (fabricmon.core.boundedjson):
+    a big queue's JSON never stalls the event loop."""
+    res = await run_command(argv, timeout, SLURM_MAX_OUTPUT)
     if res.returncode != 0:
         raise FetchError(res.describe_failure("failed"), ErrorReason.COMMAND)
+    if len(res.stdout) < boundedjson.SLICE_BYTES:
+        return _decode(argv, res.stdout, labels)
+    return await in_daemon_thread(_decode, argv, res.stdout, labels)
+
+
+def _decode(argv: list[str], stdout: str, labels: list[str]) -> dict[str, Any]:
+    shown = " ".join(argv)
     try:
-        obj = json.loads(res.stdout)
+        obj = boundedjson.loads(stdout, what=f"the output of `{shown}`")
+    except boundedjson.JsonRefused as exc:
+        raise FetchError(f"{exc}; refused", ErrorReason.SIZE if exc.too_many else ErrorReason.PROTOCOL) from None
     except ValueError:
-        first = res.stdout.strip().splitlines()[0][:120] if res.stdout.strip() else "(no output)"
+        first = stdout.strip().splitlines()[0][:120] if stdout.strip() else "(no output)"
         raise FetchError(f"`{shown}` did not print JSON (does this Slurm support --json? it needs the openapi or "
                          f"data_parser plugins): {first}", ErrorReason.PROTOCOL) from None
     return reduce(obj, labels, f"`{shown}`")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -104,9 +106,16 @@ class SnmpCollector(Collector):
         roots = [*snmp_parse.STRUCTURE_WALKS, *profiles[snmp_profiles.BASE_PROFILE].walk_oids(), *vendor.walk_oids()]
         return list(dict.fromkeys(roots))
 
+    async def prepare(self) -> None:
+        await snmp_fetch.prepare(self._backend())
+        with contextlib.suppress(snmp_profiles.ProfileError):  # a bad profile is the first poll's error, as before
+            await asyncio.to_thread(snmp_profiles.load_profiles, tuple(self.options.profile_dirs))  # files: not on the loop
+
     async def fetch(self) -> dict[str, Any]:
         o = self.options
-        session = snmp_fetch.Session(host=self.address, port=o.port, credentials=self._credentials(),
+        uses_files = o.community_file or o.auth_key_file or o.priv_key_file
+        credentials = await asyncio.to_thread(self._credentials) if uses_files else self._credentials()  # a file: not on the loop
+        session = snmp_fetch.Session(host=self.address, port=o.port, credentials=credentials,
                                      timeout=o.snmp_timeout, retries=o.retries, max_repetitions=o.max_repetitions,
                                      backend=self._backend())
         text = await snmp_fetch.poll(session, snmp_parse.SCALARS, self._plan)

@@ -15,13 +15,15 @@ only one with 3DES and SNMPv3 context names). Each one's ``open_agent(session)``
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import logging
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from fabricmon.collectors.base import ErrorReason, FetchError
+from fabricmon.collectors.base import ErrorReason, FetchError, poll_over
 from fabricmon.collectors.snmp.snmprec import Oid, Value, format_snmprec
 
 log = logging.getLogger(__name__)
@@ -29,6 +31,10 @@ log = logging.getLogger(__name__)
 # Columns walked at once per target: enough to hide round trips, few enough that a switch's
 # single-threaded agent is not flooded.
 MAX_CONCURRENT_WALKS = 8
+# Varbinds one poll may return, all walks together: a 1,000-port chassis x 40 columns x 8
+# priorities is 320,000; an agent that keeps answering inside the subtree (an endless walk:
+# 1.6 MB/s of RSS for ever, issue 32) is cut here, or at the poll's deadline, whichever comes first.
+MAX_ROWS_PER_POLL = 1_000_000
 IF_TABLES = ((1, 3, 6, 1, 2, 1, 2, 2), (1, 3, 6, 1, 2, 1, 31, 1))  # ifTable, ifXTable: every switch has interfaces
 
 Backend = Literal["gufo", "pysnmp"]
@@ -72,10 +78,30 @@ class Session:
     retries: int
     max_repetitions: int
     backend: Backend = "gufo"
+    rows: int = 0  # varbinds walked so far this poll (MAX_ROWS_PER_POLL)
 
     @property
     def where(self) -> str:
         return f"{self.host}:{self.port}"
+
+    def walked(self, what: str, oid: Oid, last: Oid) -> None:
+        """The checks fabricmon makes on every walked varbind, whatever the backend: the OID
+        increases (else the walk would loop: ``protocol``), the poll's varbinds stay bounded
+        (``size``), and the poll is not over (its deadline passed, or it was cancelled and the
+        library swallowed the cancellation)."""
+        if oid <= last:
+            raise FetchError(f"{what} on {self.where}: OID {'.'.join(map(str, oid))} does not increase "
+                             f"(after {'.'.join(map(str, last))}): the agent's walk loops", ErrorReason.PROTOCOL)
+        self.rows += 1
+        if self.rows > MAX_ROWS_PER_POLL:
+            raise FetchError(f"{what} on {self.where}: more than {MAX_ROWS_PER_POLL:,} varbinds in one poll; "
+                             "the walk does not end", ErrorReason.SIZE, fatal=True)
+        if poll_over():
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise asyncio.CancelledError()
+            raise FetchError(f"{what} on {self.where}: the poll's deadline passed after {self.rows:,} varbinds "
+                             "(the walk does not end)", ErrorReason.TIMEOUT, fatal=True)
 
 
 class Agent(Protocol):
@@ -100,8 +126,25 @@ def open_agent(s: Session) -> Agent:
     return module.open_agent(s)
 
 
+async def prepare(backend: Backend) -> None:
+    """Import the transport and build pysnmp's engine (both backends use it: gufo learns column
+    types with it) in a thread, not on the event loop: 1.6 s of imports and 0.6 s of MIB loading
+    at a target's first poll stalled everything else (2 s under load)."""
+    name = BACKENDS[backend]
+    if name not in sys.modules:
+        await asyncio.to_thread(importlib.import_module, name)
+    from fabricmon.collectors.snmp import transport_pysnmp
+
+    if await transport_pysnmp.ensure_engine():
+        # pysnmp's modules and MIBs are hundreds of thousands of objects that live as long as the
+        # process: out of the cyclic collector's reach, whose full collections (run by whichever
+        # thread allocates, the event loop's too) traversed them again and again (0.2-0.3 s each).
+        gc.freeze()
+
+
 async def poll(s: Session, scalars: Sequence[Oid], walks_for: WalkPlanner) -> str:
     """GET the scalars, ask ``walks_for`` which subtrees to walk, walk them; snmprec text."""
+    await prepare(s.backend)
     agent = open_agent(s)
     try:
         return await _poll(s, agent, scalars, walks_for)
@@ -124,7 +167,7 @@ async def _poll(s: Session, agent: Agent, scalars: Sequence[Oid], walks_for: Wal
     results = await asyncio.gather(*(gated(r) for r in roots), return_exceptions=True)
     for root, res in zip(roots, results, strict=True):
         if isinstance(res, BaseException):
-            if not isinstance(res, FetchError):  # CancelledError and bugs go up as they are
+            if not isinstance(res, FetchError) or res.fatal:  # CancelledError, bugs and the poll's bounds go up as they are
                 raise res
             log.warning("SNMP %s: subtree %s skipped this poll: %s", s.where, ".".join(map(str, root)), res)
             continue

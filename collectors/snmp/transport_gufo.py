@@ -163,7 +163,9 @@ class GufoAgent:
                               ErrorReason.AUTH)
         if isinstance(exc, OSError):
             return FetchError(f"{what} on {s.where}: {detail}", ErrorReason.CONNECTION)
-        return FetchError(f"{what} on {s.where}: malformed or unusable response ({type(exc).__name__}: {detail})",
+        # gufo's exception types are named PySnmpDecodeError etc. (its Rust bindings): say which backend it was.
+        kind = type(exc).__name__.removeprefix("Py")
+        return FetchError(f"{what} on {s.where}: malformed or unusable response (gufo-snmp backend: {kind}: {detail})",
                           ErrorReason.PROTOCOL)
 
     def _give_up(self, what: str, exc: BaseException, attempt: int) -> FetchError | None:
@@ -246,21 +248,32 @@ class GufoAgent:
         return rows
 
     async def _bulk(self, sess: SnmpSession, oid: str) -> list[tuple[str, ValueType]]:
-        """A GETBULK walk of one column; a request that times out is sent again (same position)."""
+        """A GETBULK walk of one column; a request that times out is sent again (same position).
+
+        gufo-snmp neither notices a walk that loops (the same OID again) nor, on Python 3.11,
+        always lets a cancellation through its own ``wait_for``: :meth:`Session.walked` checks
+        every varbind (increasing, bounded, inside the poll's deadline, not cancelled)."""
         rows: list[tuple[str, ValueType]] = []
         it = sess.getbulk(oid)
         attempt = 0
+        last = _oid(oid)
+        what = f"walk of {oid}"
         while True:
             try:
-                rows.append(await it.__anext__())
+                row = await it.__anext__()
                 attempt = 0
             except StopAsyncIteration:
                 return rows
             except BaseException as exc:
-                err = self._give_up(f"walk of {oid}", exc, attempt)
+                err = self._give_up(what, exc, attempt)
                 if err is not None:
                     raise err from None
                 attempt += 1
+                continue
+            current = _oid(row[0])
+            self.s.walked(what, current, last)
+            last = current
+            rows.append(row)
 
     def close(self) -> None:
         self._free.clear()  # gufo closes a socket when its session is dropped

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from fabricmon.collectors.base import ParseError, ParseOptions
+from fabricmon.collectors.base import BadValues, ParseError, ParseOptions
 from fabricmon.collectors.infiniband import lane_gbps
 from fabricmon.collectors.ufm.names import lookup, to_int
 from fabricmon.core.guid import norm_guid
@@ -324,6 +324,7 @@ def _counters(body: Any, idx: _Index, result: ParseResult) -> None:
         return
     seen: set[tuple[str, str, str]] = set()  # first reading of a series wins
     unmatched = 0
+    bad = BadValues()
     for row in rows:
         where = _counter_row_port(row, idx)
         if where is None:
@@ -332,13 +333,17 @@ def _counters(body: Any, idx: _Index, result: ParseResult) -> None:
         device, port = where
         for name, value in _counter_items(row):
             hit = lookup(name)
+            if hit is None:
+                continue
             n = to_int(value)
-            if hit is None or n is None:
+            if n is None:
+                bad.note(name, f"{device} port {port}", value)
                 continue
             counter, scale = hit
             if (device, port, counter) not in seen:
                 seen.add((device, port, counter))
                 result.counters.add(device, port, counter, n, scale=scale)
+    result.warnings.extend(bad.warnings())
     if unmatched:
         result.warnings.append(f"{unmatched} counters entr(y/ies) not matched to a port: skipped")
 

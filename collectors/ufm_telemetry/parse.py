@@ -19,7 +19,6 @@ is detected from its magnitude (s, ms, us, ns), because UFM versions differ.
 from __future__ import annotations
 
 import csv
-import json
 import math
 import re
 from collections.abc import Iterator
@@ -28,8 +27,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fabricmon.collectors.base import ParseError, ParseOptions
+from fabricmon.collectors.base import BadValues, ParseError, ParseOptions
 from fabricmon.collectors.ufm.names import lookup, to_int
+from fabricmon.core import boundedjson
+from fabricmon.core.boundedjson import MAX_VALUES
 from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import Counters, ParseResult, PortInfo, TargetSpec, series_key
 
@@ -135,7 +136,9 @@ def _safe_csv(text: str, path: str) -> Iterator[list[str]]:
 def json_rows(body: Any, path: str) -> Iterator[Row]:
     if isinstance(body, str):
         try:
-            body = json.loads(body)
+            body = boundedjson.loads(body, what=f"{path}: body")
+        except boundedjson.JsonRefused as exc:
+            raise ParseError(str(exc)) from None
         except ValueError:
             raise ParseError(f"{path}: body is not JSON") from None
     if isinstance(body, dict):
@@ -234,11 +237,15 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
     node_names = {norm_guid(k): v for k, v in (opts.node_names or {}).items()}
     result = ParseResult()
     # each response's rows (CSV: its header and records)
-    frames = [f for resp in payload["responses"] if (f := _response_frame(resp, opts.format, result.warnings)) is not None]
-    found = _csv_in_bulk(frames, node_names, result) if all(isinstance(f, _Csv) for f in frames) else None
+    counted = [0]  # text values of the poll so far (bounded by MAX_VALUES)
+    frames = [f for resp in payload["responses"] if (f := _response_frame(resp, opts.format, result.warnings, counted)) is not None]
+    bad = BadValues()
+    found = _csv_in_bulk(frames, node_names, result, bad) if all(isinstance(f, _Csv) for f in frames) else None
     if found is None:
-        found = _rows_one_by_one(frames, node_names, result)
+        bad = BadValues()
+        found = _rows_one_by_one(frames, node_names, result, bad)
     no_port, by_guid = found
+    result.warnings.extend(bad.warnings())
     if no_port:
         result.warnings.append(f"{no_port} row(s) with counters but without node/port GUID and port number skipped")
     if by_guid:
@@ -246,9 +253,11 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
     return result
 
 
-def _response_frame(resp: Any, forced: BodyFormat, warnings: list[str]) -> _Csv | list[Row] | None:
+def _response_frame(resp: Any, forced: BodyFormat, warnings: list[str], counted: list[int]) -> _Csv | list[Row] | None:
     """One recorded response: a CSV body's header and records, or the rows of the other
-    formats; None for a failed call or an empty body (with a warning)."""
+    formats; None for a failed call or an empty body (with a warning). A text body is counted
+    (``counted``: the poll's values so far) against MAX_VALUES of the poll before it is read: a
+    10^6-port body took 4.6 GB."""
     if not isinstance(resp, dict):
         raise ParseError("ufm-telemetry payload: each response must be an object")
     path = str(resp.get("path") or "")
@@ -261,6 +270,11 @@ def _response_frame(resp: Any, forced: BodyFormat, warnings: list[str]) -> _Csv 
         warnings.append(f"{path}: empty body")
         return None
     fmt = detect_format(path, body, forced)
+    if isinstance(body, str):
+        counted[0] += body.count(",") if fmt == "csv" else body.count("\n")
+        if counted[0] > MAX_VALUES:
+            raise ParseError(f"{path}: the poll holds about {counted[0]:,} values, more than the limit of {MAX_VALUES:,} "
+                             "(about 200,000 ports): shard the endpoint (num_shards)")
     if fmt == "json":
         return list(json_rows(body, path))
     if not isinstance(body, str):
@@ -275,8 +289,10 @@ class _Csv:
     ascii: bool
 
 
-def _rows_one_by_one(frames: list[_Csv | list[Row]], node_names: dict[str, str], result: ParseResult) -> tuple[int, set[str]]:
-    """Every row's counters into ``result``, row by row: the first reading of a series wins."""
+def _rows_one_by_one(frames: list[_Csv | list[Row]], node_names: dict[str, str], result: ParseResult,
+                     bad: BadValues) -> tuple[int, set[str]]:
+    """Every row's counters into ``result``, row by row: the first reading of a series wins;
+    values that are numbers but not counter values noted in ``bad``."""
     seen: set[tuple[str, str, str]] = set()
     add = result.counters.add
     ports: dict[tuple[str, str], PortInfo] = {}
@@ -304,6 +320,7 @@ def _rows_one_by_one(frames: list[_Csv | list[Row]], node_names: dict[str, str],
                     continue
                 n = to_int(value)
                 if n is None:
+                    bad.note(name, f"{device} port {port}", value)
                     continue
                 counter, scale = hit
                 if (device, port, counter) not in seen:
@@ -317,7 +334,8 @@ def _port_info(row: Row, device: str, port: str) -> PortInfo:
     return PortInfo(device=device, port=port, guid=norm_guid(_first(row.ident, PORT_GUID_KEYS)), label=_first(row.ident, LABEL_KEYS))
 
 
-def _csv_in_bulk(frames: list[_Csv], node_names: dict[str, str], result: ParseResult) -> tuple[int, set[str]] | None:
+def _csv_in_bulk(frames: list[_Csv], node_names: dict[str, str], result: ParseResult,
+                 bad: BadValues) -> tuple[int, set[str]] | None:
     """CSV bodies read column by column: each column's counter looked up once, its numbers
     converted in numpy (one Python step per row, for its identity; none per value but the
     few that are not plain decimals). The same result as :func:`_rows_one_by_one` when every
@@ -358,7 +376,7 @@ def _csv_in_bulk(frames: list[_Csv], node_names: dict[str, str], result: ParseRe
                 clocks[device] = row.ts
             kept.append(i)
         blocks.append((f, kept, value_cols))
-    counters = _bulk_counters(blocks, list(ports))
+    counters = _bulk_counters(blocks, list(ports), bad)
     result.counters = counters
     result.ports = list(ports.values())
     result.clocks.update(clocks)
@@ -366,11 +384,14 @@ def _csv_in_bulk(frames: list[_Csv], node_names: dict[str, str], result: ParseRe
 
 
 def _bulk_counters(blocks: list[tuple[_Csv, list[int], list[tuple[int, tuple[str, float]]]]],
-                   ports: list[tuple[str, str]]) -> Counters:
+                   ports: list[tuple[str, str]], bad: BadValues) -> Counters:
     """The counters of the kept rows, in row order then column order: a row's port is the
-    next of ``ports``; a row without any valid number adds no port group (as ``add`` would)."""
+    next of ``ports``; a row without any valid number adds no port group (as ``add`` would).
+    Cells that are numbers but not counter values are noted in ``bad``."""
     values_all, valid_all, cols_all = [], [], []
+    first = 0  # the kept rows' first port in ``ports``
     for f, kept, value_cols in blocks:
+        first += len(kept)
         if not kept or not value_cols:
             values_all.append(np.zeros((len(kept), 0), np.uint64))
             valid_all.append(np.zeros((len(kept), 0), bool))
@@ -380,8 +401,14 @@ def _bulk_counters(blocks: list[tuple[_Csv, list[int], list[tuple[int, tuple[str
         columns = list(zip(*records, strict=True))
         vals = np.zeros((len(kept), len(value_cols)), np.uint64)
         ok = np.zeros((len(kept), len(value_cols)), bool)
+        row0 = first - len(kept)
         for c, (j, _hit) in enumerate(value_cols):
             vals[:, c], ok[:, c] = _numbers(columns[j])
+            for i in np.flatnonzero(~ok[:, c]).tolist():
+                cell = columns[j][i]
+                if cell.strip():  # an empty cell is an absent reading
+                    device, port = ports[row0 + i]
+                    bad.note(f.header[j], f"{device} port {port}", cell)
         values_all.append(vals)
         valid_all.append(ok)
         cols_all.append(value_cols)

@@ -219,7 +219,8 @@ class PfcAnalysis(Analysis):
         """The cable peer of a port by the store's names (:meth:`FabricShape.peer`)."""
         return self.shape.peer(pk) if self.shape is not None else self._topo.peer(*pk)
 
-    def _is_host(self, device: str) -> bool:
+    def _host_by_shape(self, device: str) -> bool:
+        """The fabric analysis's one host rule (``FabricShape.is_host``), False before a shape is known."""
         return self.shape is not None and self.shape.is_host(device)
 
     def metrics(self) -> tuple[ExportedGauge, ExportedGauge]:
@@ -268,7 +269,7 @@ class PfcAnalysis(Analysis):
             self.nic[pk] = "error"
         elif warn is not None and warn.delta:
             self.nic[pk] = "warning"
-        elif self._is_host(pk[0]) and (stall := nic_stall(entry, self.index.subs(pk, entry), self.p)) is not None:
+        elif self._host_by_shape(pk[0]) and (stall := nic_stall(entry, self.index.subs(pk, entry), self.p)) is not None:
             self.nic[pk] = "stalled"
             self.stalls[pk] = stall
         else:
@@ -534,7 +535,7 @@ class PfcAnalysis(Analysis):
             tree.confirmed = True  # stuck, or held all the interval by a pauser that is not paused itself
         if st.pk == origin_peer:
             tree.peer_state = st
-            if tree.pauser_polled and not self._is_host(origin[0]):
+            if tree.pauser_polled and not self._host_by_shape(origin[0]):
                 tree.victims.append(st)
         elif st.pk != origin:  # the origin's cable is the origin, not a victim
             tree.victims.append(st)

@@ -1,0 +1,143 @@
+"""The longest event-loop stall of the live agent's design at a fabric size (issue 29 item 4).
+
+Runs what ``fabricmon run`` runs around its event loop: the pipeline worker (agent/worker.py)
+ingests every poll (record, parse, store, detect) and renders (the exposition and the pages),
+the server answers scrapes, and the loop-lag monitor (agent/looplag.py) records how late the
+loop woke. Polls of the bench fabric (bench/fabric.py) are handed to the worker as the
+scheduler hands them, the first with the topology (the first render builds every template),
+while a client in another process scrapes ``/metrics`` (OpenMetrics + gzip) and ``/healthz``
+all along. The payloads are built in a thread (a real agent receives them from its
+subprocesses); the figure is the monitor's longest lag, beside the /healthz latencies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+from bench.fabric import Fabric
+from bench.size import CONFIG
+from fabricmon.agent.assemble import build_pipeline
+from fabricmon.agent.exporter.server import Exporter, make_app, start_server
+from fabricmon.agent.looplag import BUCKETS, LoopLag
+from fabricmon.agent.worker import PipelineWorker
+from fabricmon.core.model import Poll, TargetSpec
+
+T0 = 1_700_000_000.0
+INTERVAL = 10.0
+# The client: /healthz every 50 ms and a Prometheus-like /metrics scrape every second, until stdin closes.
+CLIENT = r"""
+import json, sys, threading, time, urllib.request
+port = int(sys.argv[1]); stop = threading.Event(); health = []; scrapes = []
+def get(path, headers=None):
+    t0 = time.perf_counter()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers or {}), timeout=120) as r:
+            r.read(); return time.perf_counter() - t0, r.status
+    except Exception:
+        return time.perf_counter() - t0, 0
+def healthz():
+    while not stop.is_set():
+        health.append(get("/healthz")); time.sleep(0.05)
+def metrics():
+    while not stop.is_set():
+        scrapes.append(get("/metrics", {"Accept": "application/openmetrics-text;version=1.0.0", "Accept-Encoding": "gzip"})); time.sleep(1.0)
+ts = [threading.Thread(target=f) for f in (healthz, metrics)]
+[t.start() for t in ts]; sys.stdin.read(); stop.set(); [t.join() for t in ts]
+print(json.dumps({"healthz": health, "metrics": scrapes}))
+"""
+
+
+class _Blamed(LoopLag):
+    """The monitor, also noting where the pipeline worker was when the loop woke up late: the
+    long C call that held the GIL has just returned, so the worker's frame is (almost always)
+    still the line that made it. The bench prints these lines as the measured causes."""
+
+    def __init__(self, worker: PipelineWorker) -> None:
+        super().__init__()
+        self.worker = worker
+        self.blame: dict[str, list[float]] = {}
+
+    def observe(self, lag: float, now: float | None = None) -> None:
+        super().observe(lag, now)
+        if lag > 0.1:
+            frame = sys._current_frames().get(self.worker._thread.ident)
+            where = []
+            while frame is not None and len(where) < 3:
+                code = frame.f_code
+                if "/threading.py" not in code.co_filename:
+                    where.append(f"{code.co_filename.rsplit('/', 2)[-2]}/{code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno} {code.co_name}")
+                frame = frame.f_back
+            self.blame.setdefault(" < ".join(where) or "worker idle", []).append(lag)
+
+
+def _pct(xs: list[float], q: float) -> float:
+    return sorted(xs)[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+async def _run(fab: Fabric, polls: int) -> dict[str, Any]:
+    from tests.conftest import free_port
+
+    p = build_pipeline(CONFIG, [TargetSpec("ib", "perfquery")])
+    worker = PipelineWorker()
+    exporter = Exporter(p, worker=worker)
+    lag = _Blamed(worker)
+    exporter.loop_lag = lag.start()
+    port = free_port()
+    runner = await start_server(make_app(exporter), f"127.0.0.1:{port}")
+    client = subprocess.Popen([sys.executable, "-c", CLIENT, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    await asyncio.sleep(1.0)
+    first_render_s = None
+    t_start = time.perf_counter()
+    for k in range(polls):
+        payload: dict[str, Any] = {"perfquery": await asyncio.to_thread(fab.perfquery_texts, k)}
+        if k == 0:
+            payload["ibnetdiscover"] = fab.ibnetdiscover
+        poll = Poll("ib", "perfquery", T0 + INTERVAL * k, 1.0, True, payload=payload)
+        del payload
+        await worker.call(p.ingest, poll)
+        del poll
+        t_render = time.perf_counter()
+        exporter.request_render()
+        while exporter._scheduled:  # the render of this poll (the first one builds every template)
+            await asyncio.sleep(0.05)
+        if k == 0:
+            first_render_s = time.perf_counter() - t_render
+    wall = time.perf_counter() - t_start
+    await asyncio.sleep(1.0)
+    out, _ = await asyncio.to_thread(client.communicate, "")
+    lag.stop()
+    await runner.cleanup()
+    worker.close()
+    got = json.loads(out)
+    health = [t for t, status in got["healthz"] if status == 200]
+    return {"polls": polls, "wall_s": wall, "first_render_wall_s": first_render_s,
+            "loop_lag_max_s": lag.peak, "loop_lag_samples": lag.n,
+            "loop_lag_over_0_1_s": sum(c for b, c in zip((*BUCKETS, float("inf")), lag.counts, strict=True) if b > 0.1),
+            "healthz": {"n": len(got["healthz"]), "ok": len(health), "p50_s": _pct(health, 0.5), "max_s": max(health, default=float("nan"))},
+            "metrics_scrapes": {"n": len(got["metrics"]), "ok": sum(1 for _, s in got["metrics"] if s == 200),
+                                "max_s": max((t for t, _ in got["metrics"]), default=float("nan"))},
+            "series": p.store.series_count(),
+            "stalls_by_worker_line": sorted(([round(max(v), 3), len(v), k] for k, v in lag.blame.items()), reverse=True)[:8]}
+
+
+def measure(fab: Fabric, polls: int = 3) -> dict[str, Any]:
+    return asyncio.run(_run(fab, polls))
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m bench.loop_stall", description=__doc__.split("\n\n")[0])
+    ap.add_argument("ports", type=int)
+    ap.add_argument("--polls", type=int, default=3)
+    a = ap.parse_args(argv)
+    print(json.dumps({"ports": a.ports, **measure(Fabric(a.ports), a.polls)}))
+
+
+if __name__ == "__main__":
+    main()
