@@ -102,3 +102,46 @@ def test_readings_applied_in_small_chunks_match_the_reference(block, monkeypatch
     ports, repeats of a series and new series, and the random runs still agree."""
     monkeypatch.setattr(new, "_CHUNK", 5)
     eq.test_columnar_store_matches_the_reference_on_random_runs(block)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_state_image_maps_poll_times_to_and_from_the_time_table(seed, monkeypatch):
+    """The state file's image (agent/state.py, version 2) holds poll and history times as
+    numbers: read from the time table by index, and turned back into indices of the restoring
+    store's table (compacted, and widened to uint32 for odd seeds, on the way). The restored
+    store reads as the reference restored from its save, polls on alike, and an image that keeps
+    the last two points of history restores those two."""
+    monkeypatch.setattr(new._Times, "FLOOR", 8)
+    if seed % 2:
+        monkeypatch.setattr(new, "_NARROW_TIMES", 3)
+    run = Run(seed)
+    old, cur = ref.CounterStore(history=3, stale_after=45.0), new.CounterStore(history=3, stale_after=45.0)
+
+    def poll(a, b):
+        samples, gauges, clocks, t = run.poll()
+        for target in ("t1", "t2"):
+            half = [s for i, s in enumerate(samples) if (i % 2 == 0) == (target == "t1")
+                    and 1 <= s.bits <= 64 and type(s.value) is int and 0 <= s.value < 1 << 64]  # what a state file holds
+            a.update(half, t + (target == "t2"), dict(clocks), gauges, target=target)
+            b.update(half, t + (target == "t2"), dict(clocks), gauges, target=target)
+        return t
+
+    for _ in range(12):
+        now = poll(old, cur)
+    fresh_old, fresh_new = ref.CounterStore(history=3, stale_after=45.0), new.CounterStore(history=3, stale_after=45.0)
+    assert fresh_old.restore(old.save(), now) == fresh_new.restore_image(cur.image(), now)
+    assert_stores_agree(fresh_old, fresh_new, f"seed {seed} restored")
+    assert (fresh_new._t.hist_i.dtype == new.np.uint32) == bool(seed % 2)
+    for step in range(8):
+        last = poll(fresh_old, fresh_new)
+        assert_stores_agree(fresh_old, fresh_new, f"seed {seed} step {step} after the restore")
+    short = new.CounterStore(history=3, stale_after=45.0)
+    assert short.restore_image(fresh_new.image(history=2), last) > 0
+    compared = 0
+    for pk, e in fresh_new.ports.items():
+        for name, sub, se in e.counters():
+            got = short.get(pk[0], pk[1], name, sub)
+            if got is not None:
+                assert (got.history, got.poll_t, got.total) == (se.history[-2:], se.poll_t, se.total)
+                compared += 1
+    assert compared

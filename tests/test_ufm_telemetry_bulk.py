@@ -30,10 +30,13 @@ CASES = sorted((ROOT / "collectors" / "ufm_telemetry" / "testcases").glob("*/pay
 
 
 def _both(payload: dict, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
-    bulk = dump(ufm_parse.parse_payload(payload, SPEC))
+    """Both parses' facts and warnings (the warning on values that are not counter values too)."""
+    got = ufm_parse.parse_payload(payload, SPEC)
+    bulk = dump(got) + "\n".join(got.warnings)
     with monkeypatch.context() as m:
         m.setattr(ufm_parse, "_csv_in_bulk", lambda *_: None)
-        rows = dump(ufm_parse.parse_payload(payload, SPEC))
+        got = ufm_parse.parse_payload(payload, SPEC)
+        rows = dump(got) + "\n".join(got.warnings)
     return bulk, rows
 
 
