@@ -22,6 +22,7 @@ from fabricmon.agent import __version__
 from fabricmon.agent.exporter.exposition import Family, Template, escape_label, fmt_value, format_values, labels
 from fabricmon.agent.jobs.export import job_families
 from fabricmon.agent.store import CounterStore, FamilyRows, PortKey
+from fabricmon.core.slicing import join_in_slices
 from fabricmon.core.vocabulary import COUNTERS, GAUGES, NAMESPACE, metric_name
 
 if TYPE_CHECKING:
@@ -281,8 +282,8 @@ def _health_families(cache: _RenderCache, health: _Health) -> list[Family]:
         got = health.rates.get(h)
         if got is not None and got[1].any():
             at = np.flatnonzero(got[1])
-            fam.lines = ["\n".join(map(f"{fam.name}%s}} %s".__mod__,
-                                        zip(map(bases.__getitem__, at.tolist()), format_values(got[0][at]), strict=True)))]
+            fam.lines = [join_in_slices("\n", list(map(f"{fam.name}%s}} %s".__mod__,
+                                                        zip(map(bases.__getitem__, at.tolist()), format_values(got[0][at]), strict=True))))]
         out.append(fam)
     agg: dict[str, Family] = {}
     for (target, counter) in sorted(sums):
@@ -329,7 +330,7 @@ def topology_families(p: Pipeline) -> list[Family]:
                                              ("guid", info.guid if info else ""), ("lid", info.lid if info else ""),
                                              ("alias", info.alias if info else ""), ("label", info.label if info else ""),
                                              ("peer_device", peer[0] if peer else ""), ("peer_port", peer[1] if peer else ""))) + " 1")
-        body = "\n".join(lines)
+        body = join_in_slices("\n", lines)
         nlinks = sum(1 for a, b in p.topology.items() if a <= b)  # what len(links()) counts, without sorting
         cache.port_info = (stamp, body, nlinks)
     if body:
