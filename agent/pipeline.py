@@ -286,7 +286,7 @@ class Pipeline:
         self._join_guids(result)
         store = self.store
         store.set_devices(result.devices, target=target)
-        store.set_port_info(result.ports, t)
+        store.set_port_info(result.ports, t, target)
         touched = store.update_columns(result.counters.columns(target, result.clocks, result.gauges), t)
         if result.links is not None:
             self.topology.set_links(target, result.links)

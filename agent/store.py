@@ -24,16 +24,23 @@ counter across wraps, resets and saturation, and never a false reset of its own.
 
 **Columns.** Every series is one row of one table of numpy arrays (:class:`_Table`): last raw
 value, width, saturation, scale, poll and device clock, total, delta, interval, status and a
-ring of ``history`` (time, total) points. A port's series are one contiguous block of rows;
-the port's *schema* (its series keys in order, key -> offset) is shared by every port with
-the same series, so a 100,000-port fabric of a few device kinds holds a few schemas, not
-millions of dict entries. A block moves only when its port's set of series changes. One
-poll is applied as whole-array operations (:meth:`CounterStore.update_columns`), with the
-rules above exactly as the object-per-series store had them (tests/store_reference.py is
-that store, and tests/test_store_equivalence.py checks both agree on random runs over
-every edge case). Raw values are uint64; a reading that is not an integer in [0, 2^64)
-(NVUE can report larger integers, a restored state may hold floats) is kept as a Python
-number and goes through the same array code on object arrays, so its arithmetic is exact.
+ring of ``history`` (time, total) points. Poll times are kept once, in a table of the times
+the store has seen (:class:`_Times`): a row's poll time and its history's times are uint16
+indices into it (uint32 once more than 65,536 times are in use), so every series of one
+poll refers to one time (about 130 bytes a series in all, the headroom included). A
+port's series are one contiguous block of rows; the port's *schema* (its series keys in
+order, key -> offset) is shared by every port with the same series, so a 100,000-port fabric
+of a few device kinds holds a few schemas, not millions of dict entries. A block moves only
+when its port's set of series changes. Gauges are columns the same way (a value and a time
+per gauge, a block of rows and a shared schema per port), and so is each port's last update
+time. One poll is applied as whole-array operations (:meth:`CounterStore.update_columns`),
+with the rules above exactly as the object-per-series store had them (tests/store_reference.py
+is that store, and tests/test_store_equivalence.py checks both agree on random runs over
+every edge case). A target whose readings come in the same layout as its last poll reuses
+that poll's plan (rows, ports, devices), so a poll costs no Python step per port or series.
+Raw values are uint64; a reading that is not an integer in [0, 2^64) (NVUE can report larger
+integers, a restored state may hold floats) is kept as a Python number and goes through the
+same array code on object arrays, so its arithmetic is exact.
 
 Series not updated for ``stale_after`` seconds are dropped by :meth:`CounterStore.expire`.
 
@@ -54,17 +61,19 @@ is a view of one row (two references), created when asked for and kept by its po
 the same series is the same object while its port lives.
 
 **Bulk reads** for a columnar renderer: :meth:`CounterStore.family_rows` gives, per counter
-name, the series keys in exposition order and their row numbers (cached until the set of
-series changes, see ``series_layout``); :meth:`CounterStore.totals` and
-:meth:`CounterStore.rates` give the arrays those rows index.
+name, the series in exposition order as arrays (each one's place in :meth:`CounterStore.port_order`,
+its sub-labels, its row; cached until the set of series changes, see ``series_layout``);
+:meth:`CounterStore.totals` and :meth:`CounterStore.rates` give the arrays those rows index;
+:meth:`CounterStore.gauge_rows` and :meth:`CounterStore.gauge_values` do the same for gauges.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -143,40 +152,49 @@ def _ports_of(by_name: Mapping[str, Mapping[PortKey, object]], names: Iterable[s
 # ---------------------------------------------------------------------------- the columns
 _COLS: dict[str, Any] = {
     "value": np.uint64, "bits": np.int16, "sat": np.bool_, "dense": np.bool_, "scale": np.float64,
-    "poll_t": np.float64, "dev_t": np.float64, "has_dev": np.bool_, "total": np.float64,
+    "dev_t": np.float64, "has_dev": np.bool_, "total": np.float64,
     "delta": np.float64, "delta_ok": np.bool_, "dt": np.float64, "dt_ok": np.bool_, "status": np.int8,
     "head": np.uint16, "npts": np.uint16,
 }
 
 
 class _Table:
-    """One row per series. ``hist_t``/``hist_v`` are the ring of (poll time, total) points,
-    ``head`` the next slot to write and ``npts`` how many are kept. ``big`` holds, by row,
-    the raw values that are not integers in [0, 2^64) (the ``value`` column then reads 0)."""
+    """One row per series. ``hist_i``/``hist_v`` are the ring of (poll time, total) points,
+    the time as an index into ``times`` (like ``poll_i``, the last poll's), ``head`` the next
+    slot to write and ``npts`` how many are kept. ``big`` holds, by row, the raw values that
+    are not integers in [0, 2^64) (the ``value`` column then reads 0)."""
 
-    __slots__ = (*_COLS, "big", "hist_t", "hist_v")
+    __slots__ = (*_COLS, "big", "hist_i", "hist_v", "poll_i", "times")
+    _ARRAYS = (*_COLS, "poll_i", "hist_i", "hist_v")
 
-    def __init__(self, history: int, cap: int) -> None:
+    def __init__(self, history: int, cap: int, times: np.ndarray, index: Any = np.uint16) -> None:
         for name, dtype in _COLS.items():
             setattr(self, name, np.zeros(cap, dtype))
-        self.hist_t = np.zeros((cap, history))
+        self.poll_i = np.zeros(cap, index)
+        self.hist_i = np.zeros((cap, history), index)
         self.hist_v = np.zeros((cap, history))
         self.big: dict[int, Any] = {}
+        self.times = times  # the store's table of poll times (a table of held views keeps the one of its time)
 
     def __len__(self) -> int:
         return len(self.total)
 
     def resize(self, cap: int) -> None:
         n = min(cap, len(self))
-        for name in (*_COLS, "hist_t", "hist_v"):
+        for name in self._ARRAYS:
             old = getattr(self, name)
             new = np.zeros((cap, *old.shape[1:]), old.dtype)
             new[:n] = old[:n]
             setattr(self, name, new)
 
+    def widen(self) -> None:
+        """Time indices as uint32: more than 65,536 poll times are in use."""
+        self.poll_i = self.poll_i.astype(np.uint32)
+        self.hist_i = self.hist_i.astype(np.uint32)
+
     def move_rows(self, src: np.ndarray, dst: np.ndarray, into: _Table) -> None:
-        """Copy rows ``src`` to rows ``dst`` of ``into`` (may be self); big values move."""
-        for name in (*_COLS, "hist_t", "hist_v"):
+        """Copy rows ``src`` to rows ``dst`` of ``into`` (may be self; same times); big values move."""
+        for name in self._ARRAYS:
             getattr(into, name)[dst] = getattr(self, name)[src]
         if self.big:
             for s, d in zip(src.tolist(), dst.tolist(), strict=True):
@@ -184,12 +202,129 @@ class _Table:
                     into.big[d] = self.big.pop(s)
 
     def nbytes(self) -> int:
-        return sum(getattr(self, name).nbytes for name in (*_COLS, "hist_t", "hist_v"))
+        return sum(getattr(self, name).nbytes for name in self._ARRAYS)
 
     def history_index(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per row, the ring slots oldest first (H columns; the first H - npts are not points)."""
-        h = self.hist_t.shape[1]
+        h = self.hist_i.shape[1]
         return (self.head[rows].astype(np.intp)[:, None] + np.arange(h)) % h, self.npts[rows].astype(np.intp)
+
+
+class _GaugeTable:
+    """One row per gauge: its last value and when it was read."""
+
+    __slots__ = ("t", "value")
+
+    def __init__(self, cap: int) -> None:
+        self.value = np.zeros(cap)
+        self.t = np.zeros(cap)
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    def resize(self, cap: int) -> None:
+        n = min(cap, len(self))
+        for name in self.__slots__:
+            old = getattr(self, name)
+            new = np.zeros(cap, old.dtype)
+            new[:n] = old[:n]
+            setattr(self, name, new)
+
+    def move_rows(self, src: np.ndarray, dst: np.ndarray, into: _GaugeTable) -> None:
+        for name in self.__slots__:
+            getattr(into, name)[dst] = getattr(self, name)[src]
+
+    def nbytes(self) -> int:
+        return self.value.nbytes + self.t.nbytes
+
+
+class _Rows:
+    """Blocks of rows in a table: a block per port, reused by size when freed, the table grown
+    (by an eighth: a fabric's first poll creates every series at once) when none is free."""
+
+    __slots__ = ("end", "free", "free_rows", "table")
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+        self.end = 0  # rows in use or freed; rows from here on were never used
+        self.free: dict[int, list[int]] = {}  # block size -> bases of freed blocks
+        self.free_rows = 0
+
+    def reserve(self, n: int) -> None:
+        """Room for ``n`` more rows: exactly, plus 1/32 for the growth still to come (a few
+        ports gaining series; rows are most of the store's bytes)."""
+        need = self.end + n
+        if need > len(self.table):
+            self.table.resize(need + need // 32)
+
+    def alloc(self, n: int) -> int:
+        """The base of a free block of ``n`` rows."""
+        free = self.free.get(n)
+        if free:
+            self.free_rows -= n
+            return free.pop()
+        base = self.end
+        self.end += n
+        if self.end > len(self.table):
+            self.table.resize(max(self.end, len(self.table) * 9 // 8))
+        return base
+
+    def release(self, base: int, n: int) -> None:
+        if n:
+            self.free.setdefault(n, []).append(base)
+            self.free_rows += n
+
+
+_NARROW_TIMES = 1 << 16  # poll times uint16 indices can name
+
+
+class _Times:
+    """The poll times the store has seen, each once; rows refer to them by index.
+
+    A poll adds its time once, so the table grows by one per target and poll: when it has
+    doubled since it was last compacted, it keeps only the times some series still refers to
+    (a few per target: at most ``history`` polls back). The array is replaced, never changed in
+    place, so a table that still refers to an older array (the copy of an expired port whose
+    views are held) reads its times there."""
+
+    __slots__ = ("array", "index", "limit", "n")
+    FLOOR = 65536  # times kept before the first compaction, and at least after each
+
+    def __init__(self) -> None:
+        self.array = np.zeros(1024)
+        self.n = 0
+        self.index: dict[float, int] = {}
+        self.limit = self.FLOOR
+
+    def of(self, t: float) -> int:
+        """The index of time ``t`` (added if new; the caller compacts when :attr:`full`)."""
+        i = self.index.get(t)
+        if i is None:
+            if self.n == len(self.array):
+                grown = np.zeros(2 * self.n)
+                grown[:self.n] = self.array
+                self.array = grown
+            i = self.index[t] = self.n
+            self.array[i] = t
+            self.n += 1
+        return i
+
+    @property
+    def full(self) -> bool:
+        return self.n >= self.limit
+
+    def keep(self, used: np.ndarray) -> np.ndarray:
+        """Keep only the times ``used`` (indices); returns old index -> new index."""
+        used = np.unique(used)
+        remap = np.zeros(max(self.n, 1), np.uint32)
+        remap[used] = np.arange(len(used), dtype=np.uint32)  # (cast to the tables' index type by the caller)
+        kept = self.array[used]
+        self.array = np.zeros(max(1024, 2 * len(used)))
+        self.array[:len(used)] = kept
+        self.n = len(used)
+        self.index = dict(zip(kept.tolist(), range(len(used)), strict=True))
+        self.limit = max(self.FLOOR, 2 * len(used))
+        return remap
 
 
 class _Schema:
@@ -258,7 +393,7 @@ class Series:
     @property
     def poll_t(self) -> float:
         t, i = self._at()
-        return t.poll_t.item(i)
+        return t.times.item(t.poll_i.item(i))
 
     @property
     def device_t(self) -> float | None:
@@ -293,7 +428,7 @@ class Series:
     def _slots(self) -> tuple[_Table, int, list[int]]:
         """The ring slots of the kept points, oldest first."""
         t, i = self._at()
-        h = t.hist_t.shape[1]
+        h = t.hist_i.shape[1]
         head, n = t.head.item(i), t.npts.item(i)
         return t, i, [(head + k) % h for k in range(h - n, h)]
 
@@ -301,7 +436,7 @@ class Series:
     def history(self) -> list[tuple[float, float]]:
         """(poll time, total) pairs, oldest first."""
         t, i, idx = self._slots()
-        ts, vs = t.hist_t[i].tolist(), t.hist_v[i].tolist()
+        ts, vs = t.times[t.hist_i[i]].tolist(), t.hist_v[i].tolist()
         return [(ts[j], vs[j]) for j in idx]
 
     def _totals(self) -> list[float]:
@@ -342,6 +477,8 @@ class Series:
 
 @dataclass(slots=True)
 class GaugeValue:
+    """A gauge's last reading and when it was read."""
+
     value: float
     t: float
 
@@ -369,21 +506,84 @@ class _SeriesMap(Mapping[SeriesKey, Series]):
         return len(self._entry.schema.keys)
 
 
+class _GaugeMap(Mapping[SeriesKey, GaugeValue]):
+    """``PortEntry.gauges``: the port's gauges as a read-only mapping of (value, time) copies
+    (tests and tools; the rules use :meth:`PortEntry.gauge`, a renderer the bulk reads)."""
+
+    __slots__ = ("_entry",)
+
+    def __init__(self, entry: PortEntry) -> None:
+        self._entry = entry
+
+    def __getitem__(self, key: SeriesKey) -> GaugeValue:
+        e = self._entry
+        i = e.gbase + e.gschema.index[key]
+        return GaugeValue(e.gtable.value.item(i), e.gtable.t.item(i))
+
+    def __iter__(self) -> Iterator[SeriesKey]:
+        return iter(self._entry.gschema.keys)
+
+    def __len__(self) -> int:
+        return len(self._entry.gschema.keys)
+
+
+class _PortColumns:
+    """Per port (by ``PortEntry.pi``): when it was last updated. A column, so a poll marks its
+    ports in one numpy assignment."""
+
+    __slots__ = ("free", "n", "seen")
+
+    def __init__(self) -> None:
+        self.seen = np.zeros(1024)
+        self.n = 0
+        self.free: list[int] = []
+
+    def add(self, seen: float) -> int:
+        if self.free:
+            i = self.free.pop()
+        else:
+            i = self.n
+            self.n += 1
+            if i == len(self.seen):
+                grown = np.zeros(2 * i)
+                grown[:i] = self.seen
+                self.seen = grown
+        self.seen[i] = seen
+        return i
+
+
 class PortEntry:
     """Everything the store holds for one port: its schema and block of rows in ``table``,
-    its gauges, its descriptive info, when it was last updated and by which target."""
+    its gauges (schema and block in ``gtable``), its descriptive info, when it was last updated
+    (a column of the store's, by ``pi``) and by which target."""
 
-    __slots__ = ("base", "gauges", "info", "schema", "seen", "table", "target", "views")
+    __slots__ = ("_cols", "_seen", "base", "gbase", "gschema", "gtable", "info", "pi", "schema", "table", "target",
+                 "views")
 
-    def __init__(self, table: _Table, target: str = "", seen: float = 0.0) -> None:
+    def __init__(self, table: _Table, gtable: _GaugeTable, cols: _PortColumns, target: str = "", seen: float = 0.0) -> None:
         self.table = table
         self.schema = _NO_SERIES
         self.base = 0
         self.views: dict[int, Series] | None = None  # offset -> the view handed out for it
-        self.gauges: dict[SeriesKey, GaugeValue] = {}
+        self.gtable = gtable
+        self.gschema = _NO_SERIES
+        self.gbase = 0
         self.info: PortInfo | None = None
-        self.seen = seen
+        self._cols = cols
+        self.pi = cols.add(seen)
+        self._seen = seen  # when the port has left the store (pi -1): its last update
         self.target = target
+
+    @property
+    def seen(self) -> float:
+        return self._cols.seen.item(self.pi) if self.pi >= 0 else self._seen
+
+    @seen.setter
+    def seen(self, t: float) -> None:
+        if self.pi >= 0:
+            self._cols.seen[self.pi] = t
+        else:
+            self._seen = t
 
     def view(self, off: int) -> Series:
         views = self.views
@@ -398,6 +598,10 @@ class PortEntry:
     def series(self) -> Mapping[SeriesKey, Series]:
         return _SeriesMap(self)
 
+    @property
+    def gauges(self) -> Mapping[SeriesKey, GaugeValue]:
+        return _GaugeMap(self)
+
     # The read API the rules use.
     def counter(self, name: str, sub: tuple[Any, ...] = ()) -> Series | None:
         """The series of counter ``name`` with sub-labels ``sub`` (priority, queue, ...), or None."""
@@ -405,8 +609,8 @@ class PortEntry:
         return None if off is None else self.view(off)
 
     def gauge(self, name: str, sub: tuple[Any, ...] = ()) -> float | None:
-        g = self.gauges.get((name, sub))
-        return g.value if g is not None else None
+        off = self.gschema.index.get((name, sub))
+        return None if off is None else self.gtable.value.item(self.gbase + off)
 
     def counters(self) -> Iterator[tuple[str, tuple[Any, ...], Series]]:
         """Every counter series of the port as (name, sub, series)."""
@@ -417,20 +621,47 @@ class PortEntry:
         return len(self.schema.keys)
 
     @property
-    def shape(self) -> tuple[object, int]:
+    def shape(self) -> tuple[object, object]:
         """A token that changes whenever the port's set of counter series or of gauges changes
-        (ports with the same series share one schema; gauges are only ever added), for readers
-        that cache what they derive from which series a port has."""
-        return (self.schema, len(self.gauges))
+        (ports with the same series or gauges share one schema), for readers that cache what
+        they derive from which series a port has."""
+        return (self.schema, self.gschema)
+
+
+class _Keys(Sequence[tuple[PortKey, tuple[Any, ...]]]):
+    """:attr:`FamilyRows.keys`: the (port, sub) of each row, made when read (the family holds
+    two index arrays, not a tuple per series)."""
+
+    __slots__ = ("_port_at", "_ports", "_sub_at", "_subs")
+
+    def __init__(self, ports: Sequence[PortKey], port_at: np.ndarray, subs: Sequence[tuple[Any, ...]], sub_at: np.ndarray) -> None:
+        self._ports, self._port_at, self._subs, self._sub_at = ports, port_at, subs, sub_at
+
+    def __len__(self) -> int:
+        return len(self._port_at)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return (self._ports[self._port_at[i]], self._subs[self._sub_at[i]])
+
+    def __iter__(self) -> Iterator[tuple[PortKey, tuple[Any, ...]]]:
+        return zip(map(self._ports.__getitem__, self._port_at.tolist()), map(self._subs.__getitem__, self._sub_at.tolist()),
+                   strict=True)
 
 
 class FamilyRows(NamedTuple):
-    """One counter's series for a bulk reader: ``keys[i]`` = (port, sub) is row ``rows[i]``
-    of :meth:`CounterStore.totals` / :meth:`CounterStore.rates`. In exposition order: ports
-    sorted, then sub-labels by their text."""
+    """One counter's (or gauge's) series for a bulk reader, in exposition order (ports sorted,
+    then sub-labels by their text): series ``i`` is port ``port_at[i]`` of
+    :meth:`CounterStore.port_order` with sub-labels ``subs[sub_at[i]]``, in row ``rows[i]`` of
+    :meth:`CounterStore.totals` / :meth:`CounterStore.rates` (gauges:
+    :meth:`CounterStore.gauge_values`). ``keys[i]`` is the same as one (port, sub) tuple."""
 
-    keys: list[tuple[PortKey, tuple[Any, ...]]]
+    keys: Sequence[tuple[PortKey, tuple[Any, ...]]]
     rows: np.ndarray
+    port_at: np.ndarray
+    subs: tuple[tuple[Any, ...], ...]
+    sub_at: np.ndarray
 
 
 class _Plan(NamedTuple):
@@ -443,11 +674,75 @@ class _Plan(NamedTuple):
     gen: int
     entries: list[PortEntry | None]
     rows: np.ndarray  # per input row; -1 where refused
-    passes: list[np.ndarray | None]  # positions per pass (None: every reading, once each)
-    index: list[slice | np.ndarray]  # per pass, its rows (a slice when they are contiguous)
+    chunks: list[_Chunk]  # the readings in chunks of at most _CHUNK, each in its passes
     new: np.ndarray | None  # first readings of new series (None: none; never cached)
     refused_ports: int
     refused_series: int
+    marks: _Marks  # the ports it updates, for the next poll with the same layout
+
+
+class _Chunk(NamedTuple):
+    """Readings ``start`` to ``stop`` of a poll: applied together, one pass per repeat of a
+    series (so a series read twice is advanced twice, in order)."""
+
+    start: int
+    stop: int
+    passes: list[np.ndarray | None]  # positions in the chunk per pass (None: every reading, once each)
+    index: list[slice | np.ndarray]  # per pass, its rows (a slice when they are contiguous)
+
+
+# Readings applied at once: the arrays of one chunk are tens of MB (a 100,000-port poll is
+# 1.8 million readings; its temporaries all at once were 235 MB above the store's own).
+_CHUNK = 1 << 17
+
+
+def _port_groups(port_of: np.ndarray) -> Iterable[tuple[int, int]]:
+    """(start, stop) of each run of readings of one port group; one reading at a time when the
+    groups are not in order (a group may then come back later)."""
+    n = len(port_of)
+    if n == 0:
+        return []
+    steps = np.diff(port_of)
+    if not bool((steps >= 0).all()):
+        return ((i, i + 1) for i in range(n))
+    bounds = (np.flatnonzero(steps) + 1).tolist()
+    return zip([0, *bounds], [*bounds, n], strict=True)
+
+
+def _chunks(rows: np.ndarray, end: int) -> list[_Chunk]:
+    out = []
+    for a in range(0, len(rows), _CHUNK):
+        r = rows[a:a + _CHUNK]
+        passes = _passes(r, end)
+        out.append(_Chunk(a, a + len(r), passes, [_index(r if pos is None else r[pos]) for pos in passes]))
+    return out
+
+
+class _Marks(NamedTuple):
+    """What a poll with a cached plan marks as updated: its ports (the set returned, their
+    ``pi``), their devices, and the store's target generation when the targets were set."""
+
+    ports: frozenset[PortKey]
+    pi: np.ndarray
+    devices: tuple[str, ...]
+    entries: tuple[PortEntry, ...]
+    targets: int
+
+
+class _GaugePlan(NamedTuple):
+    """How one target's gauges map to gauge rows, kept while the same gauges come in the same
+    order (the same objects, or the same keys) and no gauge row moved."""
+
+    gen: int
+    objs: list[Gauge]  # the last poll's gauges (their keys are compared when they are other objects)
+    rows: np.ndarray
+    tracked: np.ndarray  # per gauge: a state gauge whose changes the rules act on
+    port_of: list[PortKey]  # per gauge
+    marks: _Marks
+
+
+_GAUGE_KEY = attrgetter("device", "port", "name", "sub")
+_GAUGE_VALUE = attrgetter("value")
 
 
 # Bounds on what readings can create, so a hostile device or recording cannot grow the store
@@ -552,8 +847,27 @@ MAX_PORTS = 1_000_000
 MAX_SERIES_PER_PORT = 1024
 
 
+class _GroupClocks(NamedTuple):
+    """Per port group of a poll's columns: its device's clock (when the device has one) and
+    whether that clock failed to advance (None: no group has either)."""
+
+    has: np.ndarray | None
+    t: np.ndarray | None
+    bad: np.ndarray | None
+
+    @classmethod
+    def of(cls, cols: CounterColumns, clock_bad: set[str]) -> _GroupClocks:
+        has = t = None
+        if cols.clocks:
+            g_dev = [cols.clocks.get(d) for d, _ in cols.ports]
+            has = np.array([x is not None for x in g_dev], dtype=bool)
+            t = np.array([0.0 if x is None else x for x in g_dev], dtype=np.float64)
+        bad = np.array([d in clock_bad for d, _ in cols.ports], dtype=bool) if clock_bad else None
+        return cls(has, t, bad)
+
+
 class _Readings(NamedTuple):
-    """One poll's readings as arrays (per reading) for :meth:`CounterStore._apply`."""
+    """Readings ``a`` to ``b`` of a poll as arrays (per reading) for :meth:`CounterStore._apply`."""
 
     values: np.ndarray
     exotic: np.ndarray | None  # readings that are not an integer in [0, 2^64) (kept as Python numbers)
@@ -565,21 +879,14 @@ class _Readings(NamedTuple):
     bad: np.ndarray  # the device's clock did not advance
 
     @classmethod
-    def of(cls, cols: CounterColumns, plan: _Plan, clock_bad: set[str]) -> _Readings:
-        n = len(plan.rows)
-        values, exotic = _values(cols.values, n)
-        bits = _array(cols.bits, np.int64).reshape(n).clip(0, _MAX_BITS).astype(np.int16)
-        sat = _array(cols.saturating, bool).reshape(n)
-        scale = _array(cols.scale, np.float64).reshape(n)
-        clocks = cols.clocks
-        port_of = plan.port_of
-        if clocks:
-            g_dev = [clocks.get(d) for d, _ in cols.ports]
-            has_dev = np.array([x is not None for x in g_dev], dtype=bool)[port_of]
-            dev_t = np.array([0.0 if x is None else x for x in g_dev], dtype=np.float64)[port_of]
-        else:
-            has_dev, dev_t = np.zeros(n, bool), np.zeros(n)
-        bad = np.array([d in clock_bad for d, _ in cols.ports], dtype=bool)[port_of] if clock_bad else np.zeros(n, bool)
+    def of(cls, cols: CounterColumns, a: int, b: int, port_of: np.ndarray, g: _GroupClocks) -> _Readings:
+        n = b - a
+        values, exotic = _values(cols.values[a:b], n)
+        bits = _array(cols.bits[a:b], np.int64).reshape(n).clip(0, _MAX_BITS).astype(np.int16)
+        sat = _array(cols.saturating[a:b], bool).reshape(n)
+        scale = _array(cols.scale[a:b], np.float64).reshape(n)
+        has_dev, dev_t = (g.has[port_of], g.t[port_of]) if g.has is not None and g.t is not None else (np.zeros(n, bool), np.zeros(n))
+        bad = g.bad[port_of] if g.bad is not None else np.zeros(n, bool)
         return cls(values, exotic, bits, sat, scale, dev_t, has_dev, bad)
 
 
@@ -613,13 +920,28 @@ class CounterStore:
         self.series_layout = 0  # bumped when the set of series changes: family_rows() is rebuilt
         self.gauge_layout = 0  # bumped when a port gains a gauge (gauges are never removed)
         self._changes = Changes()
-        self._t = _Table(history, 1024)
-        self._end = 0  # rows in use or freed; rows from here on were never used
-        self._free: dict[int, list[int]] = {}  # block size -> bases of freed blocks
-        self._free_rows = 0
+        self._times = _Times()
+        self._t = _Table(history, 1024, self._times.array)
+        self._rows = _Rows(self._t)
+        self._gt = _GaugeTable(1024)
+        self._grows = _Rows(self._gt)
+        self._pcols = _PortColumns()
         self._gen = 0  # bumped whenever rows move or are freed: cached plans are then stale
+        self._ggen = 0  # the same for gauge rows
+        self._targets = 0  # bumped whenever a port's target changes: cached marks set targets again
         self._plans: dict[str, _Plan] = {}
-        self._families: tuple[int, dict[str, FamilyRows]] | None = None
+        self._gplans: dict[str, _GaugePlan] = {}
+        self._infos: dict[str, tuple[tuple[int, int], list[PortInfo]]] = {}  # target -> (stamp, the port infos it set)
+        self._info_writes = 0  # set_port_info calls that wrote (a stamp of the entries' infos)
+        self._families: tuple[tuple[int, ...], dict[str, FamilyRows]] | None = None
+        self._gauge_families: tuple[tuple[int, ...], dict[str, FamilyRows]] | None = None
+        self._order: tuple[int, list[PortKey]] | None = None
+
+    @property
+    def info_stamp(self) -> tuple[int, int]:
+        """Changes whenever a port comes or goes or a port's info is set: readers that derive
+        something from every port's info cache it under this."""
+        return (self.layout, self._info_writes)
 
     def take_changes(self) -> Changes:
         """The counters that moved and the state gauges that changed since the last call."""
@@ -642,16 +964,16 @@ class CounterStore:
         """Feed one poll's readings as columns. Returns the ports that were updated."""
         clock_bad = self._clocks(cols.clocks, poll_t)
         touched: set[PortKey] = set()
-        plan = self._plan(cols, poll_t, touched)
+        devices: set[str] = set()
+        plan = self._plan(cols, poll_t, touched, devices)
         self.refused["port"] += plan.refused_ports
         self.refused["series"] += plan.refused_series
         if len(plan.rows):
             self._apply(cols, plan, poll_t, clock_bad)
-        self._gauges(cols.gauges, cols.target, poll_t, touched)
-        for device, _ in touched:
-            self.device_seen[device] = poll_t
-            if cols.target:
-                self.device_target[device] = cols.target
+        self._gauges(cols.gauges, cols.target, poll_t, touched, devices)
+        self.device_seen.update(dict.fromkeys(devices, poll_t))
+        if cols.target:
+            self.device_target.update(dict.fromkeys(devices, cols.target))
         return touched
 
     def _clocks(self, clocks: dict[str, float], poll_t: float) -> set[str]:
@@ -665,23 +987,47 @@ class CounterStore:
             self._device_clock[device] = (dev_t, poll_t)
         return bad
 
-    def _touch(self, pk: PortKey, target: str, poll_t: float, touched: set[PortKey]) -> PortEntry | None:
+    def _entry(self, pk: PortKey, target: str = "", seen: float = 0.0) -> PortEntry:
+        """A new port (the caller bumps ``layout``)."""
+        entry = self.ports[pk] = PortEntry(self._t, self._gt, self._pcols, target=target, seen=seen)
+        return entry
+
+    def _touch(self, pk: PortKey, target: str, poll_t: float, touched: set[PortKey], devices: set[str]) -> PortEntry | None:
         """The port's entry (created on first sight), marked as updated by this poll; None for a
         new port the store has no room for (counted by the caller)."""
         entry = self.ports.get(pk)
         if entry is None:
             if len(self.ports) >= self.max_ports:
                 return None
-            entry = self.ports[pk] = PortEntry(self._t, target=target)
+            entry = self._entry(pk, target)
             self.layout += 1
         if pk not in touched:
             touched.add(pk)
+            devices.add(pk[0])
             entry.seen = poll_t
-            if target:
+            if target and entry.target != target:
                 entry.target = target
+                self._targets += 1
         return entry
 
-    def _plan(self, cols: CounterColumns, poll_t: float, touched: set[PortKey]) -> _Plan:
+    def _marks(self, pks: Iterable[PortKey], entries: Iterable[PortEntry | None]) -> _Marks:
+        pairs = [(pk, e) for pk, e in zip(pks, entries, strict=True) if e is not None]
+        got = dict(pairs)  # a port may come in several groups
+        return _Marks(frozenset(got), np.array([e.pi for e in got.values()], np.int64),
+                      tuple(dict.fromkeys(pk[0] for pk in got)), tuple(got.values()), self._targets)
+
+    def _mark(self, marks: _Marks, target: str, poll_t: float, touched: set[PortKey], devices: set[str]) -> None:
+        """Mark a cached plan's ports as updated: one numpy assignment, the sets in C."""
+        touched |= marks.ports
+        devices.update(marks.devices)
+        self._pcols.seen[marks.pi] = poll_t
+        if target and marks.targets != self._targets:  # some port's target changed since: set them again
+            for e in marks.entries:
+                if e.target != target:
+                    e.target = target
+                    self._targets += 1
+
+    def _plan(self, cols: CounterColumns, poll_t: float, touched: set[PortKey], devices: set[str]) -> _Plan:
         """Rows of this poll's readings. The target's last plan is reused while its layout holds
         (the producer's token is the same, or without one the same ports and keys as the poll
         that made it); otherwise rows are found by key, series created and blocks of ports
@@ -691,51 +1037,78 @@ class CounterStore:
         if cached is not None and cached.gen == self._gen and _same_layout(cached, cols):
             # The plan's entries are still the store's (no port was dropped or moved since:
             # that bumps the generation); a refused port (None) is refused again.
-            for pk, e in zip(cols.ports, cached.entries, strict=True):
-                if e is not None:
-                    touched.add(pk)
-                    e.seen = poll_t
-                    if target:
-                        e.target = target
+            self._mark(cached.marks, target, poll_t, touched, devices)
+            if cached.marks.targets != self._targets:
+                self._plans[target] = cached._replace(marks=cached.marks._replace(targets=self._targets))
             return cached
-        entries = [self._touch(pk, target, poll_t, touched) for pk in cols.ports]
+        entries = [self._touch(pk, target, poll_t, touched, devices) for pk in cols.ports]
         n = len(cols.keys)
         bits = _array(cols.bits, np.int64).reshape(n)
         bad_bits = set(np.flatnonzero((bits < 1) | (bits > _MAX_BITS)).tolist()) if n else set()
-        offs, new, refused_series = self._offsets(cols, entries, bad_bits)
-        base = np.array([e.base if e is not None else 0 for e in entries], dtype=np.int64)
-        offs_a = np.array(offs, dtype=np.int64)
         port_of = _array(cols.port_of, np.int32).reshape(n)
-        rows = base[port_of] + offs_a
-        rows[offs_a < 0] = -1
-        new_mask = None
-        if new:
-            new_mask = np.zeros(n, bool)
-            new_mask[new] = True
-        passes = _passes(rows, self._end)
-        plan = _Plan(cols.layout, cols.ports, port_of, cols.keys, self._gen, entries, rows, passes,
-                     [_index(rows if pos is None else rows[pos]) for pos in passes], new_mask,
-                     entries.count(None), refused_series)
+        offs, new, refused_series = self._offsets(cols.keys, port_of, entries, bad_bits)
+        base = np.array([e.base if e is not None else 0 for e in entries], dtype=np.int64)
+        rows = base[port_of] + offs
+        rows[offs < 0] = -1
+        if len(rows) and rows.max() < 1 << 31:
+            rows = rows.astype(np.int32)  # kept in the plan: half the bytes
+        plan = _Plan(cols.layout, cols.ports, port_of, cols.keys, self._gen, entries, rows, _chunks(rows, self._rows.end),
+                     new, entries.count(None), refused_series, self._marks(cols.ports, entries))
         if bad_bits:
             self._plans.pop(target, None)
         else:
             self._plans[target] = plan._replace(new=None)
         return plan
 
-    def _offsets(self, cols: CounterColumns, entries: list[PortEntry | None], bad_bits: set[int]) -> tuple[list[int], list[int], int]:
-        """Per reading, its offset in its port's block (-1: refused), creating the series a port
-        does not have yet (its block grows, and moves when it must): (offsets, positions of
-        first readings, readings of new series refused at ``max_series_per_port``)."""
-        offs = [-1] * len(cols.keys)
-        new: list[int] = []
-        grown: dict[PortEntry, dict[SeriesKey, int]] = {}
-        refused_series = 0
+    def _offsets(self, keys: Sequence[SeriesKey], port_of: np.ndarray, entries: list[PortEntry | None],
+                 bad_bits: set[int]) -> tuple[np.ndarray, np.ndarray | None, int]:
+        """Each reading's offset in its port's block (-1: refused), which readings start a new
+        series, and how many were refused; ports that gain series get their larger blocks.
+
+        Readings come in port groups; a group whose keys and port schema were seen before (on
+        a fabric, nearly every port is one of a few shapes) takes its offsets from that,
+        without a step per reading. A group of a port already growing in this poll, one with
+        a refused reading or a width out of range is read reading by reading."""
+        n = len(keys)
+        offs = np.full(n, -1, np.int64)
+        new = np.zeros(n, bool)
+        refused = 0
         limit = self.max_series_per_port
-        for i, (g, key) in enumerate(zip(_as_list(cols.port_of), cols.keys, strict=True)):
-            e = entries[g]
-            if e is None or (bad_bits and i in bad_bits):
-                refused_series += e is not None
+        grown: dict[PortEntry, dict[SeriesKey, int]] = {}
+        shapes: dict[tuple[Any, tuple[SeriesKey, ...]], tuple[np.ndarray, np.ndarray, tuple[SeriesKey, ...]] | None] = {}
+        for a, b in _port_groups(port_of):
+            e = entries[port_of[a]]
+            if e is None:
                 continue
+            if e not in grown and not (bad_bits and any(i in bad_bits for i in range(a, b))):
+                ks = tuple(keys[a:b])
+                shape = shapes.get((e.schema, ks), False)
+                if shape is False:
+                    shape = shapes[(e.schema, ks)] = _shape(e.schema, ks, limit)
+                if shape is not None:
+                    o, first, added = shape
+                    offs[a:b] = o
+                    if added:
+                        new[a:b] = first
+                        grown[e] = {k: len(e.schema.keys) + j for j, k in enumerate(added)}
+                    continue
+            refused += self._offsets_one_by_one(keys, range(a, b), e, bad_bits, grown, offs, new)
+        if grown:
+            self._reserve(sum(len(e.schema.keys) + len(pend) for e, pend in grown.items()))
+        for e, pend in grown.items():
+            self._grow(e, pend)
+        return offs, (new if new.any() else None), refused
+
+    def _offsets_one_by_one(self, keys: Sequence[SeriesKey], at: range, e: PortEntry, bad_bits: set[int],
+                            grown: dict[PortEntry, dict[SeriesKey, int]], offs: np.ndarray, new: np.ndarray) -> int:
+        """:meth:`_offsets` for the readings ``at`` of port ``e``, reading by reading; returns how
+        many were refused (a width out of range, or a new series at ``max_series_per_port``)."""
+        refused = 0
+        for i in at:
+            if bad_bits and i in bad_bits:
+                refused += 1
+                continue
+            key = keys[i]
             off = e.schema.index.get(key)
             if off is None:
                 pend = grown.get(e)
@@ -744,67 +1117,70 @@ class CounterStore:
                 off = pend.get(key)
                 if off is None:
                     size = len(e.schema.keys) + len(pend)
-                    if size >= limit:
-                        refused_series += 1
+                    if size >= self.max_series_per_port:
+                        refused += 1
                         continue
                     off = pend[_KEYS.setdefault(key, key)] = size
-                    new.append(i)
+                    new[i] = True
             offs[i] = off
-        if grown:
-            self._reserve(sum(len(e.schema.keys) + len(pend) for e, pend in grown.items()))
-        for e, pend in grown.items():
-            self._grow(e, pend)
-        return offs, new, refused_series
+        return refused
 
     def _apply(self, cols: CounterColumns, plan: _Plan, poll_t: float, clock_bad: set[str]) -> None:
-        """One vectorised pass over the readings (one pass per repeat of a series in the poll)."""
+        """Whole-array passes over the readings, chunk by chunk (one pass per repeat of a series)."""
         t = self._t
-        a = _Readings.of(cols, plan, clock_bad)
-        n = len(plan.rows)
+        clocks = _GroupClocks.of(cols, clock_bad)
         big_rows = np.fromiter(t.big, np.int64, len(t.big)) if t.big else None
-        moved = np.zeros(n, bool)
-        for pos, idx in zip(plan.passes, plan.index, strict=True):
-            pick = (lambda x: x) if pos is None else (lambda x, pos=pos: x[pos])
-            r = pick(plan.rows)
-            big = None if a.exotic is None else pick(a.exotic)
-            if big_rows is not None:
-                in_big = np.isin(r, big_rows)
-                big = in_big if big is None else big | in_big
-            new = None if plan.new is None else pick(plan.new)
-            if (big is None or not big.any()) and (new is None or not new.any()):  # the steady state
-                mv = self._advance(idx, pick(a.values), pick(a.bits), pick(a.sat), pick(a.scale), pick(a.dev_t),
-                                   pick(a.has_dev), pick(a.bad), poll_t, False)
-                moved[slice(None) if pos is None else pos] = mv & ~t.dense[idx]
-                continue
-            p_all = np.arange(n) if pos is None else pos
-            self._apply_mixed(cols, a, p_all, r, np.zeros(len(r), bool) if big is None else big,
-                              np.zeros(len(r), bool) if new is None else new, poll_t, moved)
-        if moved.any():
-            self._note_moved(cols, plan, moved)
+        ti = self._time(poll_t)
+        for ch in plan.chunks:
+            a, b = ch.start, ch.stop
+            rd = _Readings.of(cols, a, b, plan.port_of[a:b], clocks)
+            moved = np.zeros(b - a, bool)
+            rows = plan.rows[a:b]
+            new_all = None if plan.new is None else plan.new[a:b]
+            for pos, idx in zip(ch.passes, ch.index, strict=True):
+                pick = (lambda x: x) if pos is None else (lambda x, pos=pos: x[pos])
+                r = pick(rows)
+                big = None if rd.exotic is None else pick(rd.exotic)
+                if big_rows is not None:
+                    in_big = np.isin(r, big_rows)
+                    big = in_big if big is None else big | in_big
+                new = None if new_all is None else pick(new_all)
+                if (big is None or not big.any()) and (new is None or not new.any()):  # the steady state
+                    mv = self._advance(idx, pick(rd.values), pick(rd.bits), pick(rd.sat), pick(rd.scale), pick(rd.dev_t),
+                                       pick(rd.has_dev), pick(rd.bad), poll_t, ti, False)
+                    moved[slice(None) if pos is None else pos] = mv & ~t.dense[idx]
+                    continue
+                p_all = np.arange(b - a) if pos is None else pos
+                self._apply_mixed(cols, rd, a, p_all, r, np.zeros(len(r), bool) if big is None else big,
+                                  np.zeros(len(r), bool) if new is None else new, (poll_t, ti), moved)
+            if moved.any():
+                self._note_moved(cols, plan, a + np.flatnonzero(moved))
 
-    def _apply_mixed(self, cols: CounterColumns, a: _Readings, p_all: np.ndarray, r: np.ndarray, big: np.ndarray,
-                     new: np.ndarray, poll_t: float, moved: np.ndarray) -> None:
+    def _apply_mixed(self, cols: CounterColumns, rd: _Readings, a: int, p_all: np.ndarray, r: np.ndarray, big: np.ndarray,
+                     new: np.ndarray, when: tuple[float, int], moved: np.ndarray) -> None:
         """A pass with first readings or values beyond uint64: each of the four kinds (new or
-        not, exotic or not) on its own; ``moved`` is set where a total changed."""
+        not, exotic or not) on its own; ``moved`` (positions in the chunk that starts at reading
+        ``a``) is set where a total changed. ``when``: the poll time and its index."""
+        poll_t, ti = when
         for obj in (False, True):
             for first in (True, False):
                 m = (big if obj else ~big) & (new if first else ~new)
                 if not m.any():
                     continue
                 p, rr = p_all[m], r[m]
-                v = _object_values(cols.values, p) if obj else a.values[p]
+                v = _object_values(cols.values, p + a) if obj else rd.values[p]
                 if first:
-                    self._first(rr, v, a.bits[p], a.sat[p], a.scale[p], a.dev_t[p], a.has_dev[p], poll_t,
-                                [cols.keys[i][0] in DENSE for i in p.tolist()], obj)
+                    self._first(rr, v, rd.bits[p], rd.sat[p], rd.scale[p], rd.dev_t[p], rd.has_dev[p], ti,
+                                [cols.keys[i][0] in DENSE for i in (p + a).tolist()], obj)
                 else:
-                    mv = self._advance(rr, v, a.bits[p], a.sat[p], a.scale[p], a.dev_t[p], a.has_dev[p], a.bad[p], poll_t, obj)
+                    mv = self._advance(rr, v, rd.bits[p], rd.sat[p], rd.scale[p], rd.dev_t[p], rd.has_dev[p], rd.bad[p],
+                                       poll_t, ti, obj)
                     moved[p] = mv & ~self._t.dense[rr]
 
-    def _note_moved(self, cols: CounterColumns, plan: _Plan, moved: np.ndarray) -> None:
-        """The series whose total moved, by counter name and port, for :meth:`take_changes`."""
+    def _note_moved(self, cols: CounterColumns, plan: _Plan, at: np.ndarray) -> None:
+        """The moved series into the change sets (counter name -> port -> its view)."""
         got_by_name = self._changes.moved
         entries, keys, ports = plan.entries, cols.keys, cols.ports
-        at = np.flatnonzero(moved)
         for i, g, row in zip(at.tolist(), plan.port_of[at].tolist(), plan.rows[at].tolist(), strict=True):
             name = keys[i][0]
             got = got_by_name.get(name)
@@ -813,31 +1189,69 @@ class CounterStore:
             e = entries[g]
             got[ports[g]] = e.view(row - e.base)  # type: ignore[union-attr]
 
+    def _time(self, poll_t: float) -> int:
+        """The index of ``poll_t`` in the table of poll times."""
+        return self._time_indices([poll_t])[0]
+
+    def _time_indices(self, times: Sequence[float]) -> list[int]:
+        """The indices of ``times`` in the table of poll times, added where new: the table is
+        compacted first when they may not fit, and the rows' indices widened to uint32 when
+        more than 65,536 times are in use."""
+        k = len(set(times))
+        if self._times.n + k > self._times.limit:
+            self._compact_times()
+        if self._t.hist_i.dtype == np.uint16 and self._times.n + k > _NARROW_TIMES:
+            self._t.widen()
+        out = [self._times.of(x) for x in times]
+        self._t.times = self._times.array
+        return out
+
+    def _compact_times(self) -> None:
+        """Keep only the poll times a series still refers to (its last poll, its kept history)."""
+        t = self._t
+        live = self._live_rows()
+        h = self.history
+        slots, npts = t.history_index(live)
+        kept = np.arange(h) >= h - npts[:, None]
+        hist = np.take_along_axis(t.hist_i[live], slots, 1)
+        remap = self._times.keep(np.concatenate([hist[kept], t.poll_i[live]]))
+        if t.hist_i.dtype == np.uint16 and self._times.n > _NARROW_TIMES:
+            t.widen()
+        t.hist_i[live] = remap[t.hist_i[live]]
+        t.poll_i[live] = remap[t.poll_i[live]]
+        t.times = self._times.array
+
+    def _live_rows(self) -> np.ndarray:
+        live = [e for e in self.ports.values() if e.schema.keys]
+        return np.concatenate([np.arange(e.base, e.base + len(e.schema.keys)) for e in live]) if live \
+            else np.zeros(0, np.int64)
+
     def _first(self, rows: np.ndarray, value: np.ndarray, bits: np.ndarray, sat: np.ndarray, scale: np.ndarray,
-               dev_t: np.ndarray, has_dev: np.ndarray, poll_t: float, dense: list[bool], obj: bool) -> None:
+               dev_t: np.ndarray, has_dev: np.ndarray, ti: int, dense: list[bool], obj: bool) -> None:
         """A new series: total starts at the value; no delta until the next reading."""
         t = self._t
         self._store_values(rows, value, obj)
         t.bits[rows], t.sat[rows], t.scale[rows], t.dense[rows] = bits, sat, scale, dense
-        t.poll_t[rows], t.dev_t[rows], t.has_dev[rows] = poll_t, dev_t, has_dev
+        t.poll_i[rows], t.dev_t[rows], t.has_dev[rows] = ti, dev_t, has_dev
         total = _float(value, obj) * scale
         t.total[rows] = total
         t.delta_ok[rows] = t.dt_ok[rows] = False
         t.delta[rows] = t.dt[rows] = 0.0
         t.status[rows] = np.where(_capped(value, bits, sat, obj), _S_SAT, _S_FIRST)
-        t.hist_t[rows, 0] = poll_t
+        t.hist_i[rows, 0] = ti
         t.hist_v[rows, 0] = total
         t.head[rows] = 1 % self.history
         t.npts[rows] = 1
 
     def _advance(self, rows: slice | np.ndarray, value: np.ndarray, bits: np.ndarray, sat: np.ndarray, scale: np.ndarray,
-                 dev_t: np.ndarray, has_dev: np.ndarray, clock_bad: np.ndarray, poll_t: float, obj: bool) -> np.ndarray:
+                 dev_t: np.ndarray, has_dev: np.ndarray, clock_bad: np.ndarray, poll_t: float, ti: int,
+                 obj: bool) -> np.ndarray:
         """The rules of the module docstring on whole arrays; True where the total changed."""
         t = self._t
         with np.errstate(all="ignore"):
             prev = _object_prev(t, rows) if obj else t.value[rows]
             # The interval: device clock when both readings have it, else the poll clock.
-            dt = np.where(has_dev & t.has_dev[rows], dev_t - t.dev_t[rows], poll_t - t.poll_t[rows])
+            dt = np.where(has_dev & t.has_dev[rows], dev_t - t.dev_t[rows], poll_t - t.times[t.poll_i[rows]])
             changed = (bits != t.bits[rows]) | (scale != t.scale[rows]) | (sat != t.sat[rows])
             clock = ~changed & (clock_bad | (dt <= 0))
             rest = ~(changed | clock)
@@ -865,14 +1279,14 @@ class CounterStore:
             moved = total != before
         self._store_values(rows, value, obj)
         t.bits[rows], t.sat[rows], t.scale[rows] = bits, sat, scale
-        t.poll_t[rows], t.dev_t[rows], t.has_dev[rows] = poll_t, dev_t, has_dev
+        t.poll_i[rows], t.dev_t[rows], t.has_dev[rows] = ti, dev_t, has_dev
         t.status[rows] = status
         t.dt[rows], t.dt_ok[rows] = dt, dt_ok
         t.delta[rows], t.delta_ok[rows] = d, has_delta
         t.total[rows] = total
         head = t.head[rows].astype(np.intp)
         pairs = np.arange(rows.start, rows.stop) if isinstance(rows, slice) else rows
-        t.hist_t[pairs, head] = poll_t
+        t.hist_i[pairs, head] = ti
         t.hist_v[pairs, head] = total
         t.head[rows] = (head + 1) % self.history
         t.npts[rows] = np.minimum(t.npts[rows] + 1, self.history)
@@ -891,56 +1305,115 @@ class CounterStore:
                 t.value[r] = 0
                 t.big[r] = v
 
-    def _gauges(self, gauges: Iterable[Gauge], target: str, poll_t: float, touched: set[PortKey]) -> None:
+    # ----------------------------------------------------------------- gauges
+    def _gauges(self, gauges: Sequence[Gauge], target: str, poll_t: float, touched: set[PortKey], devices: set[str]) -> None:
+        """One poll's gauges: values in one array pass when they come as the target's last
+        poll's did (the same gauge objects, or the same keys, in the same order); otherwise
+        one by one, which also builds that plan."""
+        if not gauges:
+            return
+        if not isinstance(gauges, list):
+            gauges = list(gauges)
+        plan = self._gplans.get(target)
+        if not (plan is not None and plan.gen == self._ggen and len(plan.objs) == len(gauges)
+                and (plan.objs == gauges or list(map(_GAUGE_KEY, plan.objs)) == list(map(_GAUGE_KEY, gauges)))):
+            plan = self._gauges_one_by_one(gauges, target, poll_t, touched, devices)
+            if plan is not None:
+                self._gplans[target] = plan
+            else:
+                self._gplans.pop(target, None)
+            return
+        self._mark(plan.marks, target, poll_t, touched, devices)
+        gt, rows = self._gt, plan.rows
+        value = np.fromiter(map(_GAUGE_VALUE, gauges), np.float64, len(gauges))
+        prev = gt.value[rows]
+        gt.value[rows] = value
+        gt.t[rows] = poll_t
+        changed = plan.tracked & (prev != value)
+        if changed.any():
+            by_name = self._changes.gauges
+            for i in np.flatnonzero(changed).tolist():
+                by_name.setdefault(gauges[i].name, {}).setdefault(plan.port_of[i], prev.item(i))
+
+    def _gauges_one_by_one(self, gauges: Sequence[Gauge], target: str, poll_t: float, touched: set[PortKey],
+                           devices: set[str]) -> _GaugePlan | None:
+        """The gauges one at a time, in order (new gauges, refusals, a gauge read twice); the
+        plan for the next poll, or None when this poll's gauges cannot make one."""
         changed = self._changes.gauges
         pk: PortKey | None = None
         entry: PortEntry | None = None
+        gt = self._gt
+        rows: list[int] = []
+        pks: list[PortKey] = []
+        entries: list[PortEntry | None] = []
+        clean = True  # every gauge has its own row and nothing was refused: a plan can repeat this
         for g in gauges:
             if pk is None or g.device != pk[0] or g.port != pk[1]:  # parsers list a port's gauges together
                 pk = (g.device, g.port)
-                entry = self._touch(pk, target, poll_t, touched)
+                entry = self._touch(pk, target, poll_t, touched, devices)
+            pks.append(pk)
+            entries.append(entry)
             if entry is None:
                 self.refused["port"] += 1
+                clean = False
                 continue
             key = (g.name, g.sub)
             value = float(g.value)
-            old = entry.gauges.get(key)
-            if old is None:
-                if len(entry.gauges) >= self.max_series_per_port:
+            off = entry.gschema.index.get(key)
+            if off is None:
+                if len(entry.gschema.keys) >= self.max_series_per_port:
                     self.refused["series"] += 1
+                    clean = False
                     continue
-                entry.gauges[key] = GaugeValue(value, poll_t)
+                self._grow_gauges(entry, key)
+                off = len(entry.gschema.keys) - 1
+                gt = self._gt
+                row = entry.gbase + off
+                gt.value[row], gt.t[row] = value, poll_t
                 self.gauge_layout += 1
                 prev: float | None = None
             else:
-                prev, old.value, old.t = old.value, value, poll_t
+                row = entry.gbase + off
+                prev = gt.value.item(row)
+                gt.value[row], gt.t[row] = value, poll_t
+            rows.append(row)
             if g.name in TRACKED_GAUGES and prev != value:
                 changed.setdefault(g.name, {}).setdefault(pk, prev)
+        if not clean:
+            return None
+        # Rows of ports that grew later in this poll moved: read them again from the entries.
+        rows_a = np.array([e.gbase + e.gschema.index[(g.name, g.sub)] for g, e in zip(gauges, entries, strict=True)],  # type: ignore[union-attr]
+                          np.int64)
+        if len(np.unique(rows_a)) != len(rows_a):
+            return None  # a gauge read twice: one by one, in order
+        return _GaugePlan(self._ggen, list(gauges), rows_a,
+                          np.fromiter((g.name in TRACKED_GAUGES for g in gauges), bool, len(gauges)), pks,
+                          self._marks(pks, entries))
+
+    def _grow_gauges(self, e: PortEntry, key: SeriesKey) -> None:
+        """Give a port one more gauge: a block for the larger gauge schema, the old rows copied in."""
+        n_old = len(e.gschema.keys)
+        schema = _schema((*e.gschema.keys, key))
+        base = self._grows.alloc(n_old + 1)
+        if n_old:
+            self._gt.move_rows(np.arange(e.gbase, e.gbase + n_old), np.arange(base, base + n_old), self._gt)
+            self._grows.release(e.gbase, n_old)
+        e.gbase, e.gschema = base, schema
+        self._ggen += 1
 
     # ----------------------------------------------------------------- rows
     def _reserve(self, n: int) -> None:
-        """Room for ``n`` more rows: exactly, plus an eighth for the growth still to come (a
-        fabric's first poll creates every series at once; rows are most of the store's bytes)."""
-        need = self._end + n
-        if need > len(self._t):
-            self._t.resize(need + need // 8)
+        self._rows.reserve(n)
 
     def _alloc(self, n: int) -> int:
-        """The base of a free block of ``n`` rows."""
-        free = self._free.get(n)
-        if free:
-            self._free_rows -= n
-            return free.pop()
-        base = self._end
-        self._end += n
-        if self._end > len(self._t):
-            self._t.resize(max(self._end, len(self._t) * 9 // 8))
+        base = self._rows.alloc(n)
+        if self._t is not self._rows.table:
+            raise AssertionError("the series table was replaced behind its allocator")
         return base
 
     def _release(self, base: int, n: int) -> None:
         if n:
-            self._free.setdefault(n, []).append(base)
-            self._free_rows += n
+            self._rows.release(base, n)
             if self._t.big:
                 for r in range(base, base + n):
                     self._t.big.pop(r, None)
@@ -959,10 +1432,11 @@ class CounterStore:
         self.series_layout += 1
 
     def _drop(self, e: PortEntry) -> None:
-        """Free a port's rows; views somebody still holds keep its last values (a copy)."""
+        """Free a port's rows (series and gauges) and its place in the port columns; views
+        somebody still holds keep its last values (a copy)."""
         n = len(e.schema.keys)
         if e.views and n:
-            own = _Table(self.history, n)
+            own = _Table(self.history, n, self._t.times, self._t.hist_i.dtype)
             self._t.move_rows(np.arange(e.base, e.base + n), np.arange(n), own)
             self._release(e.base, n)
             e.table, e.base = own, 0
@@ -970,17 +1444,29 @@ class CounterStore:
             self._release(e.base, n)
         if n:
             self.series_layout += 1
+        g = len(e.gschema.keys)
+        if g:
+            own_g = _GaugeTable(g)
+            self._gt.move_rows(np.arange(e.gbase, e.gbase + g), np.arange(g), own_g)
+            self._grows.release(e.gbase, g)
+            e.gtable, e.gbase = own_g, 0
+            self._ggen += 1
+        if e.pi >= 0:
+            e._seen = e.seen
+            self._pcols.free.append(e.pi)
+            e.pi = -1
 
     def _compact(self) -> None:
         """Move every block to the front of a new table once more than half the rows are free."""
-        if self._free_rows <= max(4096, self._end // 2):
+        rows = self._rows
+        if rows.free_rows <= max(4096, rows.end // 2):
             return
         live = [e for e in self.ports.values() if e.schema.keys]
         sizes = [len(e.schema.keys) for e in live]
         n = sum(sizes)
         src = np.concatenate([np.arange(e.base, e.base + k) for e, k in zip(live, sizes, strict=True)]) if live \
             else np.zeros(0, np.int64)
-        table = _Table(self.history, max(1024, n * 5 // 4))
+        table = _Table(self.history, max(1024, n * 5 // 4), self._t.times, self._t.hist_i.dtype)
         self._t.move_rows(src, np.arange(n), table)
         base = 0
         for e, k in zip(live, sizes, strict=True):
@@ -988,7 +1474,8 @@ class CounterStore:
             base += k
         for e in self.ports.values():
             e.table = table
-        self._t, self._end, self._free, self._free_rows = table, n, {}, 0
+        self._t, self._rows = table, _Rows(table)
+        self._rows.end = n
         self._gen += 1
 
     def set_devices(self, devices: Iterable[DeviceInfo], target: str = "") -> None:
@@ -997,18 +1484,28 @@ class CounterStore:
             if target:
                 self.device_target.setdefault(d.name, target)
 
-    def set_port_info(self, infos: Iterable[PortInfo], poll_t: float) -> None:
+    def set_port_info(self, infos: Sequence[PortInfo], poll_t: float, target: str = "") -> None:
+        """Each port's descriptive info (a port not in the store yet is added). A target that
+        gives the same info objects again, while no port came or went, changes nothing."""
+        last = self._infos.get(target)
+        stamp = (self.layout, self._info_writes)
+        if last is not None and last[0] == stamp and len(last[1]) == len(infos) and last[1] == infos:
+            return
         for info in infos:
             entry = self.ports.get((info.device, info.port))
             if entry is None:
-                entry = self.ports[(info.device, info.port)] = PortEntry(self._t, seen=poll_t)
+                entry = self._entry((info.device, info.port), seen=poll_t)
                 self.layout += 1
             entry.info = info
+        self._info_writes += 1
+        self._infos[target] = ((self.layout, self._info_writes), list(infos))
 
     def expire(self, now: float) -> int:
         """Drop ports not updated for ``stale_after`` seconds; returns how many."""
         limit = now - self.stale_after
-        stale = [pk for pk, e in self.ports.items() if e.seen < limit]
+        pi = np.fromiter((e.pi for e in self.ports.values()), np.int64, len(self.ports))
+        old = (self._pcols.seen[pi] < limit).tolist() if len(pi) else []
+        stale = [pk for pk, o in zip(self.ports, old, strict=True) if o]
         self._drop_ports(stale)
         self._drop_devices([d for d, seen in self.device_seen.items() if seen < limit])
         return len(stale)
@@ -1028,6 +1525,8 @@ class CounterStore:
         if pks:
             self.layout += 1
             self._plans.clear()  # their rows are stale now; a target gone from the config keeps none
+            self._gplans.clear()
+            self._infos.clear()
             self._compact()
 
     def _drop_devices(self, devices: list[str]) -> None:
@@ -1044,12 +1543,13 @@ class CounterStore:
         t = self._t
         rows = np.concatenate([np.arange(e.base, e.base + len(e.schema.keys)) for _, e in live]) if live \
             else np.zeros(0, np.int64)
-        cols = {name: getattr(t, name)[rows].tolist() for name in ("value", "bits", "sat", "scale", "total", "poll_t",
+        cols = {name: getattr(t, name)[rows].tolist() for name in ("value", "bits", "sat", "scale", "total",
                                                                     "dev_t", "has_dev")}
+        cols["poll_t"] = t.times[t.poll_i[rows]].tolist()
         idx, npts = t.history_index(rows)
-        hist_t = np.take_along_axis(t.hist_t[rows], idx, 1).tolist()
+        hist_t = np.take_along_axis(t.times[t.hist_i[rows]], idx, 1).tolist()
         hist_v = np.take_along_axis(t.hist_v[rows], idx, 1).tolist()
-        h = t.hist_t.shape[1]
+        h = t.hist_i.shape[1]
         npts_l = npts.tolist()
         big = t.big
         rows_l = rows.tolist()
@@ -1089,13 +1589,16 @@ class CounterStore:
         starts = np.cumsum(sizes) - sizes
         rows = np.repeat(bases - starts, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)
         t = self._t
-        h = t.hist_t.shape[1]
+        h = t.hist_i.shape[1]
+        # The table holds poll times as indices into the store's table of times; the image holds the times.
+        cols = {name: getattr(t, name)[rows] for name in IMAGE_COLUMNS if name not in ("poll_t", "hist_t", "hist_v")}
+        cols["poll_t"] = t.times[t.poll_i[rows]]
         if history is None or history >= h:
-            cols = {name: getattr(t, name)[rows] for name in IMAGE_COLUMNS}
+            cols["hist_t"] = t.times[t.hist_i[rows]]
+            cols["hist_v"] = t.hist_v[rows]
         else:  # the last ``history`` points, oldest first, right-aligned (a ring whose head is slot 0)
-            cols = {name: getattr(t, name)[rows] for name in IMAGE_COLUMNS if not name.startswith("hist_") and name != "head"}
             slots = (t.head[rows].astype(np.intp)[:, None] - history + np.arange(history)) % h
-            cols["hist_t"] = t.hist_t[rows[:, None], slots]
+            cols["hist_t"] = t.times[t.hist_i[rows[:, None], slots]]
             cols["hist_v"] = t.hist_v[rows[:, None], slots]
             cols["npts"] = np.minimum(cols["npts"], history).astype(np.uint16)
             cols["head"] = np.zeros(len(rows), np.uint16)
@@ -1157,26 +1660,35 @@ class CounterStore:
     def _restore_rows(self, chk: _CheckedImage, src: np.ndarray, key_of_row: np.ndarray, n: int) -> int:
         """The fresh rows ``src`` of the image written in bulk into new rows of the table; their first row."""
         cols, total = chk.cols, len(src)
-        self._reserve(total)
-        base0 = self._alloc(total)
-        t = self._t
-        dst = base0 + np.arange(total, dtype=np.int64)
-        for name in ("value", "bits", "sat", "scale", "total", "poll_t", "dev_t", "has_dev"):
-            getattr(t, name)[dst] = cols[name][src]
-        dense_key = np.array([k[0] in DENSE for k in chk.keys], dtype=bool)
-        t.dense[dst] = dense_key[key_of_row[src]]
-        t.status[dst] = _S_FIRST
-        t.delta_ok[dst] = t.dt_ok[dst] = False
         h, h_img = self.history, chk.hist_t.shape[1]
         npts = np.maximum(np.minimum(cols["npts"][src].astype(np.int64), h), 1)
         first_only = cols["npts"][src] == 0  # a record without points: its last reading is the one point
         idx = np.clip(h_img - npts[:, None] + np.arange(h)[None, :], 0, h_img - 1)
-        t.hist_t[dst] = np.take_along_axis(chk.hist_t[src], idx, 1)
-        t.hist_v[dst] = np.take_along_axis(chk.hist_v[src], idx, 1)
+        poll_t = cols["poll_t"][src]
+        hist_t = np.take_along_axis(chk.hist_t[src], idx, 1)
+        hist_v = np.take_along_axis(chk.hist_v[src], idx, 1)
         if first_only.any():
-            rows0 = dst[first_only]
-            t.hist_t[rows0, 0] = t.poll_t[rows0]
-            t.hist_v[rows0, 0] = t.total[rows0]
+            hist_t[first_only] = poll_t[first_only][:, None]
+            hist_v[first_only] = cols["total"][src][first_only][:, None]
+        # Times -> indices into the store's table of times: a few distinct times (one per target
+        # and poll), mapped once each; before rows are taken (the table may be compacted or widened).
+        uniq, inv = np.unique(np.concatenate([poll_t, hist_t.ravel()]), return_inverse=True)
+        at = np.array(self._time_indices(uniq.tolist()), np.int64)[inv.reshape(-1)]
+        del hist_t, inv
+        self._reserve(total)
+        base0 = self._alloc(total)
+        t = self._t
+        dst = base0 + np.arange(total, dtype=np.int64)
+        for name in ("value", "bits", "sat", "scale", "total", "dev_t", "has_dev"):
+            getattr(t, name)[dst] = cols[name][src]
+        t.poll_i[dst] = at[:total]
+        dense_key = np.array([k[0] in DENSE for k in chk.keys], dtype=bool)
+        t.dense[dst] = dense_key[key_of_row[src]]
+        t.status[dst] = _S_FIRST
+        t.delta_ok[dst] = t.dt_ok[dst] = False
+        t.delta[dst] = t.dt[dst] = 0.0
+        t.hist_i[dst] = at[total:].reshape(total, h)
+        t.hist_v[dst] = hist_v
         t.npts[dst] = npts
         t.head[dst] = npts % h
         new_row = np.full(n, -1, np.int64)
@@ -1189,7 +1701,7 @@ class CounterStore:
     def _restore_ports(self, img: StoreImage, chk: _CheckedImage, fresh: np.ndarray, key_of_row: np.ndarray,
                        starts: np.ndarray, kept_per_port: np.ndarray, base0: int) -> None:
         """A port entry for every port of the image that keeps a fresh series, its rows from ``base0`` on."""
-        t, keys = self._t, chk.keys
+        keys = chk.keys
         offset = 0
         full: dict[int, _Schema] = {}  # schema index -> the store's schema, for ports that keep every series
         for i, rec in enumerate(img.ports):
@@ -1208,7 +1720,7 @@ class CounterStore:
             old = self.ports.pop(pk, None)
             if old is not None:
                 self._drop(old)
-            entry = self.ports[pk] = PortEntry(t, target=target, seen=seen)
+            entry = self._entry(pk, target, seen)
             entry.schema = sch
             entry.base = base0 + offset
             offset += k
@@ -1268,7 +1780,7 @@ class CounterStore:
             old = self.ports.pop(pk, None)
             if old is not None:
                 self._drop(old)
-            entry = self.ports[pk] = PortEntry(self._t, target=target, seen=seen)
+            entry = self._entry(pk, target, seen)
             self._grow(entry, {k: i for i, k in enumerate(got)})
             self._put_restored(entry, list(got.values()))
             restored += len(got)
@@ -1291,15 +1803,18 @@ class CounterStore:
         for r, v in zip(rows.tolist(), values, strict=True):
             if type(v) is not int:
                 t.big[r] = v
-        t.bits[rows], t.sat[rows], t.scale[rows], t.total[rows], t.poll_t[rows] = bits, sat, scale, total, poll_t
+        t.bits[rows], t.sat[rows], t.scale[rows], t.total[rows] = bits, sat, scale, total
+        t.poll_i[rows] = self._time_indices(poll_t)
         t.dense[rows] = [k[0] in DENSE for k in entry.schema.keys]
         t.has_dev[rows] = [d is not None for d in dev_t]
         t.dev_t[rows] = [0.0 if d is None else d for d in dev_t]
         t.status[rows] = _S_FIRST
         t.delta_ok[rows] = t.dt_ok[rows] = False
+        at = iter(self._time_indices([p[0] for points in hist for p in points]))
+        t = self._t  # (times widened: the same table, its index arrays replaced)
         for r, points in zip(rows.tolist(), hist, strict=True):
             n = len(points)
-            t.hist_t[r, :n] = [p[0] for p in points]
+            t.hist_i[r, :n] = [next(at) for _ in points]
             t.hist_v[r, :n] = [p[1] for p in points]
             t.npts[r] = n
             t.head[r] = n % self.history
@@ -1378,24 +1893,85 @@ class CounterStore:
         return [series, refused]
 
     # ----------------------------------------------------------------- bulk reads
+    def port_order(self) -> list[PortKey]:
+        """The ports, sorted: the exposition's order, which :class:`FamilyRows` index. Cached
+        until a port comes or goes (``layout``)."""
+        if self._order is None or self._order[0] != self.layout:
+            self._order = (self.layout, sorted_in_slices(self.ports))  # 100,000 ports in one C call held the GIL 0.2 s
+        return self._order[1]
+
     def family_rows(self) -> dict[str, FamilyRows]:
-        """Counter name -> its series keys and rows, in exposition order (ports sorted, then
-        sub-labels by text). Cached until ``series_layout`` or ``layout`` changes; the rows
-        index :meth:`totals` and :meth:`rates` of the same moment."""
+        """Counter name -> its series in exposition order (ports sorted, then sub-labels by
+        text). Cached until ``series_layout`` or ``layout`` changes; the rows index
+        :meth:`totals` and :meth:`rates` of the same moment."""
         stamp = (self.series_layout, self.layout, self._gen)
-        if self._families is not None and self._families[0] == stamp:
-            return self._families[1]
-        keys: dict[str, list[tuple[tuple[str, ...], PortKey, tuple[Any, ...], int]]] = {}
-        for pk in sorted_in_slices(self.ports):  # a sort of 100,000 ports in one C call held the GIL 0.2 s
-            e = self.ports[pk]
-            for off, (name, sub) in enumerate(e.schema.keys):
-                keys.setdefault(name, []).append((tuple(str(x) for x in sub), pk, sub, e.base + off))
+        if self._families is None or self._families[0] != stamp:
+            self._families = (stamp, self._families_of(lambda e: (e.schema, e.base)))
+        return self._families[1]
+
+    def gauge_rows(self) -> dict[str, FamilyRows]:
+        """Gauge name -> its gauges in exposition order, as :meth:`family_rows` (rows index
+        :meth:`gauge_values`). Cached until a port gains a gauge or a port comes or goes."""
+        stamp = (self.gauge_layout, self.layout, self._ggen)
+        if self._gauge_families is None or self._gauge_families[0] != stamp:
+            self._gauge_families = (stamp, self._families_of(lambda e: (e.gschema, e.gbase)))
+        return self._gauge_families[1]
+
+    def gauge_values(self) -> np.ndarray:
+        """The last value of every gauge row (index with :meth:`gauge_rows`); read-only."""
+        v = self._gt.value.view()
+        v.setflags(write=False)
+        return v
+
+    def _families_of(self, block: Callable[[PortEntry], tuple[_Schema, int]]) -> dict[str, FamilyRows]:
+        """Series (or gauges) by name in exposition order, from each port's ``block``: (schema,
+        base row). Built on whole arrays: a step per port and per distinct schema, none per series."""
+        order = self.port_order()
+        ports = self.ports
+        schemas: dict[_Schema, int] = {}
+        sid = np.fromiter((schemas.setdefault(block(ports[pk])[0], len(schemas)) for pk in order), np.int64, len(order))
+        base = np.fromiter((block(ports[pk])[1] for pk in order), np.int64, len(order))
+        names: dict[str, int] = {}
+        subs: dict[tuple[Any, ...], int] = {}
+        fam_of, sub_of, size = [], [], []
+        for sc in schemas:
+            fam_of.extend(names.setdefault(name, len(names)) for name, _ in sc.keys)
+            sub_of.extend(subs.setdefault(sub, len(subs)) for _, sub in sc.keys)
+            size.append(len(sc.keys))
+        sizes = np.array(size, np.int64)
+        first = np.cumsum(sizes) - sizes
+        count = sizes[sid] if len(sid) else np.zeros(0, np.int64)
+        n = int(count.sum())
+        start = np.cumsum(count) - count
+        at = np.repeat(first[sid] - start, count) + np.arange(n)  # each series' place in the schemas' keys
+        offset = np.arange(n) - np.repeat(start, count)
+        port_at = np.repeat(np.arange(len(order)), count)
+        rows = np.repeat(base, count) + offset
+        fam = np.array(fam_of, np.int64)[at] if n else np.zeros(0, np.int64)
+        sub = np.array(sub_of, np.int64)[at] if n else np.zeros(0, np.int64)
+        # Exposition order: family by name, then port, then sub-labels by their text (equal
+        # texts in the order they came: the last key of the sort is the series' place).
+        name_list, sub_list = list(names), list(subs)
+        name_rank = np.argsort(np.argsort(np.array(name_list, dtype=object), kind="stable"), kind="stable")
+        texts = [tuple(str(x) for x in s) for s in sub_list]
+        by_text = sorted(range(len(texts)), key=texts.__getitem__)
+        sub_rank = np.zeros(len(texts), np.int64)
+        rank = -1
+        for j, k in enumerate(by_text):
+            rank += j == 0 or texts[k] != texts[by_text[j - 1]]
+            sub_rank[k] = rank
+        sort = np.lexsort((np.arange(n), sub_rank[sub], port_at, name_rank[fam])) if n else np.zeros(0, np.int64)
+        fam, sub, port_at, rows = fam[sort], sub[sort], port_at[sort], rows[sort]
+        cuts = np.flatnonzero(np.diff(fam)) + 1
+        subs_t = tuple(sub_list)
         out: dict[str, FamilyRows] = {}
-        for name in sorted(keys):
-            items = sorted_in_slices(keys[name], key=lambda it: (it[1], it[0]))
-            out[name] = FamilyRows([(pk, sub) for _, pk, sub, _ in items],
-                                   np.array([r for *_, r in items], dtype=np.int64))
-        self._families = (stamp, out)
+        row_type = np.int32 if rows.max(initial=0) < 1 << 31 else np.int64
+        sub_type = np.int16 if len(subs_t) < 1 << 15 else np.int32
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), n], strict=True):
+            if lo == hi:
+                continue
+            pa, sa = port_at[lo:hi].astype(np.int32), sub[lo:hi].astype(sub_type)
+            out[name_list[fam[lo]]] = FamilyRows(_Keys(order, pa, subs_t, sa), rows[lo:hi].astype(row_type), pa, subs_t, sa)
         return out
 
     def totals(self) -> np.ndarray:
@@ -1412,6 +1988,29 @@ class CounterStore:
 
 
 # ---------------------------------------------------------------------------- array helpers
+def _shape(schema: _Schema, keys: tuple[SeriesKey, ...], limit: int) -> tuple[np.ndarray, np.ndarray, tuple[SeriesKey, ...]] | None:
+    """A port group's plan when its port has ``schema`` and the group reads ``keys``: each
+    reading's offset, which readings start a new series, and the new keys in order; None when
+    the port would go past ``limit`` series (the group is then read reading by reading)."""
+    pend: dict[SeriesKey, int] = {}
+    offs: list[int] = []
+    first: list[bool] = []
+    n = len(schema.keys)
+    for key in keys:
+        off = schema.index.get(key)
+        fresh = False
+        if off is None:
+            off = pend.get(key)
+            if off is None:
+                if n + len(pend) >= limit:
+                    return None
+                off = pend[_KEYS.setdefault(key, key)] = n + len(pend)
+                fresh = True
+        offs.append(off)
+        first.append(fresh)
+    return np.array(offs, np.int64), np.array(first, bool), tuple(pend)
+
+
 # A Python list converted to an array in one call holds the GIL for all of it (0.3 s for the
 # 2 million values of a 100,000-port poll): on the pipeline worker that is a stall of the event
 # loop (agent/worker.py). Long lists are converted in slices, with a chance to switch between.
@@ -1428,10 +2027,6 @@ def _array(col: Any, dtype: Any) -> np.ndarray:
             parts = [np.asarray(col[i:i + _SLICE]) for i in range(0, len(col), _SLICE)]
             return np.concatenate(parts) if all(p.dtype == dtype for p in parts) else np.asarray(col)
     return np.concatenate([np.asarray(col[i:i + _SLICE], dtype=dtype) for i in range(0, len(col), _SLICE)])
-
-
-def _as_list(col: Any) -> list[Any]:
-    return col.tolist() if isinstance(col, np.ndarray) else col
 
 
 def _values(values: Any, n: int) -> tuple[np.ndarray, np.ndarray | None]:

@@ -6,11 +6,19 @@ and node descriptions (``podN/`` prefix), so the copies are disjoint fabrics wit
 exact shape. A fabric of N ports is the first N cabled ports of enough pods.
 
 Counter values are deterministic: port i's counter c grows by a fixed per-(i, c) step per
-poll, so every run of the benchmark feeds identical data.
+poll, so every run of the benchmark feeds identical data. The perfquery texts are what the
+perfquery collector gets (collectors/perfquery/fetch.py): one ``perfquery -x`` output per switch
+(all its ports) and one per CA port, with every field real ``-x`` output prints (the
+treydock/infiniband_exporter capture in the shared fixtures), the collector's 18 counters and
+the five it skips.
+
+``python -m bench.fabric DIR PORTS --polls K ...`` writes a run's payloads to files (see
+:func:`write`), so the process that measures the agent holds only what the agent holds.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -41,6 +49,15 @@ UFM_COLUMNS = {
     "VL15Dropped": "Infiniband_VL15Dropped_u_Drops", "QP1Dropped": "QP1Dropped",
 }
 FIELDS = list(PQ_COUNTERS)  # the 18 IB counters of a port
+# What ``perfquery -x`` prints for a port with CapMask2 bit 1 (treydock/infiniband_exporter's
+# capture of an EDR switch, in the shared fixtures): the 18 counters and the fields the
+# collector skips, in print order; a skipped field is (name, the counter it is derived from, divisor).
+X_LINES: list[str | tuple[str, str, int]] = [
+    ("PortSelect", "", 0), ("CounterSelect", "", 0), "PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts",
+    ("PortUnicastXmitPkts", "PortXmitPkts", 1), ("PortUnicastRcvPkts", "PortRcvPkts", 1),
+    ("PortMulticastXmitPkts", "PortXmitPkts", 1000), ("PortMulticastRcvPkts", "PortRcvPkts", 1000), ("CounterSelect2", "", 0),
+    *(f for f in FIELDS if f not in ("PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts")),
+]
 # The congested case: one port in HOT_EVERY (1 %) waits about 30 % of each 10 s poll and sends
 # at half its line rate. Selene is 4x HDR on Quantum switches, which count one XmitWait tick per
 # 8 bytes of port transmit time (NVIDIA ibdiagnet user manual, quoted in fabric-reference.md):
@@ -129,18 +146,28 @@ class Fabric:
             return (i * 7919) % 10**6 + k * ((i * 7) % 1000) + hot * HOT_WAIT
         return (i + j) % 3 + k * (i % 997 == 0)
 
-    def perfquery_texts(self, k: int, chunk: int = 2000, congested_from: int | None = None) -> list[str]:
-        """``perfquery -x`` stdout of every port, ``chunk`` ports per text (one per subprocess run);
-        ``congested_from``: see :meth:`value`."""
-        order = [FIELDS.index(f) for f in FIELDS]
-        texts, buf = [], []
+    def perfquery_texts(self, k: int, congested_from: int | None = None) -> list[str]:
+        """``perfquery -x`` stdout as the collector gets it: one text per switch (all its
+        ports), one per CA port; ``congested_from``: see :meth:`value`."""
+        col = {f: j for j, f in enumerate(FIELDS)}
+        texts: list[str] = []
+        buf: list[str] = []
+        last = None
         for i, p in enumerate(self.ports):
-            buf.append(f"# Port extended counters: Lid {p.lid} port {p.port} (CapMask: 0x5300 CapMask2: 0x0000002)\n"
-                       f"PortSelect:......................{p.port}\nCounterSelect:...................0x0000\n")
-            buf.extend(f"{f}:{'.' * max(1, 32 - len(f))}{self.value(i, j, k, congested_from)}\n" for f, j in zip(FIELDS, order, strict=True))
-            if len(buf) >= chunk * 19:
+            node = (p.device, p.lid) if p.kind == "switch" else (p.device, p.lid, p.port)
+            if node != last and buf:
                 texts.append("".join(buf))
                 buf = []
+            last = node
+            buf.append(f"# Port extended counters: Lid {p.lid} port {p.port} (CapMask: 0x5300 CapMask2: 0x0000002)\n")
+            for line in X_LINES:
+                if isinstance(line, str):
+                    buf.append(f"{line}:{'.' * max(1, 32 - len(line))}{self.value(i, col[line], k, congested_from)}\n")
+                    continue
+                name, base, div = line
+                v = p.port if name == "PortSelect" else "0x00000000" if name == "CounterSelect2" else "0x0000" if not base \
+                    else self.value(i, col[base], k, congested_from) // div
+                buf.append(f"{name}:{'.' * max(1, 32 - len(name))}{v}\n")
         if buf:
             texts.append("".join(buf))
         return texts
@@ -165,7 +192,7 @@ class Fabric:
 
 
 # ------------------------------------------------------------------ a replayable recording
-T0 = 1764691200.0  # 2025-12-02T16:00:00Z, as the scenario corpus
+REC_T0 = 1764691200.0  # 2025-12-02T16:00:00Z, as the scenario corpus
 # The planted fault of :func:`write_recording`: from poll PLANT_POLL on, one spine-facing leaf
 # port's LinkDownedCounter and SymbolErrorCounter climb (a failing cable): link_degraded.
 PLANT_POLL = 2
@@ -203,7 +230,7 @@ def write_recording(path: Path, nports: int = 25_704, polls: int = 4, interval: 
             payload: dict[str, object] = {"perfquery": texts}
             if k == 0:
                 payload["ibnetdiscover"] = fab.ibnetdiscover
-            fh.write(json.dumps({"type": "poll", "target": "selene", "source": "perfquery", "t": T0 + k * interval,
+            fh.write(json.dumps({"type": "poll", "target": "selene", "source": "perfquery", "t": REC_T0 + k * interval,
                                  "duration_s": 1.0, "ok": True, "payload": payload}) + "\n")
     return fab, plant
 
@@ -219,3 +246,58 @@ def _bump(text: str, p: PortRef, extra: dict[str, int]) -> str:
     for f, n in extra.items():
         block = re.sub(rf"^({f}:\.*)(\d+)$", lambda m, n=n: f"{m.group(1)}{int(m.group(2)) + n}", block, flags=re.M)
     return text[:i] + block + (text[end:] if end >= 0 else "")
+
+
+def write(folder: Path, nports: int, polls: int, switch_ports: bool = False, hot_from: int | None = None,
+          hot_polls: int = 0, formats_ports: int = 0) -> None:
+    """The payloads of a benchmark run, one file each, and ``fabric.json`` (what the run
+    reports about the fabric): ``ibnetdiscover.txt``; ``poll-K.json``, the perfquery texts of
+    poll K for ``polls`` polls, then ``hot_polls`` more with 1 % of the ports congested from
+    poll ``hot_from`` on; and, when ``formats_ports``, the parse-format payloads of that many
+    ports (``formats-*``)."""
+    fab = Fabric(nports, switch_ports=switch_ports)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ibnetdiscover.txt").write_text(fab.ibnetdiscover)
+    for k in range(polls + hot_polls):
+        texts = fab.perfquery_texts(k, congested_from=hot_from if k >= polls else None)
+        write_texts(folder / f"poll-{k}", texts)
+    info = {"fabric_ports": fab.nports, "pods": fab.pods, "switches": len(fab.switches),
+            "hot_ports": sum(1 for i in range(fab.nports) if i % HOT_EVERY == 0)}
+    if formats_ports:
+        sub = fab if fab.nports <= formats_ports else Fabric(formats_ports)
+        (folder / "formats-ibnetdiscover.txt").write_text(sub.ibnetdiscover)
+        write_texts(folder / "formats-perfquery", sub.perfquery_texts(1))
+        (folder / "formats-ufm.csv").write_text(sub.ufm_csv(1, int(T0 * 1e6)))
+        (folder / "formats-ufm.prom").write_text(sub.ufm_prometheus(1, int(T0 * 1e3)))
+        info["formats_ports"] = sub.nports
+    (folder / "fabric.json").write_text(json.dumps(info))
+
+
+def write_texts(path: Path, texts: list[str]) -> None:
+    """Texts as ``path.txt`` (one after the other) and ``path.json`` (their lengths)."""
+    path.with_suffix(".txt").write_text("".join(texts))
+    path.with_suffix(".json").write_text(json.dumps([len(t) for t in texts]))
+
+
+def read_texts(path: Path) -> list[str]:
+    """What :func:`write_texts` wrote, each text read from the file on its own (as a fetcher
+    gets each command's output): no copy of the whole poll besides the texts."""
+    with path.with_suffix(".txt").open() as f:
+        return [f.read(n) for n in json.loads(path.with_suffix(".json").read_text())]
+
+
+T0 = 1_700_000_000.0
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m bench.fabric", description=write.__doc__.split("\n\n")[0])
+    ap.add_argument("folder", type=Path)
+    ap.add_argument("ports", type=int)
+    ap.add_argument("--polls", type=int, default=3)
+    ap.add_argument("--switch-ports", action="store_true")
+    ap.add_argument("--hot-from", type=int, default=None)
+    ap.add_argument("--hot-polls", type=int, default=0)
+    ap.add_argument("--formats-ports", type=int, default=0)
+    a = ap.parse_args()
+    write(a.folder, a.ports, a.polls, a.switch_ports, a.hot_from, a.hot_polls, a.formats_ports)

@@ -10,8 +10,10 @@ Each full poll hits all 64 targets at once:
 
 - fabricmon, once per transport (``backend: gufo``, the default, and ``backend: pysnmp``): 64
   ``SnmpCollector.fetch()`` gathered on one event loop (as the agent's scheduler does; each
-  fetch runs up to 8 walks at a time), then ``parse()`` of every payload. Cost = this process's
-  CPU (``time.process_time``) over the poll. The gufo transport's first poll of a target learns
+  fetch runs up to 8 walks at a time), then ``parse_poll()`` of every payload with the
+  target's parse state of the poll before, as the pipeline calls it (a payload with the last
+  one's lines is read in bulk: collectors/snmp/layout.py). Cost = this process's CPU
+  (``time.process_time``) over the poll. The gufo transport's first poll of a target learns
   each column's type through pysnmp (see collectors/snmp/transport_gufo.py): it is the warm-up,
   reported on its own as ``fabricmon_first_poll``.
 - snmp_exporter 0.21: 64 concurrent ``/snmp?target=127.0.0.1:PORT&module=swNN`` requests. In
@@ -184,6 +186,9 @@ class Fabricmon:
         self.cols = [SnmpCollector(c, "127.0.0.1", SnmpOptions(port=port, community=c, snmp_timeout=TIMEOUT_S, backend=backend,
                                                                 retries=RETRIES, max_repetitions=MAX_REPETITIONS))
                      for c, port in targets]
+        # Each target's parse state, carried from poll to poll as the agent's pipeline does
+        # (it holds the last payload's layout: the next one is read in bulk).
+        self.states = {c.name: SnmpCollector.new_state() for c in self.cols}
 
     async def _poll(self, cols: list[Any], store: Any = None) -> tuple[int, int, float]:
         """Fetch every target, parse every payload (and, given a CounterStore, store it: the
@@ -198,7 +203,7 @@ class Fabricmon:
             if isinstance(payload, BaseException):
                 errors += 1
                 continue
-            r, _ = SnmpCollector.parse(payload, TargetSpec(c.name, "snmp"), SnmpCollector.new_state())
+            r, self.states[c.name] = SnmpCollector.parse_poll(payload, TargetSpec(c.name, "snmp"), self.states[c.name])
             if store is not None:
                 store.update_columns(r.counters.columns(c.name, r.clocks, r.gauges), time.time())
             values += len(r.counters) + len(r.gauges)

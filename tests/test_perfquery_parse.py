@@ -201,7 +201,7 @@ def test_unknown_lid_and_empty_topology():
     assert res.links is None
     assert any("holds no nodes" in w for w in res.warnings)
     assert any("4242" in w and "not in the ibnetdiscover topology" in w for w in res.warnings)
-    assert kept is state and kept.topology is not None and kept.topology.nodes  # the previous topology was kept
+    assert kept.topology is state.topology and kept.topology is not None and kept.topology.nodes  # the previous topology was kept
 
 
 def test_bad_payload_shapes_raise_parse_error():

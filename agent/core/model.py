@@ -95,19 +95,35 @@ class Counters:
     one group, and a port may come in more than one group. Readings go in one at a time
     (:meth:`add`) or a port at a time (:meth:`add_port`, the fast path). Iterating yields
     :class:`Sample` objects: a view for tests and tools; the pipeline hands the columns to the
-    store as they are (:meth:`columns`).
+    store as they are (:meth:`columns`). A parser that reads a whole poll at once hands over
+    its columns as numpy arrays instead (:meth:`bulk`).
     """
 
-    __slots__ = ("bits", "keys", "port_of", "ports", "saturating", "scale", "values")
+    __slots__ = ("_distinct", "bits", "keys", "port_of", "ports", "saturating", "scale", "values")
 
     def __init__(self) -> None:
         self.ports: list[tuple[str, str]] = []
-        self.port_of: list[int] = []
+        self.port_of: Sequence[int] = []
         self.keys: list[tuple[str, tuple[Any, ...]]] = []
-        self.values: list[int | float] = []
-        self.bits: list[int] = []
-        self.saturating: list[bool] = []
-        self.scale: list[float] = []
+        self.values: Sequence[int | float] = []
+        self.bits: Sequence[int] = []
+        self.saturating: Sequence[bool] = []
+        self.scale: Sequence[float] = []
+        self._distinct: tuple[tuple[str, tuple[Any, ...]], ...] | None = None
+
+    @classmethod
+    def bulk(cls, ports: list[tuple[str, str]], port_of: Sequence[int], keys: list[tuple[str, tuple[Any, ...]]],
+             values: Sequence[int | float], bits: Sequence[int], saturating: Sequence[bool], scale: Sequence[float],
+             distinct: tuple[tuple[str, tuple[Any, ...]], ...] | None = None) -> Counters:
+        """A whole poll's columns as they are (numpy arrays or lists; not copied, so a parser
+        may hand the same ``ports``, ``port_of`` and ``keys`` every poll and the store reuses its
+        row plan). ``distinct``: the distinct ``keys``, when the parser knows them. Complete:
+        nothing is added to it."""
+        out = cls()
+        out.ports, out.port_of, out.keys, out.values = ports, port_of, keys, values
+        out.bits, out.saturating, out.scale = bits, saturating, scale
+        out._distinct = distinct
+        return out
 
     @classmethod
     def of(cls, samples: Iterable[Sample]) -> Counters:
@@ -126,6 +142,7 @@ class Counters:
     def add(self, device: str, port: str, counter: str, value: int | float, sub: tuple[Any, ...] = (),
             bits: int = 64, saturating: bool = False, scale: float = 1.0) -> None:
         """One reading."""
+        self._distinct = None
         self.port_of.append(self._group(device, port))
         self.keys.append(series_key(counter, sub))
         self.values.append(value)
@@ -140,6 +157,7 @@ class Counters:
             raise ValueError(f"{len(values)} values for a layout of {len(layout.keys)} counters")
         if not values:
             return
+        self._distinct = None
         self.port_of.extend(repeat(self._group(device, port), len(values)))
         self.keys.extend(layout.keys)
         self.values.extend(values)
@@ -152,10 +170,14 @@ class Counters:
 
     def __iter__(self) -> Iterator[Sample]:
         ports = self.ports
-        for g, (counter, sub), v, b, sat, sc in zip(self.port_of, self.keys, self.values, self.bits, self.saturating,
-                                                     self.scale, strict=True):
+        for g, (counter, sub), v, b, sat, sc in zip(*map(_items, (self.port_of, self.keys, self.values, self.bits,
+                                                                   self.saturating, self.scale)), strict=True):
             device, port = ports[g]
             yield Sample(device, port, counter, v, sub, b, sat, sc)
+
+    def distinct_keys(self) -> Iterable[tuple[str, tuple[Any, ...]]]:
+        """The distinct series keys (a poll has far fewer than readings)."""
+        return self._distinct if self._distinct is not None else set(self.keys)
 
     def relabel(self, port: Callable[[str, str], tuple[str, str]] | None = None,
                 key: Callable[[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]] | None = None) -> None:
@@ -165,15 +187,23 @@ class Counters:
         if port is not None:
             self.ports = [port(d, p) for d, p in self.ports]
         if key is not None:
-            mapped = {k: series_key(*key(*k)) for k in set(self.keys)}
+            mapped = {k: series_key(*key(*k)) for k in self.distinct_keys()}
             if any(v is not k for k, v in mapped.items()):
                 self.keys = list(map(mapped.__getitem__, self.keys))
+                if self._distinct is not None:
+                    self._distinct = tuple(dict.fromkeys(mapped.values()))
 
     def columns(self, target: str = "", clocks: dict[str, float] | None = None, gauges: Sequence[Gauge] = (),
                 layout: Hashable | None = None) -> CounterColumns:
         """These readings as the store's input for ``target`` (the lists are shared, not copied)."""
         return CounterColumns(target, self.ports, self.port_of, self.keys, self.values, self.bits, self.saturating,
                               self.scale, dict(clocks or {}), gauges, layout)
+
+
+def _items(col: Sequence[Any]) -> Sequence[Any]:
+    """A column's items as Python objects (a numpy array's as ints, floats and bools)."""
+    tolist = getattr(col, "tolist", None)
+    return tolist() if tolist is not None else col
 
 
 @dataclass(slots=True)

@@ -138,14 +138,16 @@ class Detector:
         """Every gauge of the analyses (whichever rules are on) and of the rules."""
         return [*(m for a in self._analyses.values() for m in a.metrics()), *(m for r in self._rules for m in r.metrics())]
 
-    def families(self, port_labels: Mapping[PortKey, str] | None = None, base_url: str = "") -> list[Family]:
+    def families(self, port_labels: Mapping[PortKey, str] | None = None,
+                 block_cache: dict[tuple[str, tuple[str, ...]], tuple[list, list[str]]] | None = None,
+                 base_url: str = "") -> list[Family]:
         """The detector's metric families: active findings (their ``url`` under ``base_url``),
         findings raised, rule failures, then every analysis's and rule's gauges by name (see
-        :mod:`.families`)."""
+        :mod:`.families`; the two caches are the exporter's, see :func:`.families.gauge_families`)."""
         active = sorted(self.active, key=lambda f: f.sort_key)
         return [*families.finding_families(active, self.raised_total, base_url),
                 families.failure_family((r.name for r in self._rules), self.failures),
-                *families.gauge_families(self.metrics(), port_labels)]
+                *families.gauge_families(self.metrics(), port_labels, block_cache)]
 
     def status(self) -> DetectorStatus:
         return DetectorStatus(tuple(r.name for r in self._rules), tuple(self._analyses), dict(self.failures),

@@ -56,21 +56,37 @@ def failure_family(rules: Iterable[str], failures: Mapping[str, int]) -> Family:
     return fam
 
 
-def gauge_families(gauges: Iterable[ExportedGauge], port_labels: Mapping[PortKey, str] | None = None) -> list[Family]:
+def gauge_families(gauges: Iterable[ExportedGauge], port_labels: Mapping[PortKey, str] | None = None,
+                   block_cache: dict[tuple[str, tuple[str, ...]], tuple[list, list[str]]] | None = None) -> list[Family]:
     """One family per gauge name, in name order. ``port_labels``: the ``{device="..",port=".."``
     block of each port (no closing brace), when the caller keeps them (the exporter does, per
     store layout): the per-port ratios have a series per port of a busy fabric (XmitWait moves on
-    most), so their label blocks come from it and the values are formatted in bulk."""
+    most), so their label blocks come from it and the values are formatted in bulk.
+    ``block_cache`` (the exporter's, emptied when the store's layout changes): each gauge's keys
+    and label blocks of the last render, reused while the same series come again."""
     bases = port_labels or {}
     fams: dict[str, Family] = {}
     for m in gauges:
         fam = fams.get(m.name)
         if fam is None:
             fam = fams[m.name] = Family(m.name, m.type, m.help)
-        per_port = m.labels == ("device", "port")
-        blocks = [(b + "}" if per_port and (b := bases.get(values)) is not None else  # type: ignore[arg-type]
-                   labels(tuple(zip(m.labels, values, strict=False)))) for values, _ in m.values]
+        blocks = _blocks(m, bases, block_cache)
         if blocks:
             fam.lines.append(join_in_slices("\n", list(map(f"{fam.name.replace('%', '%%')}%s %s".__mod__,
                                                              zip(blocks, format_values([v for _, v in m.values]), strict=True)))))
     return [fams[k] for k in sorted(fams)]
+
+
+def _blocks(m: ExportedGauge, bases: Mapping[PortKey, str],
+            cache: dict[tuple[str, tuple[str, ...]], tuple[list, list[str]]] | None) -> list[str]:
+    """The label block of each of ``m``'s series: from the cache when its keys are the last ones."""
+    keys = [values for values, _ in m.values]
+    hit = cache.get((m.name, m.labels)) if cache is not None else None
+    if hit is not None and hit[0] == keys:
+        return hit[1]
+    per_port = m.labels == ("device", "port")
+    blocks = [(b + "}" if per_port and (b := bases.get(values)) is not None else  # type: ignore[arg-type]
+               labels(tuple(zip(m.labels, values, strict=False)))) for values in keys]
+    if cache is not None:
+        cache[(m.name, m.labels)] = (keys, blocks)
+    return blocks

@@ -8,11 +8,13 @@ blocks and headers that agree are one shared ``bytes``, the headers that differ 
 (text, OpenMetrics) pair, so the two formats cost one body in memory, not two.
 
 **Templates.** The fabric families are large (millions of series) and their label blocks
-do not change from one poll to the next: a :class:`Template` holds one family's sample
-lines with ``%s`` where each value goes, built once per series layout, and
-:meth:`Template.fill` writes a poll's values into it in one C-level ``str %`` call, with
-the values formatted in bulk by :func:`format_values` (numpy), byte-identical to
-:func:`fmt_value`.
+do not change from one poll to the next: a :class:`Template` holds, for each of one family's
+series, references to the few strings its label block is made of (the port's
+``{device="..",port=".."``, shared by every family, and the sub-labels' ``,priority="3"}``),
+built once per series layout; :meth:`Template.fill` joins them with a poll's values in one
+C-level ``str.join``, the values formatted in bulk by :func:`format_values` (numpy),
+byte-identical to :func:`fmt_value`. The label text is held once, in those strings, and in
+the body; no template holds it joined.
 
 **Values** are written as integers when they are whole and below 10^15 (``12000``, not
 ``12000.0``: counters in base units are whole numbers, and the lines stay short), as
@@ -39,6 +41,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from fabricmon.core.slicing import join_in_slices
 
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -118,43 +122,50 @@ def labels(pairs: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -> str:
 
 
 class Template:
-    """One family's sample lines with the values left out (``name{labels} %s``, newline-joined).
+    """One family's sample lines with the values left out: ``name{labels} value``, per series.
 
-    Built once per series layout; :meth:`fill` renders a poll's values. Series ``i``'s label
-    block is the concatenation of every column's ``i``-th string (say the port's
-    ``{device=..,port=..`` and the sub-labels' ``,priority=..}``): the columns repeat a few
-    distinct strings, so the template is joined from references to them in one C-level
-    ``join``, without a string per series. ``%`` in a label value is doubled so it survives
-    the formatting.
+    Series ``i``'s label block is the concatenation of every column's ``i``-th string (say the
+    port's ``{device=..,port=..`` and the sub-labels' ``,priority=..}``); a column is a list
+    of references to a few distinct strings, or one string for every series. :meth:`fill`
+    interleaves them with the values and joins the lot once: the template holds references
+    (8 bytes a series and column), not the label text.
     """
 
-    __slots__ = ("_fmt", "size")
+    __slots__ = ("_columns", "_name", "size")
 
-    def __init__(self, name: str, *columns: Sequence[str]) -> None:
-        n = len(columns[0]) if columns else 0
-        k = len(columns) + 2  # per series: newline and name, the columns, the value's place
-        parts: list[str] = [""] * (n * k)
-        name = name.replace("%", "%%")
-        parts[0::k] = [f"\n{name}"] * n
-        for j, col in enumerate(columns, 1):
+    def __init__(self, name: str, *columns: Sequence[str] | str, size: int | None = None) -> None:
+        lists = [c for c in columns if not isinstance(c, str)]
+        n = len(lists[0]) if lists else (size or 0)
+        for col in lists:
             if len(col) != n:
                 raise ValueError(f"template columns of {n} and {len(col)} series")
-            distinct = set(col)
-            if "%" in "".join(distinct):
-                esc = {v: v.replace("%", "%%") for v in distinct}
-                col = [esc[v] for v in col]
-            parts[j::k] = col
-        parts[k - 1::k] = [" %s"] * n
-        if n:
-            parts[0] = name
-        self._fmt = "".join(parts)
+        # The space before the value goes at the end of the last column (one string each of
+        # the few distinct ones), so a series is its columns and its value's text.
+        cols = list(columns) or [""]
+        last = cols[-1]
+        if isinstance(last, str):
+            cols[-1] = last + " "
+        else:
+            spaced = {t: t + " " for t in set(last)}
+            cols[-1] = list(map(spaced.__getitem__, last))
+        self._name = name
+        self._columns = cols
         self.size = n
 
     def fill(self, values: np.ndarray | Sequence[float]) -> str:
         """The family's lines with ``values`` (one per label block, same order), no final newline."""
-        if len(values) != self.size:
-            raise ValueError(f"template of {self.size} series given {len(values)} values")
-        return self._fmt % tuple(format_values(values)) if self.size else ""
+        n = self.size
+        if len(values) != n:
+            raise ValueError(f"template of {n} series given {len(values)} values")
+        if not n:
+            return ""
+        k = len(self._columns) + 2  # per series: newline and name, the columns, the value
+        parts: list[str] = [f"\n{self._name}"] * (n * k)
+        parts[0] = self._name
+        for j, col in enumerate(self._columns, 1):
+            parts[j::k] = [col] * n if isinstance(col, str) else col
+        parts[k - 1::k] = map(str, format_values(values))
+        return join_in_slices("", parts)  # on the pipeline worker: not one C call of n * k parts (a GIL hold)
 
 
 @dataclass(slots=True)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import platform
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,22 +21,19 @@ import numpy as np
 from fabricmon.agent import __version__
 from fabricmon.agent.exporter.exposition import Family, Template, escape_label, fmt_value, format_values, labels
 from fabricmon.agent.jobs.export import job_families
-from fabricmon.agent.store import CounterStore, PortKey
-from fabricmon.core.slicing import sorted_in_slices
+from fabricmon.agent.store import CounterStore, FamilyRows, PortKey
+from fabricmon.core.slicing import join_in_slices
 from fabricmon.core.vocabulary import COUNTERS, GAUGES, NAMESPACE, metric_name
 
 if TYPE_CHECKING:
     from fabricmon.agent.pipeline import Pipeline
 
 N = NAMESPACE
+_FIRST = itemgetter(0)
 
 
 def _sub_labels(names: tuple[str, ...], values: tuple) -> str:
     return "".join(f',{k}="{escape_label(str(v))}"' for k, v in zip(names, values, strict=False))
-
-
-def _key_order(key: tuple) -> tuple:
-    return (key[0], tuple(str(x) for x in key[1]))
 
 
 @dataclass(slots=True)
@@ -58,41 +56,43 @@ class ExpositionPolicy:
 
 
 class _RenderCache:
-    """What stays the same between renders: sorted ports, their label blocks, the gauges'
-    keys, and one :class:`Template` per family for the series layout it was built for."""
+    """What stays the same between renders: the sorted ports (the store's
+    :meth:`~CounterStore.port_order`) and their label blocks, and one :class:`Template` per
+    family for the series layout it was built for."""
 
-    __slots__ = ("bases", "gauges", "index", "layout", "order", "port_info", "rows", "templates")
+    __slots__ = ("base_of", "bases", "layout", "metric_blocks", "order", "port_info", "templates")
 
     def __init__(self) -> None:
-        self.order: list[tuple[PortKey, str]] = []
-        self.index: dict[PortKey, int] = {}  # a port's place in ``order``
-        self.rows: dict[str, tuple[list, np.ndarray]] = {}  # health level: a family's keys -> their ports' places
+        self.order: list[PortKey] = []
+        self.bases: list[str] = []  # ``{device="..",port=".."`` of each port, in ``order``
+        self.base_of: dict[PortKey, str] = {}
         self.layout = -1
         self.port_info: tuple | None = None
-        self.bases: dict[PortKey, str] = {}
-        self.gauges: tuple[tuple, list[tuple[str, list, list]]] | None = None  # (signature, per gauge: keys, value objects)
-        self.templates: dict[str, tuple[list, Template]] = {}
+        self.templates: dict[str, tuple[object, Template]] = {}
+        self.metric_blocks: dict[tuple[str, tuple[str, ...]], tuple[list, list[str]]] = {}  # the rules' metrics: keys, label blocks
 
-    def template(self, name: str, keys: list[tuple[PortKey, tuple]], sub_names: tuple[str, ...]) -> Template:
-        """The family's template for this list of (port, sub-label values) keys: reused while
-        the keys are the same list (the store hands out the same one while its layout holds)
-        or an equal one."""
+    def template(self, name: str, fam: FamilyRows, sub_names: tuple[str, ...], keep: np.ndarray | None = None) -> Template:
+        """The family's template for these series (``keep``: those of them that are rendered):
+        reused while the store hands out the same family rows (it does while its layout holds)."""
+        token = (fam, None if keep is None else keep.tobytes())
         hit = self.templates.get(name)
-        if hit is not None and (hit[0] is keys or hit[0] == keys):
+        if hit is not None and hit[0][0] is fam and hit[0][1] == token[1]:  # type: ignore[index]
             return hit[1]
-        bases = self.bases
+        port_at, sub_at = (fam.port_at, fam.sub_at) if keep is None else (fam.port_at[keep], fam.sub_at[keep])
+        n = len(port_at)
+        if n == len(self.bases) and not sub_names:  # every port once, in order: the shared list of bases
+            bases: list[str] = self.bases
+        else:
+            bases = list(map(self.bases.__getitem__, port_at.tolist()))
         if sub_names:
             # A few distinct values (priorities, queues) over many ports. Sub-label values are the
             # parsers' ints and strings, so tuples that compare equal print the same.
-            subs: dict[tuple, str] = {}
-            for _, sub in keys:
-                if sub not in subs:
-                    subs[sub] = _sub_labels(sub_names, sub) + "}"
-            ends = [subs[sub] for _, sub in keys]
+            ends_of = [_sub_labels(sub_names, sub) + "}" for sub in fam.subs]
+            ends: list[str] | str = list(map(ends_of.__getitem__, sub_at.tolist()))
         else:
-            ends = ["}"] * len(keys)
-        t = Template(name, [bases[pk] for pk, _ in keys], ends)
-        self.templates[name] = (keys, t)
+            ends = "}"
+        t = Template(name, bases, ends, size=n)
+        self.templates[name] = (token, t)
         return t
 
 
@@ -103,38 +103,69 @@ def _cache_for(store: CounterStore) -> _RenderCache:
     c = _caches.get(store)
     if c is None:
         c = _caches[store] = _RenderCache()
-    ports = store.ports
-    layout = getattr(store, "layout", None)
-    if layout is None or c.layout != layout or len(c.order) != len(ports):
-        c.bases = {pk: c.bases.get(pk) or labels((("device", pk[0]), ("port", pk[1])))[:-1] for pk in ports}
-        c.order = [(pk, c.bases[pk]) for pk in sorted_in_slices(ports)]
-        c.index = {pk: i for i, (pk, _) in enumerate(c.order)}
-        c.rows = {}
-        c.layout = layout if layout is not None else -1
+    order = store.port_order()
+    if c.order is not order:
+        old = c.base_of
+        c.bases = [old.get(pk) or labels((("device", pk[0]), ("port", pk[1])))[:-1] for pk in order]
+        c.base_of = dict(zip(order, c.bases, strict=True))
+        c.order = order
+        c.layout = store.layout
+        c.metric_blocks = {}
     return c
 
 
-CounterColumn = tuple[str, list[tuple[PortKey, tuple]], np.ndarray, np.ndarray | None]
+CounterColumn = tuple[str, FamilyRows, np.ndarray, np.ndarray | None]
 
 
 def counter_columns(store: CounterStore, with_rates: bool) -> Iterator[CounterColumn]:
-    """Per counter name, in exposition order: its (port, sub) keys, their totals and (when
-    asked) their rates, NaN where a series has none.
+    """Per counter name, in exposition order: its series (:class:`FamilyRows`), their totals
+    and (when asked) their rates, NaN where a series has none.
 
     The seam between the store and the templates: the store's bulk read API
     (:meth:`CounterStore.family_rows`, :meth:`CounterStore.totals`, :meth:`CounterStore.rates`)
-    gives the same ``keys`` list while the series layout holds, so the family's template is
+    gives the same family rows while the series layout holds, so the family's template is
     found by identity.
     """
     totals = store.totals()
     rates = store.rates() if with_rates else None
     for name, fr in store.family_rows().items():
-        yield name, fr.keys, totals[fr.rows], None if rates is None else rates[fr.rows]
+        yield name, fr, totals[fr.rows], None if rates is None else rates[fr.rows]
 
 
 def _health_kind(counter: str, group: str) -> str | None:
     return "tx" if counter == "tx_bytes" else "rx" if counter == "rx_bytes" else \
         "problems" if group in ("errors", "drops") else None
+
+
+class _Levels:
+    """Which ports' series of a group are rendered in full: per port of the render cache's
+    order, from its target and the policy (a few targets, so a step per target, not per port)."""
+
+    __slots__ = ("codes", "full", "names", "policy")
+
+    def __init__(self, cache: _RenderCache, ports: dict, policy: ExpositionPolicy | None) -> None:
+        self.policy = policy
+        names: dict[str, int] = {}
+        self.codes = np.fromiter((names.setdefault(ports[pk].target, len(names)) for pk in cache.order), np.int64,
+                                 len(cache.order)) if policy is not None else np.zeros(0, np.int64)
+        self.names = list(names)
+        self.full: dict[str, np.ndarray] = {}  # group -> per target code, rendered in full
+
+    def of(self, group: str) -> np.ndarray:
+        got = self.full.get(group)
+        if got is None:
+            policy = self.policy
+            got = self.full[group] = np.array([policy is None or policy.full(t, group) for t in self.names], bool)
+        return got
+
+    def mask(self, group: str, port_at: np.ndarray) -> np.ndarray | None:
+        """Per series (by its port), rendered in full; None when every one is."""
+        if self.policy is None:
+            return None
+        by_target = self.of(group)
+        if by_target.all():
+            return None
+        return by_target[self.codes[port_at]]
 
 
 def fabric_families(p: Pipeline) -> list[Family]:
@@ -149,39 +180,25 @@ def fabric_families(p: Pipeline) -> list[Family]:
     policy = p.exposition_policy
     store = p.store
     cache = _cache_for(store)
-    ports = store.ports
-    full_of: dict[tuple[str, str], bool] = {}
-
-    def full(target: str, group: str) -> bool:
-        f = full_of.get((target, group))
-        if f is None:
-            f = full_of[(target, group)] = policy is None or policy.full(target, group)
-        return f
-
-    targets = sorted({e.target for e in ports.values()}) if policy is not None else []
+    levels = _Levels(cache, store.ports, policy)
     out: list[Family] = []
-    health = _Health(cache, ports) if policy is not None else None
+    health = _Health(cache, levels) if policy is not None else None
     rendered: set[str] = set()
-    for counter, keys, values, rates in counter_columns(store, with_rates=policy is not None):
+    for counter, fam, values, rates in counter_columns(store, with_rates=policy is not None):
         defn = COUNTERS.get(counter)
         if defn is None:
             continue
-        fulls = {full(t, defn.group) for t in targets}
-        if health is not None and False in fulls:  # some (or all) of the rows at the health level
-            if True not in fulls:
-                health.add(keys, counter, defn.group, values, rates)  # type: ignore[arg-type]
+        keep = levels.mask(defn.group, fam.port_at)
+        if health is not None and keep is not None:  # some (or all) of the rows at the health level
+            health.add(fam.port_at[~keep], counter, defn.group, values[~keep], rates[~keep])  # type: ignore[index]
+            if not keep.any():
                 continue
-            mask = np.fromiter((full(ports[pk].target, defn.group) for pk, _ in keys), bool, len(keys))
-            health.add([k for k, m in zip(keys, mask.tolist(), strict=True) if not m], counter, defn.group,
-                       values[~mask], rates[~mask])  # type: ignore[index]
-            keys, values = [k for k, m in zip(keys, mask.tolist(), strict=True) if m], values[mask]
-            if not keys:
-                continue
+            values = values[keep]
         name = metric_name(defn)
-        tmpl = cache.template(name, keys, defn.labels)
+        tmpl = cache.template(name, fam, defn.labels, keep)
         rendered.add(name)
         out.append(Family(name, "counter", defn.help, [tmpl.fill(values)]))
-    out.extend(_gauge_families(store, cache, policy, full, rendered))
+    out.extend(_gauge_families(store, cache, levels, rendered))
     for name in [n for n in cache.templates if n not in rendered]:
         del cache.templates[name]  # a family that is gone: its template goes with it
     if health is not None and (health.rates or health.sums):
@@ -199,78 +216,53 @@ class _Health:
     is the same float a loop over the rows gives.
     """
 
-    __slots__ = ("cache", "rates", "sums", "target_names", "targets")
+    __slots__ = ("levels", "rates", "sums")
 
-    def __init__(self, cache: _RenderCache, ports: dict) -> None:
-        self.cache = cache
-        names = sorted({ports[pk].target for pk, _ in cache.order})
-        code = {t: i for i, t in enumerate(names)}
-        self.target_names = names
-        self.targets = np.fromiter((code[ports[pk].target] for pk, _ in cache.order), np.int64, len(cache.order))
+    def __init__(self, cache: _RenderCache, levels: _Levels) -> None:
+        self.levels = levels
         self.rates: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # kind -> (rate per port, port has one)
         self.sums: dict[tuple[str, str], float] = {}
 
-    def add(self, keys: list[tuple[PortKey, tuple]], counter: str, group: str, totals: np.ndarray,
-            rates: np.ndarray) -> None:
-        """One counter's health-level rows: its per-target sum, and its rate into the port's kind."""
-        if not keys:
+    def add(self, at: np.ndarray, counter: str, group: str, totals: np.ndarray, rates: np.ndarray) -> None:
+        """One counter's health-level rows (``at``: their ports' places): its per-target sum,
+        and its rate into the port's kind."""
+        if not len(at):
             return
-        hit = self.cache.rows.get(counter)
-        if hit is not None and hit[0] is keys:  # the store's same list while its layout holds
-            at = hit[1]
-        else:
-            index = self.cache.index
-            at = np.fromiter((index[pk] for pk, _ in keys), np.int64, len(keys))
-            self.cache.rows[counter] = (keys, at)
-        codes = self.targets[at]
-        per_target = np.bincount(codes, weights=totals, minlength=len(self.target_names))
+        levels = self.levels
+        codes = levels.codes[at]
+        per_target = np.bincount(codes, weights=totals, minlength=len(levels.names))
         for t in np.unique(codes).tolist():
-            self.sums[(self.target_names[t], counter)] = float(per_target[t])
+            self.sums[(levels.names[t], counter)] = float(per_target[t])
         kind = _health_kind(counter, group)
         if kind is None:
             return
         got = self.rates.get(kind)
         if got is None:
-            got = self.rates[kind] = (np.zeros(len(self.targets)), np.zeros(len(self.targets), bool))
+            got = self.rates[kind] = (np.zeros(len(levels.codes)), np.zeros(len(levels.codes), bool))
         ok = rates == rates  # NaN: no rate over the last interval
         np.add.at(got[0], at[ok], rates[ok])
         got[1][at[ok]] = True
 
 
-def _gauge_families(store: CounterStore, cache: _RenderCache, policy: ExpositionPolicy | None,
-                    full: Callable[[str, str], bool], rendered: set[str]) -> list[Family]:
-    """The state gauges (link state, speed, occupancy...), one family per vocabulary entry seen.
-
-    A port's gauges are only ever added to (a reading updates its :class:`GaugeValue` in
-    place; ports leave only with a ``layout`` change), so while the layout, the number of
-    gauges and the policy are the same, so are every family's keys and value objects: they
-    are gathered once and each render reads the values through them.
-    """
-    ports = store.ports
-    sig = (cache.layout, sum(len(e.gauges) for e in ports.values()), policy)
-    if cache.gauges is None or cache.gauges[0] != sig or cache.gauges[0][2] is not policy:
-        per: dict[str, tuple[list, list]] = {}
-        for pk, _ in cache.order:
-            entry = ports[pk]
-            gvals = entry.gauges
-            for key in sorted(gvals, key=_key_order):
-                name = key[0]
-                gdef = GAUGES.get(name)
-                if gdef is None or (policy is not None and name != "link_up" and not full(entry.target, gdef.group)):
-                    continue
-                kv = per.get(name)
-                if kv is None:
-                    kv = per[name] = ([], [])
-                kv[0].append((pk, key[1]))
-                kv[1].append(gvals[key])
-        cache.gauges = (sig, [(g, *per[g]) for g in sorted(per)])
+def _gauge_families(store: CounterStore, cache: _RenderCache, levels: _Levels, rendered: set[str]) -> list[Family]:
+    """The state gauges (link state, speed, occupancy...), one family per vocabulary entry
+    seen, from the store's gauge columns (:meth:`CounterStore.gauge_rows`): a template per
+    gauge kept while the store's gauge layout and the policy hold, the values read in bulk.
+    ``link_up`` is rendered at every level."""
+    values = store.gauge_values()
     out = []
-    for g, keys, refs in cache.gauges[1]:
-        gdef = GAUGES[g]
+    for g, fam in store.gauge_rows().items():
+        gdef = GAUGES.get(g)
+        if gdef is None:
+            continue
+        keep = None if g == "link_up" else levels.mask(gdef.group, fam.port_at)
+        if keep is not None and not keep.any():
+            continue
         name = metric_name(gdef)
-        tmpl = cache.template(name, keys, gdef.labels)
+        tmpl = cache.template(name, fam, gdef.labels, keep)
         rendered.add(name)
-        out.append(Family(name, "gauge", gdef.help, [tmpl.fill([r.value for r in refs])]))
+        rows = fam.rows if keep is None else fam.rows[keep]
+        out.append(Family(name, "gauge", gdef.help, [tmpl.fill(values[rows])]))
     return out
 
 
@@ -283,15 +275,15 @@ HEALTH_RATES = {
 
 def _health_families(cache: _RenderCache, health: _Health) -> list[Family]:
     out = []
-    order, sums = cache.order, health.sums
+    bases, sums = cache.bases, health.sums
     for h in ("tx", "rx", "problems"):
         metric, help_ = HEALTH_RATES[h]
         fam = Family(f"{N}_{metric}", "gauge", help_)
         got = health.rates.get(h)
         if got is not None and got[1].any():
             at = np.flatnonzero(got[1])
-            fam.lines = ["\n".join(map(f"{fam.name}%s}} %s".__mod__,
-                                        zip([order[i][1] for i in at.tolist()], format_values(got[0][at]), strict=True)))]
+            fam.lines = [join_in_slices("\n", list(map(f"{fam.name}%s}} %s".__mod__,
+                                                        zip(map(bases.__getitem__, at.tolist()), format_values(got[0][at]), strict=True))))]
         out.append(fam)
     agg: dict[str, Family] = {}
     for (target, counter) in sorted(sums):
@@ -324,23 +316,23 @@ def topology_families(p: Pipeline) -> list[Family]:
                   "Ports with their GUID, LID, alias, label and the peer port they are cabled to (from the fabric topology).")
     cache = _cache_for(p.store)
     ports = p.store.ports
-    infos = [ports[pk].info for pk, _ in cache.order]
     topo_gen = getattr(p.topology, "generation", None)
+    stamp = (p.store.info_stamp, topo_gen)
     cached = cache.port_info
-    if (cached is not None and cached[0] == cache.layout and cached[1] == topo_gen and cached[1] is not None
-            and len(cached[2]) == len(infos) and all(a is b for a, b in zip(cached[2], infos, strict=True))):
-        body, nlinks = cached[3], cached[4]  # same ports, same info objects, same cables: same lines
+    if cached is not None and cached[0] == stamp and topo_gen is not None:
+        body, nlinks = cached[1], cached[2]  # same ports, same info objects, same cables: same lines
     else:
+        infos = [ports[pk].info for pk in cache.order]
         lines = []
-        for ((device, pname), _), info in zip(cache.order, infos, strict=True):
+        for (device, pname), info in zip(cache.order, infos, strict=True):
             peer = p.topology.peer(device, pname)
             lines.append(port.name + labels((("device", device), ("port", pname),
                                              ("guid", info.guid if info else ""), ("lid", info.lid if info else ""),
                                              ("alias", info.alias if info else ""), ("label", info.label if info else ""),
                                              ("peer_device", peer[0] if peer else ""), ("peer_port", peer[1] if peer else ""))) + " 1")
-        body = "\n".join(lines)
+        body = join_in_slices("\n", lines)
         nlinks = sum(1 for a, b in p.topology.items() if a <= b)  # what len(links()) counts, without sorting
-        cache.port_info = (cache.layout, topo_gen, infos, body, nlinks)
+        cache.port_info = (stamp, body, nlinks)
     if body:
         port.lines = [body]
     links = Family(f"{N}_topology_links", "gauge", "Cables known to the topology (discovered and static).")
@@ -350,8 +342,9 @@ def topology_families(p: Pipeline) -> list[Family]:
 
 def finding_families(p: Pipeline) -> list[Family]:
     """The detector's families (findings, rule failures, the analyses' and rules' gauges), with
-    the render cache's per-port label blocks."""
-    return p.detector.families(_cache_for(p.store).bases, p.external_url)
+    the render cache's per-port label blocks and its blocks of each gauge's last series."""
+    cache = _cache_for(p.store)
+    return p.detector.families(cache.base_of, cache.metric_blocks, p.external_url)
 
 
 def self_families(p: Pipeline, reload_ok: bool, reload_t: float, last_render_s: float, extra: list[Family] | None = None) -> list[Family]:

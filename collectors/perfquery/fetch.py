@@ -29,8 +29,8 @@ from fabricmon.collectors.fanout import for_each
 from fabricmon.collectors.perfquery.parse import (
     CAPMASK2_ADDL_EXT,
     Topology,
-    header_capmask2,
     parse_ibnetdiscover,
+    parse_perfquery,
     parse_samples_control,
 )
 from fabricmon.collectors.reaper import REAPER
@@ -197,8 +197,8 @@ class PerfqueryFetcher:
         if not isinstance(ext, str):
             return texts, ext
         texts.append(ext)
-        masks = [cap2 for extended, cap2 in header_capmask2(ext) if extended]
-        if masks and not all(cap2 is not None and cap2 & CAPMASK2_ADDL_EXT for cap2 in masks):
+        blocks = [b for b in parse_perfquery(ext, values=False) if b.extended]
+        if blocks and not all(b.cap_mask2 is not None and b.cap_mask2 & CAPMASK2_ADDL_EXT for b in blocks):
             self._needs_basic[target.key] = True
             basic = await self._run(basic_argv, sem)
             if isinstance(basic, str):
@@ -220,6 +220,6 @@ class PerfqueryFetcher:
                 return exc
         if res.returncode < 0:
             return FetchError(res.describe_failure(f"was killed by signal {-res.returncode}"), reason=ErrorReason.COMMAND)
-        if header_capmask2(res.stdout):
+        if parse_perfquery(res.stdout, values=False):
             return res.stdout
         return FetchError(res.describe_failure("printed no counters"), reason=ErrorReason.COMMAND)

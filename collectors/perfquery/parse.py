@@ -16,13 +16,17 @@ on the order nodes appear in.
 from __future__ import annotations
 
 import re
+from array import array
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import repeat
 from typing import Any
 
 from fabricmon.collectors.base import ParseError
 from fabricmon.collectors.infiniband import BY_PERFQUERY, link_bytes_per_s
+from fabricmon.collectors.perfquery.bulk import CounterLayout, PollColumns
+from fabricmon.collectors.textlayout import CHECKED, FREE, Marks
 from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import Counters, DeviceInfo, Gauge, Link, ParseResult, PortInfo, PortLayout
 from fabricmon.core.slicing import sorted_in_slices
@@ -192,14 +196,16 @@ def _parse_port_line(line: str, node: IbNode) -> IbPort | None:
     if t is None:
         return None
     own_lid, lmc, qdesc, udesc, peer_lid, width, speed = t.groups()
+    # The texts of a port line repeat across the fabric (widths, speeds, the peers' GUIDs and
+    # descriptions): each is kept once (a 100,000-port topology stays in the parse state).
     port = IbPort(
         num=int(num),
-        peer_guid=norm_guid(peer_guid),
+        peer_guid=_once(norm_guid(peer_guid)),
         peer_port=int(peer_port),
-        peer_desc=(qdesc if qdesc is not None else udesc or "").strip(),
+        peer_desc=_once((qdesc if qdesc is not None else udesc or "").strip()),
         peer_lid=_lid(peer_lid),
-        width="" if width.startswith("?") else width,
-        speed="" if not speed or "?" in speed else speed,
+        width=_once("" if width.startswith("?") else width),
+        speed=_once("" if not speed or "?" in speed else speed),
     )
     groups = _GROUP_RE.findall(local_groups)
     if node.kind != "switch" and groups and _HEX_RE.match(groups[-1]):
@@ -212,6 +218,20 @@ def _parse_port_line(line: str, node: IbNode) -> IbPort | None:
         port.lid = _lid(own_lid)
         port.lmc = min(int(lmc), 7)
     return port
+
+
+_ONCE: dict[str, str] = {}
+_LANES: dict[int, float] = {}  # one float object per lane count
+
+
+def _once(text: str) -> str:
+    """One string object per distinct text of the topologies parsed (bounded)."""
+    got = _ONCE.get(text)
+    if got is None:
+        if len(_ONCE) >= 1 << 20:
+            _ONCE.clear()
+        got = _ONCE[text] = text
+    return got
 
 
 def _lid(text: str | None) -> int | None:
@@ -275,15 +295,27 @@ COUNTERS = BY_PERFQUERY
 
 @dataclass(slots=True)
 class CounterBlock:
-    """One ``# Port counters:`` (basic) or ``# Port extended counters:`` block."""
+    """One ``# Port counters:`` (basic) or ``# Port extended counters:`` block.
+
+    Its valid values are ``fields`` (in the order first seen) with ``numbers`` and the index
+    of the line each was read from in ``lines`` (-1 when that line cannot be read in bulk:
+    not a plain decimal ending the line, or a text whose line breaks were rewritten): packed,
+    because a 100,000-port poll has that many blocks. ``values`` gives them as a dict."""
 
     lid: int
     port: int
     extended: bool
     cap_mask: int | None = None
     cap_mask2: int | None = None
-    values: dict[str, int] = field(default_factory=dict)
+    fields: tuple[str, ...] = ()
+    numbers: Sequence[int] = ()
+    lines: Sequence[int] = ()
     invalid: list[str] = field(default_factory=list)  # known counters whose value was not a number
+    text: int = -1  # which of the poll's texts it came from (set by parse_payload)
+
+    @property
+    def values(self) -> dict[str, int]:
+        return dict(zip(self.fields, self.numbers, strict=True))
 
     @property
     def ext_errors_valid(self) -> bool:
@@ -300,9 +332,11 @@ _VALUE_LINES_RE = re.compile(r"\n[^\S\n]*([A-Za-z][A-Za-z0-9_]*):\.*[^\S\n]*(\S+
 _OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")  # str.splitlines's, but "\n"
 _BASIC_LIMIT = {name: 1 << d.width for name, d in COUNTERS.items()}
 _EXTENDED_LIMIT = dict.fromkeys(COUNTERS, 1 << 64)
+_U64 = (1 << 64) - 1  # a limit of 2^64 is 0 for textlayout (any 64-bit value)
+_FIELDS: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple per order of fields (few per fabric)
 
 
-def parse_perfquery(text: str) -> list[CounterBlock]:
+def parse_perfquery(text: str, numbers: Marks | None = None, values: bool = True) -> list[CounterBlock]:
     """All counter blocks of one perfquery stdout, in order.
 
     Value lines are ``Name:`` + dots + value. Other block kinds (``-E``/``-D`` details,
@@ -310,51 +344,85 @@ def parse_perfquery(text: str) -> list[CounterBlock]:
     wrapped onto the next line is joined back. The value lines between two headers are read
     by one regex scan (a 100,000-port poll is 2 million lines; a loop over lines in Python
     was most of its parse).
+
+    ``numbers``, when given, gets the lines whose number this parser reads, for
+    :mod:`fabricmon.collectors.textlayout`: FREE for a name that is not a counter, CHECKED with
+    its limit for a valid value (the rest is FIXED). ``values=False`` reads the headers only
+    (what the fetcher checks: which blocks a command printed, and their CapMask2).
     """
     if not isinstance(text, str):
         raise ParseError("perfquery output must be text")
     # Rejoined only when it has line breaks other than "\n" (rare): a poll's text is large.
-    norm = "\n" + ("\n".join(text.splitlines()) if _OTHER_BREAKS.search(text) else text)
+    rejoined = _OTHER_BREAKS.search(text) is not None
+    norm = "\n" + ("\n".join(text.splitlines()) if rejoined else text)
+    if rejoined:
+        numbers = None  # its lines are no longer the text's
     heads = list(_HEADER_LINE_RE.finditer(norm))
     blocks: list[CounterBlock] = []
+    line, at = 0, 1  # the text's line at norm position ``at`` (norm[0] is the "\n" added above)
     for k, m in enumerate(heads):
-        line, start = m.group(1), m.end()  # the value lines start at the "\n" ending the header
+        head, start = m.group(1), m.end()  # the value lines start at the "\n" ending the header
         stop = heads[k + 1].start() if k + 1 < len(heads) else len(norm)
-        if "counters:" in line and ")" not in line and start < len(norm):
+        if "counters:" in head and ")" not in head and start < len(norm):
             # A header wrapped by a terminal or a paste: "(CapMask: 0x5300" + "CapMask2: 0x2)".
             nl = norm.find("\n", start + 1)
             nxt = norm[start + 1:nl if nl >= 0 else len(norm)].strip()
-            if not nxt.startswith("#") and (("(" in line and ")" in nxt) or nxt.startswith("(")):
-                line = f"{line} {nxt}"
+            if not nxt.startswith("#") and (("(" in head and ")" in nxt) or nxt.startswith("(")):
+                head = f"{head} {nxt}"
                 start = len(norm) if nl < 0 else nl
-        current = _parse_header(line)
+        current = _parse_header(head)
         if current is None or current.port == ALL_PORTS:
             continue
         blocks.append(current)
-        values, invalid = current.values, current.invalid
-        # A basic counter cannot exceed its width, an extended one 64 bits: anything else is garbage.
-        limits = _EXTENDED_LIMIT if current.extended else _BASIC_LIMIT
-        for name, value in _VALUE_LINES_RE.findall(norm, start, stop):
-            limit = limits.get(name)
-            if limit is None:
-                continue
-            try:
-                number = int(value, 0)
-            except ValueError:
-                number = -1
-            if 0 <= number < limit:
-                values[name] = number
-            else:
-                invalid.append(name)
+        if not values:
+            continue
+        line += norm.count("\n", at, start)  # the line ``start`` ends; value lines follow it
+        at = start
+        _read_values(current, norm, start, stop, line + 1, numbers, not rejoined)
     return blocks
 
 
-def header_capmask2(text: str) -> list[tuple[bool, int | None]]:
-    """(extended, CapMask2 or None) of every counter block header of a perfquery stdout, by one
-    regex scan of the headers only: what the fetch needs to know of each output (does it hold
-    counters, are its extended error counters real) without parsing it on the event loop."""
-    return [(m.group(1) is not None, int(m.group(5), 16) if m.group(5) else None)
-            for m in _HEADER_RE.finditer(text) if int(m.group(3)) != ALL_PORTS]
+def _read_values(block: CounterBlock, norm: str, start: int, stop: int, first: int, numbers: Marks | None,
+                 bulk: bool) -> None:
+    """The value lines between ``start`` and ``stop`` of ``norm`` into ``block``; ``first`` is
+    the index of the first of them in the text. When every line there is a value line (the
+    normal case) the k-th one read is line ``first + k``; otherwise lines are counted per value."""
+    # A basic counter cannot exceed its width, an extended one 64 bits: anything else is garbage.
+    limits = _EXTENDED_LIMIT if block.extended else _BASIC_LIMIT
+    found = _VALUE_LINES_RE.findall(norm, start, stop)
+    body = stop - 1 if stop == len(norm) and norm.endswith("\n") else stop  # a final "\n" starts no line
+    if bulk and len(found) == norm.count("\n", start, body):
+        places: Any = range(first, first + len(found))
+    elif bulk:
+        places = [first - 1 + norm.count("\n", start, v.start() + 1) for v in _VALUE_LINES_RE.finditer(norm, start, stop)]
+    else:
+        places = repeat(-1)
+    got: dict[str, tuple[int, int]] = {}
+    free: list[int] = []  # lines whose value is not read (not a counter)
+    invalid = block.invalid
+    for (name, value), place in zip(found, places, strict=False):
+        limit = limits.get(name)
+        if limit is None:
+            free.append(place)
+            continue
+        try:
+            number = int(value, 0)
+        except ValueError:
+            number = -1
+        if 0 <= number < limit:
+            got[name] = (number, place)
+        else:
+            invalid.append(name)
+    if got:
+        names = tuple(got)
+        if len(_FIELDS) >= 4096:  # a payload that orders its fields differently in every block
+            _FIELDS.clear()
+        block.fields = _FIELDS.setdefault(names, names)
+        block.numbers = array("Q", [v for v, _ in got.values()])
+        block.lines = array("q", [p for _, p in got.values()])
+    if numbers is not None:  # a value that a later line of the same name overrides stays FIXED
+        numbers.extend(free, FREE)
+        numbers.extend(block.lines, CHECKED, [limits[name] & _U64 for name in block.fields])
 
 
 def _parse_header(line: str) -> CounterBlock | None:
@@ -421,38 +489,53 @@ _EXTENDED = {name: (d.counter, (), 64, False, d.scale) for name, d in COUNTERS.i
 _LAYOUTS: dict[tuple[Any, ...], PortLayout] = {}
 
 
-def port_counters(out: Counters, device: str, port: str, ext: CounterBlock | None, basic: CounterBlock | None) -> None:
+def port_counters(out: Counters | PollColumns, device: str, port: str, ext: CounterBlock | None,
+                  basic: CounterBlock | None) -> None:
     """Add one port's readings from its extended and/or basic block to ``out``.
 
     A 64-bit extended value wins over the basic one. The extended error counters (and
     XmitWait, QP1Dropped) count only when CapMask2 bit 1 is set; otherwise older perfquery
-    printed zeros for them, so the basic (saturating) values are used when present.
+    printed zeros for them, so the basic (saturating) values are used when present. A
+    :class:`PollColumns` also gets the text and line each value was read from.
     """
+    sources = isinstance(out, PollColumns)
     if basic is None and ext is not None and ext.ext_errors_valid:  # perfquery -x on current devices
-        names = tuple(ext.values)
+        names = ext.fields
         layout = _LAYOUTS.get(names) or _layout(names, [_EXTENDED[name] for name in names])
-        out.add_port(device, port, layout, list(ext.values.values()))
+        if sources:
+            out.add_port(device, port, layout, ext.numbers, repeat(ext.text, len(names)), ext.lines)
+        else:
+            out.add_port(device, port, layout, list(ext.numbers))
         return
-    fields: dict[str, tuple[str, tuple[Any, ...], int, bool, float]] = {}
-    values: dict[str, int] = {}
-    if basic is not None:
-        cap = basic.cap_mask
-        for name, value in basic.values.items():
-            if cap is not None and name == "PortXmitWait" and not cap & CAPMASK_XMIT_WAIT:
-                continue  # XmitWait unsupported: the 0 printed means nothing
-            if cap is not None and name == "QP1Dropped" and not cap & CAPMASK_QP1_DROP:
-                continue
-            fields[name] = _BASIC[name]
-            values[name] = value
-    if ext is not None:
-        errors_ok = ext.ext_errors_valid
-        for name, value in ext.values.items():
-            if not errors_ok and not COUNTERS[name].data:
-                continue
-            fields[name] = _EXTENDED[name]
-            values[name] = value
+    fields, values = _merged_fields(ext, basic)
     shape = tuple(fields.values())
-    out.add_port(device, port, _LAYOUTS.get(shape) or _layout(shape, shape), list(values.values()))
+    layout = _LAYOUTS.get(shape) or _layout(shape, shape)
+    if sources:
+        out.add_port(device, port, layout, [v for v, _, _ in values.values()], [t for _, t, _ in values.values()],
+                     [ln for _, _, ln in values.values()])
+    else:
+        out.add_port(device, port, layout, [v for v, _, _ in values.values()])
+
+
+def _merged_fields(ext: CounterBlock | None, basic: CounterBlock | None) -> tuple[
+        dict[str, tuple[str, tuple[Any, ...], int, bool, float]], dict[str, tuple[int, int, int]]]:
+    """A port's fields from its basic then extended block (an extended value wins), as
+    :func:`port_counters` describes: (name -> field description, name -> (value, text, line))."""
+    fields: dict[str, tuple[str, tuple[Any, ...], int, bool, float]] = {}
+    values: dict[str, tuple[int, int, int]] = {}
+    for block, kind in ((basic, _BASIC), (ext, _EXTENDED)):
+        if block is None:
+            continue
+        cap, errors_ok = block.cap_mask, block.ext_errors_valid
+        for name, value, line in zip(block.fields, block.numbers, block.lines or repeat(-1), strict=False):
+            if block is basic and cap is not None and (
+                    (name == "PortXmitWait" and not cap & CAPMASK_XMIT_WAIT) or (name == "QP1Dropped" and not cap & CAPMASK_QP1_DROP)):
+                continue  # unsupported: the 0 printed means nothing
+            if block is ext and not errors_ok and not COUNTERS[name].data:
+                continue  # CapMask2 bit 1 clear: the extended error counters are not real
+            fields[name] = kind[name]
+            values[name] = (value, block.text, line)
+    return fields, values
 
 
 def _layout(key: tuple[Any, ...], fields: Iterable[tuple[str, tuple[Any, ...], int, bool, float]]) -> PortLayout:
@@ -477,13 +560,15 @@ class PerfqueryState:
     ``link_up 0``); ``facts``: the devices, port infos and link gauges of that topology, built
     once per topology (tens of thousands of objects on a large fabric); ``ticks``: the
     ``samples_control_tick`` gauges from the latest ``perfquery -c`` outputs, for ports still in
-    the topology (the payload carries them only on topology refreshes). Never changed after it
-    is made: a parse that learns something returns a new one."""
+    the topology (the payload carries them only on topology refreshes); ``counters``: the layout
+    of the last poll's perfquery texts (:class:`CounterLayout`), so the next poll's values are
+    read in bulk. Never changed after it is made: a parse that learns something returns a new one."""
 
     topology: Topology | None = None
     gone: frozenset[tuple[str, str]] = frozenset()
     facts: tuple[tuple[DeviceInfo, ...], tuple[PortInfo, ...], tuple[Gauge, ...]] = ((), (), ())
     ticks: tuple[Gauge, ...] = ()
+    counters: CounterLayout | None = None
 
 
 def parse_payload(payload: Any, state: PerfqueryState) -> tuple[ParseResult, PerfqueryState]:
@@ -514,8 +599,7 @@ def parse_payload(payload: Any, state: PerfqueryState) -> tuple[ParseResult, Per
     result.devices.extend(devices)
     result.ports.extend(ports)
     result.gauges.extend(gauges)
-    _counters(result, texts, state.topology)
-    return result, state
+    return result, _counters(result, texts, state)
 
 
 def _payload_parts(payload: Any) -> tuple[list[str], str | None, list[str] | None]:
@@ -534,17 +618,39 @@ def _payload_parts(payload: Any) -> tuple[list[str], str | None, list[str] | Non
     return texts, disc, smplctl
 
 
-def _counters(result: ParseResult, texts: list[str], topo: Topology | None) -> None:
-    """The counters of every (LID, port) block, named by the topology (``lid-<LID>`` when it
-    does not know the LID); extended and basic blocks of one port are one port's counters."""
+def _counters(result: ParseResult, texts: list[str], state: PerfqueryState) -> PerfqueryState:
+    """The counters of every (LID, port) block into ``result``: in bulk when the texts are
+    those of the last poll but for their values (the state's :class:`CounterLayout`), else
+    line by line; the state with the layout for the next poll."""
+    topo = state.topology
+    fast = state.counters.fit(topo) if state.counters is not None else None
+    values = fast.numbers.read(texts) if fast is not None else None
+    if fast is not None and values is not None:  # the texts are those of the last poll but for their values
+        result.counters = fast.counters(values)
+        result.warnings.extend(fast.warnings)
+        result.ports.extend(fast.ports_named_by_lid)
+    else:
+        fast = _read_counters(texts, topo, result)
+    return state if fast is state.counters else replace(state, counters=fast)
+
+
+def _read_counters(texts: list[str], topo: Topology | None, result: ParseResult) -> CounterLayout | None:
+    """The counters of every (LID, port) block into ``result``, read line by line, named by the
+    topology (``lid-<LID>`` when it does not know the LID; extended and basic blocks of one port
+    are one port's counters); their layout for the next poll (None when they cannot be read in bulk)."""
+    warned, named = len(result.warnings), len(result.ports)
     ext_blocks: dict[tuple[int, int], CounterBlock] = {}
     basic_blocks: dict[tuple[int, int], CounterBlock] = {}
-    for text in texts:
-        for block in parse_perfquery(text):
+    marks = [Marks() for _ in texts]
+    for ti, text in enumerate(texts):
+        for block in parse_perfquery(text, marks[ti]):
+            block.text = ti
             (ext_blocks if block.extended else basic_blocks)[(block.lid, block.port)] = block
             if block.invalid:
                 result.warnings.append(f"LID {block.lid} port {block.port}: values of {', '.join(block.invalid)} are not numbers")
     unknown: set[int] = set()
+    names: dict[int, str | None] = {}
+    cols = PollColumns()
     for key in sorted_in_slices(ext_blocks.keys() | basic_blocks.keys()):  # 100,000 keys: not one C call (a GIL hold)
         lid, portnum = key
         entry = topo.by_lid.get(lid) if topo is not None else None
@@ -554,13 +660,17 @@ def _counters(result: ParseResult, texts: list[str], topo: Topology | None) -> N
             result.ports.append(PortInfo(device=device, port=str(portnum), lid=str(lid)))
         else:
             device = entry[0].name
-        port_counters(result.counters, device, str(portnum), ext_blocks.get(key), basic_blocks.get(key))
+        names[lid] = None if entry is None else device
+        port_counters(cols, device, str(portnum), ext_blocks.get(key), basic_blocks.get(key))
     if unknown:
         lids = ", ".join(str(x) for x in sorted(unknown))
         if topo is None:
             result.warnings.append(f"no ibnetdiscover topology yet: counters of LID(s) {lids} are named lid-<LID>")
         else:
             result.warnings.append(f"LID(s) {lids} are not in the ibnetdiscover topology: named lid-<LID>")
+    del ext_blocks, basic_blocks
+    result.counters = cols.counters()
+    return CounterLayout.of(texts, cols, result.counters, marks, topo, names, result.warnings[warned:], result.ports[named:])
 
 
 def _with_topology(state: PerfqueryState, new: Topology) -> PerfqueryState:
@@ -572,7 +682,7 @@ def _with_topology(state: PerfqueryState, new: Topology) -> PerfqueryState:
     gone -= connected
     devices, ports, gauges = _topology_facts(new, gone)
     ticks = tuple(g for g in state.ticks if (g.device, g.port) in connected)
-    return PerfqueryState(new, frozenset(gone), (tuple(devices), tuple(ports), tuple(gauges)), ticks)
+    return replace(state, topology=new, gone=frozenset(gone), facts=(tuple(devices), tuple(ports), tuple(gauges)), ticks=ticks)
 
 
 def _with_ticks(state: PerfqueryState, texts: list[str], warnings: list[str]) -> PerfqueryState:
@@ -607,7 +717,7 @@ def _with_ticks(state: PerfqueryState, texts: list[str], warnings: list[str]) ->
         ticks.update(((name, str(p)), float(tick)) for p in node.ports)
     ticks.update((k, float(v)) for k, v in own.items())
     gauges = tuple(Gauge(d, p, SAMPLES_CONTROL_TICK, v) for (d, p), v in sorted(ticks.items()))
-    return PerfqueryState(state.topology, state.gone, state.facts, gauges)
+    return replace(state, ticks=gauges)
 
 
 def _topology_facts(topo: Topology, gone: set[tuple[str, str]]) -> tuple[list[DeviceInfo], list[PortInfo], list[Gauge]]:
@@ -620,11 +730,12 @@ def _topology_facts(topo: Topology, gone: set[tuple[str, str]]) -> tuple[list[De
         for p in n.ports.values():
             port = str(p.num)
             lid = n.lid if n.kind == "switch" else p.lid
-            ports.append(PortInfo(device=n.name, port=port, guid=p.guid, lid="" if lid is None else str(lid), label=p.label))
+            ports.append(PortInfo(device=n.name, port=port, guid=p.guid, lid="" if lid is None else _once(str(lid)),
+                                  label=p.label))
             gauges.append(Gauge(n.name, port, "link_up", 1.0))
             lanes = p.lanes
             if lanes:
-                gauges.append(Gauge(n.name, port, "link_width_lanes", float(lanes)))
+                gauges.append(Gauge(n.name, port, "link_width_lanes", _LANES.setdefault(lanes, float(lanes))))
             speed = p.speed_bytes
             if speed is not None:
                 gauges.append(Gauge(n.name, port, "link_speed_bytes", speed))

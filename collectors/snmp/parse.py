@@ -27,7 +27,20 @@ from pydantic import Field
 from fabricmon.collectors.base import ParseError, ParseOptions, ResultBuilder
 from fabricmon.collectors.snmp import interfaces
 from fabricmon.collectors.snmp import profiles as prof
-from fabricmon.collectors.snmp.snmprec import COUNTER64, EXCEPTION_TAGS, INTEGER, NUMERIC_TAGS, Oid, Value, Varbinds, parse_snmprec
+from fabricmon.collectors.snmp.layout import GaugeSource, SnmpLayout
+from fabricmon.collectors.snmp.snmprec import (
+    COUNTER32,
+    COUNTER64,
+    EXCEPTION_TAGS,
+    GAUGE32,
+    INTEGER,
+    NUMERIC_TAGS,
+    TIMETICKS,
+    Oid,
+    Value,
+    Varbinds,
+    parse_snmprec,
+)
 from fabricmon.core.model import DeviceInfo, Link, ParseResult, PortInfo, TargetSpec
 from fabricmon.core.vocabulary import COUNTERS, GAUGES
 
@@ -148,28 +161,37 @@ def _decode_index(rest: Oid, parts: tuple[prof.IndexPart, ...]) -> dict[str, Any
 
 
 class _Emitter(ResultBuilder):
-    """Collects samples and gauges, first writer wins per (port, name, labels)."""
+    """Collects samples and gauges, first writer wins per (port, name, labels); with
+    ``lines`` (the payload's OID -> line), also where each came from, for a layout."""
 
-    def __init__(self, device: str, names: interfaces.PortNames, result: ParseResult) -> None:
+    def __init__(self, device: str, names: interfaces.PortNames, result: ParseResult, lines: dict[Oid, int] | None) -> None:
         super().__init__(device, result)
         self.names = names
         self.problems: dict[str, int] = {}
+        self.lines = lines
+        self.counter_lines: list[int] = []
+        self.gauge_sources: list[tuple[int, GaugeSource]] = []
+        self.ignored: list[tuple[int, frozenset[int]]] = []  # (counter's place, its column's ignored numbers)
+        self.read: dict[int, bool] = {}  # lines the profile looked at -> their value decides nothing
 
     def _note(self, what: str) -> None:
         self.problems[what] = self.problems.get(what, 0) + 1
 
     def table(self, profile: prof.Profile, table: prof.Table, ix: _Index) -> None:
+        lines = self.lines
         for number, cols in table.column_groups():
-            for rest, tag, value in ix.subtree((*table.entry, number)):
+            column = (*table.entry, number)
+            for rest, tag, value in ix.subtree(column):
                 labels = _decode_index(rest, table.index)
                 if labels is None:
                     continue
                 col = cols.get(labels.pop("selector", None))
                 if col is not None:  # None: a counter id the profile does not read
-                    self._row(profile, table, col, labels, tag, value)
+                    line = lines.get((*column, *rest), -1) if lines is not None else -1
+                    self._row(profile, table, col, labels, tag, value, line)
 
     def _row(self, profile: prof.Profile, table: prof.Table, col: prof.Column, labels: dict[str, Any],
-             tag: str, value: Value) -> None:
+             tag: str, value: Value, line: int = -1) -> None:
         defn = COUNTERS[col.name] if col.kind == "counter" else GAUGES[col.name]
         labels.update(col.fixed)
         port = self.names.label(labels["ifIndex"])
@@ -177,34 +199,39 @@ class _Emitter(ResultBuilder):
         if self.has(port, col.name, sub) if col.kind == "counter" else self.has_gauge(port, col.name, sub):
             if not col.fallback:
                 self._note(f"{self._where(profile, table, col)}: duplicate value for a key already set, ignored")
+            self.read.setdefault(line, True)  # taken before: any valid number gives the same result
             return
+        self.read[line] = False
         if tag not in NUMERIC_TAGS or not isinstance(value, int):
             self._note(f"{self._where(profile, table, col)}: non-numeric value of type {tag}, ignored")
             return
         if value in col.ignore:
             return
         if col.kind == "counter":
-            self._counter(port, col, sub, tag, value)
-        else:
-            self._gauge(port, col, sub, value)
+            if self._counter(port, col, sub, tag, value):
+                if col.ignore:
+                    self.ignored.append((len(self.counter_lines), col.ignore))
+                self.counter_lines.append(line)
+        elif self._gauge(port, col, sub, value):
+            self.gauge_sources.append((line, GaugeSource(port, col.name, sub, dict(col.value_map) if col.value_map is not None
+                                                         else None, col.default, col.scale)))
 
     @staticmethod
     def _where(profile: prof.Profile, table: prof.Table, col: prof.Column) -> str:
         sel = f" select {col.select}" if col.select is not None else ""
         return f"{profile.name}/{table.name} column {col.number}{sel} ({col.name})"
 
-    def _counter(self, port: str, col: prof.Column, sub: tuple[Any, ...], tag: str, value: int) -> None:
+    def _counter(self, port: str, col: prof.Column, sub: tuple[Any, ...], tag: str, value: int) -> bool:
         bits = 64 if tag == COUNTER64 else 32
         if tag == INTEGER:  # an Integer32 "count" wraps through negative values
             value &= 0xFFFFFFFF
-        self.sample(port, col.name, value, sub, bits=bits, scale=col.scale)
+        return self.sample(port, col.name, value, sub, bits=bits, scale=col.scale)
 
-    def _gauge(self, port: str, col: prof.Column, sub: tuple[Any, ...], value: int) -> None:
+    def _gauge(self, port: str, col: prof.Column, sub: tuple[Any, ...], value: int) -> bool:
         reading: float | None = float(value)
         if col.value_map is not None:
             reading = dict(col.value_map).get(value, col.default)
-        if reading is not None:
-            self.gauge(port, col.name, reading * col.scale, sub)
+        return reading is not None and self.gauge(port, col.name, reading * col.scale, sub)
 
 
 def _lldp_local_texts(ix: _Index) -> dict[int, list[str]]:
@@ -254,11 +281,13 @@ class SnmpParseOptions(ParseOptions):
 @dataclass(frozen=True, slots=True)
 class SnmpState:
     """The messages last logged for a target (profile choice, name collision), so a fact that
-    holds on every poll is logged once, and again only when it changes. Nothing in it changes
-    a parse result."""
+    holds on every poll is logged once, and again only when it changes; and the layout of the
+    last payload (:class:`SnmpLayout`), so the next one with the same lines is read in bulk.
+    Nothing in it changes a parse result."""
 
     profile: str = ""
     name_collision: str = ""
+    layout: SnmpLayout | None = None
 
 
 def _log_once(last: str, level: int, message: str) -> str:
@@ -274,6 +303,11 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: SnmpState) -
     opts = SnmpParseOptions.from_spec(spec)
     if not isinstance(payload, dict) or not isinstance(payload.get("snmprec"), str):
         raise ParseError("snmp payload must be an object with an 'snmprec' text")
+    options = (spec.name, opts.profile, tuple(opts.profile_dirs))
+    if state.layout is not None:
+        fast = state.layout.read(payload["snmprec"], options)
+        if fast is not None:
+            return fast, state
     vb = parse_snmprec(payload["snmprec"])
     result = ParseResult(warnings=list(vb.warnings))
     ix = _Index(vb)
@@ -308,7 +342,7 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: SnmpState) -
     if collision:
         result.warnings.append(collision)
         logged_collision = _log_once(state.name_collision, logging.WARNING, f"target {device}: {collision}")
-    emitter = _Emitter(device, names, result)
+    emitter = _Emitter(device, names, result, vb.lines)
     for profile in (profiles[prof.BASE_PROFILE], vendor):
         for table in profile.tables:
             emitter.table(profile, table, ix)
@@ -319,6 +353,34 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec, state: SnmpState) -
     for if_index, label in names.labels.items():
         result.ports.append(PortInfo(device=device, port=label, alias=aliases.get(if_index, "")))
     result.links = lldp_links(ix, device, names)
-    if (logged_profile, logged_collision) != (state.profile, state.name_collision):
-        state = replace(state, profile=logged_profile, name_collision=logged_collision)
+    layout = _layout(payload["snmprec"], options, device, vb, emitter, result)
+    if (logged_profile, logged_collision, layout) != (state.profile, state.name_collision, state.layout):
+        state = replace(state, profile=logged_profile, name_collision=logged_collision, layout=layout)
     return result, state
+
+
+# Below these, a number of each type is valid (snmprec.py _RANGES); 0: any 64-bit number.
+_LIMITS = {INTEGER: 1 << 31, COUNTER32: 1 << 32, GAUGE32: 1 << 32, TIMETICKS: 1 << 32, COUNTER64: 0}
+
+
+def _layout(text: str, options: tuple[Any, ...], device: str, vb: Varbinds, emitter: _Emitter,
+            result: ParseResult) -> SnmpLayout | None:
+    """The payload's layout for the next poll, or None when it cannot be read in bulk.
+
+    Every counter, gauge and the clock must come from a line of its own; lines under the
+    walks that name ports and cables (and the system scalars but sysUpTime) decide by their
+    value and stay fixed; the values read and a number the profile engine never looked at,
+    or looked at only to find its key already taken, need only stay valid for their type."""
+    lines = vb.lines
+    if lines is None or -1 in emitter.counter_lines or any(line < 0 for line, _ in emitter.gauge_sources):
+        return None
+    clock = lines.get(SYS_UPTIME) if device in result.clocks else None
+    structural = {line for oid, line in lines.items() if oid in SCALARS or any(oid[:len(w)] == w for w in STRUCTURE_WALKS)}
+    used = {*emitter.counter_lines, *(line for line, _ in emitter.gauge_sources)}
+    if used & structural or len(used) != len(emitter.counter_lines) + len(emitter.gauge_sources):
+        return None
+    checked = [(line, _LIMITS[tag]) for oid, (tag, _v) in vb.table.items()
+               if tag in _LIMITS and ((line := lines[oid]) in used or line == clock
+                                      or (line not in structural and emitter.read.get(line, True)))]
+    return SnmpLayout.of(text, options, device, result, emitter.counter_lines, emitter.gauge_sources, clock,
+                         emitter.ignored, checked)

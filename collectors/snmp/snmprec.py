@@ -49,11 +49,14 @@ _MAX_WARNINGS = 5
 
 @dataclass(slots=True)
 class Varbinds:
-    """Parsed varbinds: OID -> (tag without the ``x``, decoded value), plus what was skipped."""
+    """Parsed varbinds: OID -> (tag without the ``x``, decoded value), plus what was skipped.
+    ``lines``: OID -> the index of the line its value came from (the last one of a repeated
+    OID); None for a text with line breaks other than ``\n`` (its lines are not the text's)."""
 
     table: dict[Oid, tuple[str, Value]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     skipped: int = 0
+    lines: dict[Oid, int] | None = None
 
     def get(self, oid: Oid) -> Value:
         entry = self.table.get(oid)
@@ -61,6 +64,7 @@ class Varbinds:
 
 
 _OID_TEXT = re.compile(r"[0-9]{1,10}(?:\.[0-9]{1,10})*")
+_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")  # str.splitlines's, but "\n"
 
 
 def parse_oid(text: str) -> Oid:
@@ -140,6 +144,7 @@ def parse_snmprec(text: str) -> Varbinds:
     if not isinstance(text, str):
         raise ParseError(f"snmprec must be text, got {type(text).__name__}")
     out = Varbinds()
+    lines = out.lines = None if _OTHER_BREAKS.search(text) else {}
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -152,7 +157,10 @@ def parse_snmprec(text: str) -> Varbinds:
             tag = tag[: len(tag) - len(encoding)]
             if tag not in TAGS:
                 raise ValueError(f"unknown type tag {tag!r}")
-            out.table[parse_oid(oid_text)] = (tag, _decode(tag, encoding, raw))
+            oid = parse_oid(oid_text)
+            out.table[oid] = (tag, _decode(tag, encoding, raw))
+            if lines is not None:
+                lines[oid] = lineno - 1
         except (ValueError, OverflowError) as exc:
             out.skipped += 1
             if len(out.warnings) < _MAX_WARNINGS:
@@ -174,6 +182,8 @@ def _plain_text(data: bytes) -> bool:
 def format_line(oid: Oid, tag: str, value: Value) -> str:
     """One canonical snmprec line; an OCTET STRING that is not plain ASCII text goes out
     hex-encoded (a newline or ``|`` in it would otherwise break the line format)."""
+    if tag in _NUMBERS and type(value) is int:
+        return _prefix(oid, tag) + str(value)
     oid_text = ".".join(map(str, oid))
     if tag in (OCTETS, OPAQUE):
         data = value if isinstance(value, bytes) else str(value or "").encode()
@@ -183,6 +193,23 @@ def format_line(oid: Oid, tag: str, value: Value) -> str:
     if tag in (NULL, *EXCEPTION_TAGS):
         return f"{oid_text}|{tag}|"
     return f"{oid_text}|{tag}|{value}"
+
+
+# "OID|TAG|" of the numeric varbinds seen, kept: a switch answers the same OIDs every poll, so
+# its counters' lines are this and the number (a 64-switch poll is 90,000 of them).
+_NUMBERS = frozenset({INTEGER, COUNTER32, GAUGE32, TIMETICKS, COUNTER64})
+_PREFIXES: dict[tuple[Oid, str], str] = {}
+_MAX_PREFIXES = 1 << 20
+
+
+def _prefix(oid: Oid, tag: str) -> str:
+    key = (oid, tag)
+    got = _PREFIXES.get(key)
+    if got is None:
+        if len(_PREFIXES) >= _MAX_PREFIXES:
+            _PREFIXES.clear()
+        got = _PREFIXES[key] = f"{'.'.join(map(str, oid))}|{tag}|"
+    return got
 
 
 def format_snmprec(rows: Iterable[tuple[Oid, str, Value]]) -> str:

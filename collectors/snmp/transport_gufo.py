@@ -26,6 +26,7 @@ has none of its own; a request that times out is sent again up to ``retries`` ti
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import socket
 from collections import OrderedDict
@@ -126,6 +127,7 @@ def user(s: Session) -> User:
     return User(c.user, auth_key=auth, priv_key=priv, key_expansion=KeyExpansion.Cisco)
 
 
+@functools.lru_cache(maxsize=1 << 18)  # a target's OIDs come again every poll
 def _oid(text: str) -> Oid:
     return tuple(map(int, text.removeprefix(".").split(".")))
 

@@ -17,6 +17,7 @@ read the extended PortCounters. Data counters count 4-octet words (scale 4). The
 
 from __future__ import annotations
 
+import functools
 import re
 
 from fabricmon.collectors.infiniband import COUNTERS
@@ -36,6 +37,7 @@ for _c in COUNTERS:
 _UNIT_SUFFIX = re.compile(r"_u_[A-Za-z]+$")
 
 
+@functools.lru_cache(maxsize=4096)  # per column or metric name, not per value
 def lookup(name: str) -> tuple[str, float] | None:
     """(internal counter, scale) for a UFM/Telemetry/PerfMgt counter name, else None.
 
@@ -65,6 +67,8 @@ def to_int(value: object) -> int | None:
         if value != value or value in (float("inf"), float("-inf")) or not 0 <= value < 2.0**64 or not value.is_integer():
             return None
         return int(value)
+    if type(value) is str and value.isdigit() and value.isascii() and len(value) <= 19:
+        return int(value)  # a plain decimal (most values): below 10^19 < 2^64
     if isinstance(value, str):
         s = value.strip()
         try:

@@ -25,12 +25,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from fabricmon.collectors.base import BadValues, ParseError, ParseOptions
 from fabricmon.collectors.ufm.names import lookup, to_int
 from fabricmon.core import boundedjson
 from fabricmon.core.boundedjson import MAX_VALUES
 from fabricmon.core.guid import norm_guid
-from fabricmon.core.model import ParseResult, PortInfo, TargetSpec
+from fabricmon.core.model import Counters, ParseResult, PortInfo, TargetSpec, series_key
 
 NODE_GUID_KEYS = ("node_guid", "Node_GUID")
 PORT_GUID_KEYS = ("port_guid",)
@@ -95,8 +97,10 @@ def detect_format(path: str, body: Any, forced: str) -> str:
     raise ParseError(f"{path}: body is neither CSV nor Prometheus text: {body.strip()[:60]!r}")
 
 
-def csv_rows(text: str, path: str, warnings: list[str]) -> Iterator[Row]:
+def csv_records(text: str, path: str, warnings: list[str]) -> tuple[list[str], list[list[str]]]:
+    """The header and the records of a CSV body that have as many fields as the header."""
     header: list[str] | None = None
+    records: list[list[str]] = []
     bad = 0
     for rec in _safe_csv(text, path):
         if not rec or all(not c.strip() for c in rec):
@@ -109,11 +113,12 @@ def csv_rows(text: str, path: str, warnings: list[str]) -> Iterator[Row]:
         if len(rec) != len(header):
             bad += 1  # a torn or malformed line
             continue
-        yield _row_from_items(zip(header, rec, strict=True))
+        records.append(rec)
     if header is None:
         warnings.append(f"{path}: empty CSV body")
     if bad:
         warnings.append(f"{path}: {bad} CSV row(s) with the wrong number of columns skipped")
+    return header or [], records
 
 
 def _safe_csv(text: str, path: str) -> Iterator[list[str]]:
@@ -164,8 +169,11 @@ def _row_from_items(items: Any) -> Row:
 
 
 def prom_rows(text: str, path: str, warnings: list[str]) -> Iterator[Row]:
-    """Prometheus text exposition: one Row per distinct identity label set."""
+    """Prometheus text exposition: one Row per distinct identity label set (a label text is
+    read once however many of a port's metrics repeat it, a timestamp text once per scrape)."""
     rows: dict[tuple[tuple[str, str], ...], Row] = {}
+    by_text: dict[str | None, Row] = {}
+    times: dict[str, float | None] = {}
     bad = good = 0
     for line in text.splitlines():
         s = line.strip()
@@ -176,16 +184,21 @@ def prom_rows(text: str, path: str, warnings: list[str]) -> Iterator[Row]:
             bad += 1
             continue
         name, label_text, value, ts = m.groups()
-        labels = dict(_PROM_LABEL.findall(label_text or ""))
-        ident = {k: _unescape(v) for k, v in labels.items() if k in _IDENT}
-        key = tuple(sorted(ident.items()))
-        row = rows.get(key)
+        row = by_text.get(label_text)
         if row is None:
-            row = rows[key] = Row(ident)
+            labels = dict(_PROM_LABEL.findall(label_text or ""))
+            ident = {k: _unescape(v) for k, v in labels.items() if k in _IDENT}
+            key = tuple(sorted(ident.items()))
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = Row(ident)
+            by_text[label_text] = row
         row.values.append((name, value))
         good += 1
         if ts is not None:
-            t = to_seconds(int(ts))
+            t = times.get(ts, False)
+            if t is False:
+                t = times[ts] = to_seconds(int(ts))
             if t is not None and (row.ts is None or t > row.ts):
                 row.ts = t
     if bad and not good:
@@ -221,91 +234,222 @@ def parse_payload(payload: dict[str, Any], spec: TargetSpec) -> ParseResult:
     opts = UfmTelemetryParseOptions.from_spec(spec)
     if not isinstance(payload, dict) or not isinstance(payload.get("responses"), list):
         raise ParseError("ufm-telemetry payload must be an object with a 'responses' list")
-    out = _Rows({norm_guid(k): v for k, v in (opts.node_names or {}).items()})
-    for resp in payload["responses"]:
-        for row in _response_rows(resp, opts.format, out):
-            out.add(row)
-    return out.finish()
+    node_names = {norm_guid(k): v for k, v in (opts.node_names or {}).items()}
+    result = ParseResult()
+    # each response's rows (CSV: its header and records)
+    counted = [0]  # text values of the poll so far (bounded by MAX_VALUES)
+    frames = [f for resp in payload["responses"] if (f := _response_frame(resp, opts.format, result.warnings, counted)) is not None]
+    bad = BadValues()
+    found = _csv_in_bulk(frames, node_names, result, bad) if all(isinstance(f, _Csv) for f in frames) else None
+    if found is None:
+        bad = BadValues()
+        found = _rows_one_by_one(frames, node_names, result, bad)
+    no_port, by_guid = found
+    result.warnings.extend(bad.warnings())
+    if no_port:
+        result.warnings.append(f"{no_port} row(s) with counters but without node/port GUID and port number skipped")
+    if by_guid:
+        result.warnings.append(f"{len(by_guid)} node(s) without a node description or node_names entry: labelled by GUID")
+    return result
 
 
-def _response_rows(resp: Any, forced: BodyFormat, out: _Rows) -> Iterator[Row]:
-    """The rows of one recorded response (none for a failed call or an empty body, with a warning).
-    A text body is counted against MAX_VALUES of the poll before it is read: a 10^6-port body took 4.6 GB."""
-    warnings = out.result.warnings
+def _response_frame(resp: Any, forced: BodyFormat, warnings: list[str], counted: list[int]) -> _Csv | list[Row] | None:
+    """One recorded response: a CSV body's header and records, or the rows of the other
+    formats; None for a failed call or an empty body (with a warning). A text body is counted
+    (``counted``: the poll's values so far) against MAX_VALUES of the poll before it is read: a
+    10^6-port body took 4.6 GB."""
     if not isinstance(resp, dict):
         raise ParseError("ufm-telemetry payload: each response must be an object")
     path = str(resp.get("path") or "")
     status = to_int(resp.get("status"))
     if status is None or not 200 <= status < 300:
         warnings.append(f"{path}: HTTP {resp.get('status')}, ignored")
-        return iter(())
+        return None
     body = resp.get("body")
     if body is None:
         warnings.append(f"{path}: empty body")
-        return iter(())
+        return None
     fmt = detect_format(path, body, forced)
     if isinstance(body, str):
-        out.values += body.count(",") if fmt == "csv" else body.count("\n")
-        if out.values > MAX_VALUES:
-            raise ParseError(f"{path}: the poll holds about {out.values:,} values, more than the limit of {MAX_VALUES:,} "
+        counted[0] += body.count(",") if fmt == "csv" else body.count("\n")
+        if counted[0] > MAX_VALUES:
+            raise ParseError(f"{path}: the poll holds about {counted[0]:,} values, more than the limit of {MAX_VALUES:,} "
                              "(about 200,000 ports): shard the endpoint (num_shards)")
     if fmt == "json":
-        return json_rows(body, path)
+        return list(json_rows(body, path))
     if not isinstance(body, str):
         raise ParseError(f"{path}: {'CSV' if fmt == 'csv' else 'Prometheus text'} expected, got JSON")
-    return csv_rows(body, path, warnings) if fmt == "csv" else prom_rows(body, path, warnings)
+    return _Csv(*csv_records(body, path, warnings), body.isascii()) if fmt == "csv" else list(prom_rows(body, path, warnings))
 
 
 @dataclass(slots=True)
-class _Rows:
-    """The parse result built row by row: the first reading of a series wins."""
+class _Csv:
+    header: list[str]
+    records: list[list[str]]
+    ascii: bool
 
-    node_names: dict[str, str]
-    result: ParseResult = field(default_factory=ParseResult)
-    seen: set[tuple[str, str, str]] = field(default_factory=set)
-    ports: dict[tuple[str, str], PortInfo] = field(default_factory=dict)
-    by_guid: set[str] = field(default_factory=set)
-    no_port: int = 0
-    values: int = 0  # text values of the poll so far (bounded by MAX_VALUES)
-    bad: BadValues = field(default_factory=BadValues)
 
-    def add(self, row: Row) -> None:
-        where = _locate(row, self.node_names)
-        if where is None:
-            # device-level metrics (dev_temperature) have no port: only miss rows with counters
-            self.no_port += any(lookup(name) is not None for name, _ in row.values)
-            return
-        device, port, named_by_guid = where
-        if named_by_guid:
-            self.by_guid.add(device)
-        if (device, port) not in self.ports:
-            self.ports[(device, port)] = PortInfo(device=device, port=port, guid=norm_guid(_first(row.ident, PORT_GUID_KEYS)),
-                                                  label=_first(row.ident, LABEL_KEYS))
-        clocks = self.result.clocks
-        if row.ts is not None and row.ts > clocks.get(device, 0.0):
-            clocks[device] = row.ts
-        for name, value in row.values:
-            hit = lookup(name)
-            if hit is None:
+def _rows_one_by_one(frames: list[_Csv | list[Row]], node_names: dict[str, str], result: ParseResult,
+                     bad: BadValues) -> tuple[int, set[str]]:
+    """Every row's counters into ``result``, row by row: the first reading of a series wins;
+    values that are numbers but not counter values noted in ``bad``."""
+    seen: set[tuple[str, str, str]] = set()
+    add = result.counters.add
+    ports: dict[tuple[str, str], PortInfo] = {}
+    by_guid: set[str] = set()
+    no_port = 0
+    for frame in frames:
+        rows = (_row_from_items(zip(frame.header, rec, strict=True)) for rec in frame.records) \
+            if isinstance(frame, _Csv) else frame
+        for row in rows:
+            where = _locate(row, node_names)
+            if where is None:
+                # device-level metrics (dev_temperature) have no port: only miss rows with counters
+                no_port += any(lookup(name) is not None for name, _ in row.values)
                 continue
-            n = to_int(value)
-            if n is None:
-                self.bad.note(name, f"{device} port {port}", value)
-                continue
-            counter, scale = hit
-            if (device, port, counter) not in self.seen:
-                self.seen.add((device, port, counter))
-                self.result.counters.add(device, port, counter, n, scale=scale)
+            device, port, named_by_guid = where
+            if named_by_guid:
+                by_guid.add(device)
+            if (device, port) not in ports:
+                ports[(device, port)] = _port_info(row, device, port)
+            if row.ts is not None and row.ts > result.clocks.get(device, 0.0):
+                result.clocks[device] = row.ts
+            for name, value in row.values:
+                hit = lookup(name)
+                if hit is None:
+                    continue
+                n = to_int(value)
+                if n is None:
+                    bad.note(name, f"{device} port {port}", value)
+                    continue
+                counter, scale = hit
+                if (device, port, counter) not in seen:
+                    seen.add((device, port, counter))
+                    add(device, port, counter, n, scale=scale)
+    result.ports = list(ports.values())
+    return no_port, by_guid
 
-    def finish(self) -> ParseResult:
-        result = self.result
-        result.ports = list(self.ports.values())
-        result.warnings.extend(self.bad.warnings())
-        if self.no_port:
-            result.warnings.append(f"{self.no_port} row(s) with counters but without node/port GUID and port number skipped")
-        if self.by_guid:
-            result.warnings.append(f"{len(self.by_guid)} node(s) without a node description or node_names entry: labelled by GUID")
-        return result
+
+def _port_info(row: Row, device: str, port: str) -> PortInfo:
+    return PortInfo(device=device, port=port, guid=norm_guid(_first(row.ident, PORT_GUID_KEYS)), label=_first(row.ident, LABEL_KEYS))
+
+
+def _csv_in_bulk(frames: list[_Csv], node_names: dict[str, str], result: ParseResult,
+                 bad: BadValues) -> tuple[int, set[str]] | None:
+    """CSV bodies read column by column: each column's counter looked up once, its numbers
+    converted in numpy (one Python step per row, for its identity; none per value but the
+    few that are not plain decimals). The same result as :func:`_rows_one_by_one` when every
+    body is ASCII, no two columns name one counter (or one header name twice) and no port has
+    two rows: otherwise None, and nothing was changed."""
+    plans = []
+    for f in frames:
+        if not f.ascii or len(set(f.header)) != len(f.header):
+            return None
+        value_cols = [(j, hit) for j, name in enumerate(f.header)
+                      if name not in TIME_KEYS and name not in _IDENT and (hit := lookup(name)) is not None]
+        if len({hit[0] for _, hit in value_cols}) != len(value_cols):
+            return None
+        plans.append(value_cols)
+    ports: dict[tuple[str, str], PortInfo] = {}
+    by_guid: set[str] = set()
+    no_port = 0
+    clocks: dict[str, float] = {}
+    blocks = []  # per frame: (its rows with a port, their groups, value columns)
+    for f, value_cols in zip(frames, plans, strict=True):
+        ident_cols = [(j, name) for j, name in enumerate(f.header) if name in _IDENT]
+        time_col = next((j for j, name in enumerate(f.header) if name in TIME_KEYS), None)
+        kept: list[int] = []
+        for i, rec in enumerate(f.records):
+            row = Row({name: rec[j].strip() for j, name in ident_cols},
+                      ts=to_seconds(rec[time_col]) if time_col is not None else None)
+            where = _locate(row, node_names)
+            if where is None:
+                no_port += bool(value_cols)
+                continue
+            device, port, named_by_guid = where
+            if (device, port) in ports:
+                return None  # a port with two rows: first writer wins, row by row
+            if named_by_guid:
+                by_guid.add(device)
+            ports[(device, port)] = _port_info(row, device, port)
+            if row.ts is not None and row.ts > clocks.get(device, 0.0):
+                clocks[device] = row.ts
+            kept.append(i)
+        blocks.append((f, kept, value_cols))
+    counters = _bulk_counters(blocks, list(ports), bad)
+    result.counters = counters
+    result.ports = list(ports.values())
+    result.clocks.update(clocks)
+    return no_port, by_guid
+
+
+def _bulk_counters(blocks: list[tuple[_Csv, list[int], list[tuple[int, tuple[str, float]]]]],
+                   ports: list[tuple[str, str]], bad: BadValues) -> Counters:
+    """The counters of the kept rows, in row order then column order: a row's port is the
+    next of ``ports``; a row without any valid number adds no port group (as ``add`` would).
+    Cells that are numbers but not counter values are noted in ``bad``."""
+    values_all, valid_all, cols_all = [], [], []
+    first = 0  # the kept rows' first port in ``ports``
+    for f, kept, value_cols in blocks:
+        first += len(kept)
+        if not kept or not value_cols:
+            values_all.append(np.zeros((len(kept), 0), np.uint64))
+            valid_all.append(np.zeros((len(kept), 0), bool))
+            cols_all.append(value_cols)
+            continue
+        records = [f.records[i] for i in kept]
+        columns = list(zip(*records, strict=True))
+        vals = np.zeros((len(kept), len(value_cols)), np.uint64)
+        ok = np.zeros((len(kept), len(value_cols)), bool)
+        row0 = first - len(kept)
+        for c, (j, _hit) in enumerate(value_cols):
+            vals[:, c], ok[:, c] = _numbers(columns[j])
+            for i in np.flatnonzero(~ok[:, c]).tolist():
+                cell = columns[j][i]
+                if cell.strip():  # an empty cell is an absent reading
+                    device, port = ports[row0 + i]
+                    bad.note(f.header[j], f"{device} port {port}", cell)
+        values_all.append(vals)
+        valid_all.append(ok)
+        cols_all.append(value_cols)
+    out_ports: list[tuple[str, str]] = []
+    port_of, keys, values, scales = [], [], [], []
+    at = 0
+    for vals, ok, value_cols in zip(values_all, valid_all, cols_all, strict=True):
+        col_keys = [series_key(hit[0]) for _, hit in value_cols]
+        col_scale = np.array([hit[1] for _, hit in value_cols], np.float64)
+        per_row = ok.sum(axis=1)
+        for n in per_row.tolist():
+            if n:
+                out_ports.append(ports[at])
+            at += 1
+        nonempty = per_row > 0
+        base = len(out_ports) - int(nonempty.sum())
+        port_of.append(np.repeat(base + np.arange(int(nonempty.sum())), per_row[nonempty]))
+        r, c = np.nonzero(ok)
+        keys.extend(map(col_keys.__getitem__, c.tolist()))
+        values.append(vals[r, c])
+        scales.append(col_scale[c])
+    n = sum(len(v) for v in values)
+    cat = (lambda xs, dtype: np.concatenate(xs).astype(dtype) if xs else np.zeros(0, dtype))  # noqa: E731
+    return Counters.bulk(out_ports, cat(port_of, np.int32), keys, cat(values, np.uint64), np.full(n, 64, np.int16),
+                         np.zeros(n, bool), cat(scales, np.float64), tuple(dict.fromkeys(keys)))
+
+
+def _numbers(cells: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """A column's cells as :func:`to_int` reads them: (uint64 values, valid). Plain decimals of
+    up to 19 digits are converted in numpy, the rest one by one."""
+    a = np.array(cells, dtype="S") if cells else np.zeros(0, "S1")
+    plain = np.strings.isdigit(a) & (np.strings.str_len(a) <= 19)
+    out = np.zeros(len(cells), np.uint64)
+    out[plain] = a[plain].astype(np.uint64)
+    ok = plain.copy()
+    for i in np.flatnonzero(~plain).tolist():
+        n = to_int(cells[i])
+        if n is not None:
+            out[i] = n
+            ok[i] = True
+    return out, ok
 
 
 def _locate(row: Row, node_names: dict[str, str]) -> tuple[str, str, bool] | None:
