@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-from tests.test_browser import CHROMIUM, FLAGS
+from tests.test_browser import CHROMIUM, FLAGS, end_session
 
 
 class Browser:
@@ -33,7 +33,7 @@ class Browser:
         self._profile = tempfile.TemporaryDirectory(prefix="fabricmon-cdp-")
         args = [CHROMIUM, *FLAGS, f"--user-data-dir={self._profile.name}", f"--window-size={self.size}",
                 "--remote-debugging-port=0", "--remote-allow-origins=*", "about:blank"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
         ws_url = await asyncio.to_thread(self._devtools_url)
         port = re.search(r":(\d+)/", ws_url).group(1)  # type: ignore[union-attr]
         self.http = aiohttp.ClientSession()
@@ -60,11 +60,7 @@ class Browser:
     async def __aexit__(self, *exc: object) -> None:
         await self.ws.close()
         await self.http.close()
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        end_session(self.proc)  # the browser and its helpers, before their profile goes
         self._profile.cleanup()
 
     async def call(self, method: str, **params: Any) -> dict[str, Any]:

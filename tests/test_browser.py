@@ -10,11 +10,13 @@ pytest's temporary directory). scripts/screenshots reuses :func:`chromium` and :
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -34,14 +36,45 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-component-update", "--disable-sync", "--enable-logging=stderr", "--v=0", "--hide-scrollbars"]
 
 
+def end_session(proc: subprocess.Popen) -> None:
+    """Stop a browser started with ``start_new_session`` and everything it started: Chromium's
+    helpers (crashpad, zygote, GPU and renderer processes) outlive the main process for a moment
+    and keep writing into the profile, so removing the profile right after the main process ends
+    can find a folder (``Default``) that is not empty yet."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            continue
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _group_alive(proc.pid):
+            time.sleep(0.05)
+        if not _group_alive(proc.pid):
+            return
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
 def chromium(url: str, *, screenshot: Path | None = None, size: str = "1280,1000") -> tuple[str, list[str]]:
     """Load ``url`` once in a fresh profile: (the DOM as serialised, console lines)."""
     with tempfile.TemporaryDirectory(prefix="fabricmon-chromium-") as profile:
         args = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--window-size={size}"]
         args += [f"--screenshot={screenshot}"] if screenshot else ["--dump-dom"]
-        r = subprocess.run([*args, url], capture_output=True, text=True, timeout=120, check=False)
-    assert r.returncode == 0, f"chromium exited {r.returncode} on {url}: {r.stderr[-2000:]}"
-    return r.stdout, [ln for ln in r.stderr.splitlines() if ":CONSOLE" in ln]
+        proc = subprocess.Popen([*args, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=120)
+        finally:
+            end_session(proc)
+    assert proc.returncode == 0, f"chromium exited {proc.returncode} on {url}: {err[-2000:]}"
+    return out, [ln for ln in err.splitlines() if ":CONSOLE" in ln]
 
 
 def _free_port() -> int:
