@@ -168,6 +168,9 @@ async def test_runbooks_are_served_and_each_finding_page_carries_its_own():
               for r in g["rules"]]
     assert set(alerts) == set(runbooks.sections())  # the packaged file (a link to docs/runbooks.md) has every alert
     assert set(runbooks.ALERT_OF_KIND.values()) <= set(alerts)
+    assert set(runbooks.ALERT_OF_ROLE.values()) <= set(alerts)
+    assert runbooks.alert_of("pfc_storm", "watchdog") == "FabricmonPfcWatchdog"  # a watchdog's page: its own alert
+    assert runbooks.alert_of("pfc_storm", "origin") == "FabricmonPfcStorm"
     f = Finding("packet_loss", "critical", "leaf01", "Ethernet7", 3, None, 100.0, rule="packet_loss")
     p = _pipeline_with([f])
     exporter = Exporter(p)
