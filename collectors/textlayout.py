@@ -40,9 +40,12 @@ from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from itertools import repeat
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
+
+from fabricmon.core.model import Counters
 
 FIXED, FREE, CHECKED, VALUE = 0, 1, 2, 3
 BATCH_BYTES = 8 << 20
@@ -222,6 +225,38 @@ class TextLayout:
                 return None
             got.append(values)
         return np.concatenate(got)[self.out] if got else np.zeros(0, np.uint64)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CounterShape:
+    """A poll's counter columns but for their values, kept from its line-by-line parse by a
+    layout that reads the next poll in bulk (perfquery's, SNMP's): :meth:`counters` makes the
+    same columns with the values :meth:`TextLayout.read` returns. Every poll gets the same
+    ``ports``, ``port_of`` and ``keys`` objects, so the store reuses its row plan."""
+
+    ports: list[tuple[str, str]]
+    port_of: np.ndarray  # int32
+    keys: list[tuple[str, tuple[Any, ...]]]
+    bits: np.ndarray  # int16
+    saturating: np.ndarray  # bool
+    scale: np.ndarray  # float32 when that is exact (the store reads it as float64), else float64
+    distinct: tuple[tuple[str, tuple[Any, ...]], ...]
+
+    __eq__ = fields_equal  # by content: parse states are compared
+
+    @classmethod
+    def of(cls, counters: Counters) -> CounterShape:
+        """The shape of ``counters`` (numpy columns are kept when they have these dtypes)."""
+        scale = np.asarray(counters.scale, np.float64)
+        narrow = scale.astype(np.float32)
+        return cls(counters.ports, np.asarray(counters.port_of, np.int32), counters.keys,
+                   np.asarray(counters.bits, np.int16), np.asarray(counters.saturating, bool),
+                   narrow if np.array_equal(narrow, scale) else scale, tuple(counters.distinct_keys()))
+
+    def counters(self, values: np.ndarray) -> Counters:
+        """The columns with ``values`` (one per key, in order)."""
+        return Counters.bulk(self.ports, self.port_of, self.keys, values, self.bits, self.saturating, self.scale,
+                             self.distinct)
 
 
 def _build_batch(texts: Sequence[str], first: int, stop: int, marks: Sequence[Marks], out_text: np.ndarray,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fabricmon.collectors.textlayout import TextLayout, fields_equal
+from fabricmon.collectors.textlayout import CounterShape, TextLayout, fields_equal
 from fabricmon.core.model import Counters, PortInfo, PortLayout
 
 if TYPE_CHECKING:
@@ -99,13 +99,7 @@ class CounterLayout:
     numbers: TextLayout
     topology: Topology | None
     names: tuple[tuple[int, str | None], ...]  # each LID read -> its device in that topology (None: not in it)
-    ports: list[tuple[str, str]]
-    port_of: np.ndarray
-    keys: list[tuple[str, tuple[Any, ...]]]
-    bits: np.ndarray
-    saturating: np.ndarray
-    scale: np.ndarray
-    distinct: tuple[tuple[str, tuple[Any, ...]], ...]
+    columns: CounterShape
     warnings: tuple[str, ...]
     ports_named_by_lid: tuple[PortInfo, ...]
 
@@ -122,11 +116,7 @@ class CounterLayout:
         numbers = TextLayout.build(texts, marks, cols.texts, cols.lines)
         if numbers is None:
             return None
-        scale = np.asarray(counters.scale)
-        narrow = scale.astype(np.float32)  # the store reads it as float64: kept narrow when that is exact
-        return cls(numbers, topo, tuple(names.items()), counters.ports, counters.port_of, counters.keys,  # type: ignore[arg-type]
-                   counters.bits, counters.saturating, narrow if np.array_equal(narrow, scale) else scale,  # type: ignore[arg-type]
-                   tuple(counters.distinct_keys()), tuple(warnings), tuple(ports))
+        return cls(numbers, topo, tuple(names.items()), CounterShape.of(counters), tuple(warnings), tuple(ports))
 
     def fit(self, topo: Topology | None) -> CounterLayout | None:
         """This layout for ``topo`` (a refreshed topology that names every LID read the same
@@ -141,7 +131,3 @@ class CounterLayout:
             if (None if entry is None else entry[0].name) != name:
                 return None
         return replace(self, topology=topo)
-
-    def counters(self, values: np.ndarray) -> Counters:
-        return Counters.bulk(self.ports, self.port_of, self.keys, values, self.bits, self.saturating, self.scale,
-                             self.distinct)

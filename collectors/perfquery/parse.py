@@ -626,7 +626,7 @@ def _counters(result: ParseResult, texts: list[str], state: PerfqueryState) -> P
     fast = state.counters.fit(topo) if state.counters is not None else None
     values = fast.numbers.read(texts) if fast is not None else None
     if fast is not None and values is not None:  # the texts are those of the last poll but for their values
-        result.counters = fast.counters(values)
+        result.counters = fast.columns.counters(values)
         result.warnings.extend(fast.warnings)
         result.ports.extend(fast.ports_named_by_lid)
     else:

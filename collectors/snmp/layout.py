@@ -19,10 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from fabricmon.collectors.textlayout import CHECKED, Marks, TextLayout, fields_equal
-from fabricmon.core.model import Counters, DeviceInfo, Gauge, Link, ParseResult, PortInfo
+from fabricmon.collectors.textlayout import CHECKED, CounterShape, Marks, TextLayout, fields_equal
+from fabricmon.core.model import DeviceInfo, Gauge, Link, ParseResult, PortInfo
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -57,13 +55,7 @@ class SnmpLayout:
     numbers: TextLayout
     built_with: tuple[Any, ...]  # the parse options it was built with (profile, profile_dirs)
     device: str
-    ports: list[tuple[str, str]]
-    port_of: np.ndarray
-    keys: list[tuple[str, tuple[Any, ...]]]
-    bits: np.ndarray
-    saturating: np.ndarray
-    scale: np.ndarray
-    distinct: tuple[tuple[str, tuple[Any, ...]], ...]
+    columns: CounterShape
     ignored: tuple[tuple[int, frozenset[int]], ...]  # (counter's place, numbers its column ignores)
     gauges: tuple[GaugeSource, ...]
     clock: bool
@@ -79,7 +71,7 @@ class SnmpLayout:
         values = self.numbers.read([text])
         if values is None:
             return None
-        nc, ng = len(self.keys), len(self.gauges)
+        nc, ng = len(self.columns.keys), len(self.gauges)
         counts = values[:nc]
         for at, ignore in self.ignored:
             if int(counts[at]) in ignore:
@@ -91,8 +83,7 @@ class SnmpLayout:
                 return None
             gauges.append(Gauge(self.device, src.port, src.name, reading, src.sub))
         devices, ports, links, warnings, info = self.facts
-        result = ParseResult(Counters.bulk(self.ports, self.port_of, self.keys, counts, self.bits, self.saturating,
-                                           self.scale, self.distinct), gauges, list(devices), list(ports),
+        result = ParseResult(self.columns.counters(counts), gauges, list(devices), list(ports),
                              None if links is None else list(links), warnings=list(warnings), target_info=dict(info))
         if self.clock:
             result.clocks[self.device] = int(values[nc + ng]) / 100.0
@@ -118,7 +109,5 @@ class SnmpLayout:
             return None
         facts = (tuple(result.devices), tuple(result.ports), None if result.links is None else tuple(result.links),
                  tuple(result.warnings), tuple(result.target_info.items()))
-        return cls(numbers, options, device, counters.ports, np.asarray(counters.port_of, np.int32), counters.keys,
-                   np.asarray(counters.bits, np.int16), np.asarray(counters.saturating, bool),
-                   np.asarray(counters.scale, np.float64), tuple(counters.distinct_keys()), tuple(ignored),
-                   tuple(src for _, src in gauges), clock_line is not None, facts)
+        return cls(numbers, options, device, CounterShape.of(counters), tuple(ignored), tuple(src for _, src in gauges),
+                   clock_line is not None, facts)
