@@ -178,7 +178,7 @@ async def _gnmi(port: int, ca: str, switches: int, interval: float, rounds: int)
 
 def run(switches: int = SWITCHES, rounds: int = 3, interval: float = 10.0) -> dict[str, Any]:
     from fabricmon.agent.store import CounterStore
-    from tests.http_standins import self_signed_cert
+    from tests.pki import self_signed_cert
     from tests.snmpsim_util import SnmpSim, probe
 
     res: dict[str, Any] = {"switches": switches, "ports": PORTS, "priorities": PRIOS, "rounds": rounds, "interval_s": interval,
