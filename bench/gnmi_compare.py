@@ -129,9 +129,9 @@ def serve(cert: str, key: str, port_file: str, stats_file: str, switches: int) -
 # ---------------------------------------------------------------------- the gNMI side
 
 async def _gnmi(port: int, ca: str, switches: int, interval: float, rounds: int) -> dict[str, Any]:
+    from bench.polling import fetch_and_parse
     from fabricmon.agent.store import CounterStore
     from fabricmon.collectors.gnmi import GnmiCollector, GnmiOptions
-    from fabricmon.core.model import TargetSpec
 
     cols = []
     for s in range(switches):
@@ -143,17 +143,7 @@ async def _gnmi(port: int, ca: str, switches: int, interval: float, rounds: int)
     states = {c.name: GnmiCollector.new_state() for c in cols}
 
     async def poll(t: float) -> tuple[int, int, float]:
-        payloads = await asyncio.gather(*(c.fetch() for c in cols), return_exceptions=True)
-        t0 = time.process_time()
-        values = errors = 0
-        for c, payload in zip(cols, payloads, strict=True):
-            if isinstance(payload, BaseException):
-                errors += 1
-                continue
-            r, states[c.name] = GnmiCollector.parse(payload, TargetSpec(c.name, "gnmi"), states[c.name])
-            store.update_columns(r.counters.columns(c.name, r.clocks, r.gauges), t)
-            values += len(r.counters) + len(r.gauges)
-        return values, errors, time.process_time() - t0
+        return await fetch_and_parse(cols, GnmiCollector.parse, states, store, at=t)
 
     out: list[dict[str, Any]] = []
     try:

@@ -193,21 +193,10 @@ class Fabricmon:
     async def _poll(self, cols: list[Any], store: Any = None) -> tuple[int, int, float]:
         """Fetch every target, parse every payload (and, given a CounterStore, store it: the
         path bench/gnmi_compare.py compares); (values, failed targets, CPU after the fetch)."""
+        from bench.polling import fetch_and_parse
         from fabricmon.collectors.snmp import SnmpCollector
-        from fabricmon.core.model import TargetSpec
 
-        payloads = await asyncio.gather(*(c.fetch() for c in cols), return_exceptions=True)
-        t0 = time.process_time()
-        values = errors = 0
-        for c, payload in zip(cols, payloads, strict=True):
-            if isinstance(payload, BaseException):
-                errors += 1
-                continue
-            r, self.states[c.name] = SnmpCollector.parse_poll(payload, TargetSpec(c.name, "snmp"), self.states[c.name])
-            if store is not None:
-                store.update_columns(r.counters.columns(c.name, r.clocks, r.gauges), time.time())
-            values += len(r.counters) + len(r.gauges)
-        return values, errors, time.process_time() - t0
+        return await fetch_and_parse(cols, SnmpCollector.parse_poll, self.states, store)
 
     def poll(self, sim_pids: list[int], only: list[tuple[str, int]] | None = None) -> dict[str, Any]:
         cols = [c for c in self.cols if only is None or c.name in dict(only)]
