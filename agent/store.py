@@ -72,7 +72,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import pairwise, repeat
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -936,6 +936,8 @@ class CounterStore:
         self._families: tuple[tuple[int, ...], dict[str, FamilyRows]] | None = None
         self._gauge_families: tuple[tuple[int, ...], dict[str, FamilyRows]] | None = None
         self._order: tuple[int, list[PortKey]] | None = None
+        self._columns: tuple[tuple[int, ...], PortColumns] | None = None
+        self.device_models = 0  # bumped when a device is first described or its model changes
 
     @property
     def info_stamp(self) -> tuple[int, int]:
@@ -1480,6 +1482,9 @@ class CounterStore:
 
     def set_devices(self, devices: Iterable[DeviceInfo], target: str = "") -> None:
         for d in devices:
+            old = self.devices.get(d.name)
+            if old is None or old.model != d.model:
+                self.device_models += 1
             self.devices[d.name] = d
             if target:
                 self.device_target.setdefault(d.name, target)
@@ -1974,6 +1979,16 @@ class CounterStore:
             out[name_list[fam[lo]]] = FamilyRows(_Keys(order, pa, subs_t, sa), rows[lo:hi].astype(row_type), pa, subs_t, sa)
         return out
 
+    def columns(self, ports: Sequence[PortKey]) -> PortColumns:
+        """Whole-array reads of counters and gauges over ``ports`` (see :class:`PortColumns`).
+        The same object while the same ports are asked for and no row moved, no port or series
+        or gauge came or went: a steady fabric's moved ports cost no step per port then."""
+        stamp = (self._gen, self._ggen, self.layout, self.series_layout, self.gauge_layout)
+        last = self._columns
+        if last is None or last[0] != stamp or last[1].ports != ports:
+            last = self._columns = (stamp, PortColumns(self, list(ports)))
+        return last[1]
+
     def totals(self) -> np.ndarray:
         """The accumulated totals of every row (index with :meth:`family_rows`); read-only."""
         v = self._t.total.view()
@@ -1985,6 +2000,90 @@ class CounterStore:
         t = self._t
         with np.errstate(all="ignore"):
             return np.where(t.delta_ok & (t.dt != 0), t.delta / t.dt, np.nan)
+
+
+class CounterColumn(NamedTuple):
+    """One counter's last interval on each port of a :class:`PortColumns`, as arrays in its port
+    order. ``delta`` and ``dt`` are NaN where the port has no such series or its last interval
+    is invalid (what :attr:`Series.delta` and :attr:`Series.dt` give as None)."""
+
+    delta: np.ndarray
+    dt: np.ndarray
+    saturated: np.ndarray  # bool: the series sits at its saturating cap (status SATURATED)
+    poll_t: np.ndarray  # the poll time of its last reading (NaN: no such series)
+
+    @property
+    def rate(self) -> np.ndarray:
+        """Base units per second over the last interval (NaN where :attr:`Series.rate` is None)."""
+        with np.errstate(all="ignore"):
+            return np.where(self.dt != 0, self.delta / self.dt, np.nan)
+
+
+class PortColumns:
+    """Whole-array reads over a list of ports (:meth:`CounterStore.columns`): one counter or
+    gauge on every one of them in a few numpy passes, for the analyses that test every moved
+    port of a 100,000-port fabric. Reads the store's values when asked; its rows hold until a
+    row moves (the store then makes a new one). A port not in the store reads as having no
+    series and no gauges."""
+
+    __slots__ = ("_gauge_at", "_series_at", "_store", "ports")
+
+    def __init__(self, store: CounterStore, ports: Sequence[PortKey]) -> None:
+        self._store = store
+        self.ports = ports
+        entries = list(map(store.ports.get, ports, repeat(_ABSENT, len(ports))))
+        self._series_at = _Blocks(entries, attrgetter("schema"), attrgetter("base"))
+        self._gauge_at = _Blocks(entries, attrgetter("gschema"), attrgetter("gbase"))
+
+    def __len__(self) -> int:
+        return len(self.ports)
+
+    def counter(self, name: str, sub: tuple[Any, ...] = ()) -> CounterColumn:
+        t = self._store._t
+        rows, has = self._series_at.rows((name, sub))
+        ok = has & t.delta_ok[rows]
+        dt_ok = has & t.dt_ok[rows]
+        return CounterColumn(np.where(ok, t.delta[rows], np.nan), np.where(dt_ok, t.dt[rows], np.nan),
+                             has & (t.status[rows] == _S_SAT), np.where(has, t.times[t.poll_i[rows]], np.nan))
+
+    def gauge(self, name: str, sub: tuple[Any, ...] = ()) -> np.ndarray:
+        """The gauge's last value on each port; NaN where the port has no such gauge."""
+        rows, has = self._gauge_at.rows((name, sub))
+        return np.where(has, self._store._gt.value[rows], np.nan)
+
+
+class _Blocks:
+    """Per port its block's base row and schema, as arrays: a key's row on every port is then
+    one lookup per distinct schema and one numpy gather."""
+
+    __slots__ = ("base", "schema_at", "schemas")
+
+    def __init__(self, entries: list[Any], schema: Callable[[Any], _Schema], base: Callable[[Any], int]) -> None:
+        n = len(entries)
+        of_port = list(map(schema, entries))
+        by_id = dict(zip(map(id, of_port), of_port, strict=True))  # (C-level passes: no Python step per port)
+        ids, self.schema_at = np.unique(np.fromiter(map(id, of_port), np.int64, n), return_inverse=True)
+        self.schemas = [by_id[i] for i in ids.tolist()]
+        self.base = np.fromiter(map(base, entries), np.int64, n)
+
+    def rows(self, key: SeriesKey) -> tuple[np.ndarray, np.ndarray]:
+        """(row, has the key) per port; the row is 0 where the port lacks it."""
+        off = np.array([s.index.get(key, -1) for s in self.schemas], np.int64)[self.schema_at] if self.schemas \
+            else np.zeros(0, np.int64)
+        has = off >= 0
+        return np.where(has, self.base + off, 0), has
+
+
+class _Absent(NamedTuple):
+    """A port not in the store, for :class:`PortColumns`: no series, no gauges."""
+
+    schema: _Schema
+    base: int
+    gschema: _Schema
+    gbase: int
+
+
+_ABSENT = _Absent(_NO_SERIES, 0, _NO_SERIES, 0)
 
 
 # ---------------------------------------------------------------------------- array helpers

@@ -179,7 +179,7 @@ def agent_path(run: Payloads, polls: int, clients: int, rounds: int) -> dict[str
         del r
         p.clock = t
         p.generation += 1
-        with Clock() as c_detect:
+        with gc_paused(), Clock() as c_detect:  # as the pipeline worker runs every job (agent/worker.py)
             p.detect(t)
         with Clock() as c_render:
             exporter.render_now()

@@ -145,3 +145,48 @@ def test_state_image_maps_poll_times_to_and_from_the_time_table(seed, monkeypatc
                 assert (got.history, got.poll_t, got.total) == (se.history[-2:], se.poll_t, se.total)
                 compared += 1
     assert compared
+
+
+def _nan(v: float | None) -> float:
+    return float("nan") if v is None else float(v)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_port_columns_read_what_each_series_and_gauge_reads(seed):
+    """:meth:`CounterStore.columns` (the analyses' whole-array read) gives, per port, what the
+    port's own views give: delta, dt, rate, saturated, poll time and gauge values (NaN where
+    the view says None or the port lacks the series), on random polls with wraps, resets,
+    caps, series that come and go, expiry and a port that is not in the store; and the same
+    object is handed out again only while nothing moved."""
+    np = new.np
+    run = Run(seed)
+    cur = new.CounterStore(stale_after=45.0)
+    names = sorted({(name, sub) for name, _, _, _, subs in eq.SPECS for sub in subs})
+    gauge_names = set()
+    last = None
+    for step in range(25):
+        samples, gauges, clocks, t = run.poll()
+        cur.update(samples, t, clocks, gauges, target="t1")
+        gauge_names.update((g.name, g.sub) for g in gauges)
+        if step % 9 == 8:
+            cur.expire(t)
+        ports = [*sorted(cur.ports), ("nowhere", "1")]
+        cols = cur.columns(ports)
+        if last is not None and cols is last:
+            assert cur.columns(list(ports)) is cols  # an equal list: the same rows
+        last = cols
+        for name, sub in names:
+            col = cur.columns(ports).counter(name, sub)
+            for i, pk in enumerate(ports):
+                se = cur.port(pk).counter(name, sub) if cur.port(pk) is not None else None
+                want = (_nan(se.delta), _nan(se.dt), _nan(se.rate), se.status == new.SATURATED, se.poll_t) if se is not None \
+                    else (float("nan"),) * 3 + (False, float("nan"))
+                got = (col.delta[i], col.dt[i], col.rate[i], bool(col.saturated[i]), col.poll_t[i])
+                assert np.allclose(np.array(got[:3] + got[4:], float), np.array(want[:3] + want[4:], float),
+                                   equal_nan=True, rtol=1e-12, atol=0), (seed, step, pk, name, sub)
+                assert got[3] == want[3]
+        for name, sub in sorted(gauge_names):
+            values = cols.gauge(name, sub)
+            for i, pk in enumerate(ports):
+                e = cur.port(pk)
+                assert np.allclose(values[i], _nan(e.gauge(name, sub) if e is not None else None), equal_nan=True)

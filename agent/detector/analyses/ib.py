@@ -62,36 +62,59 @@ Exports ``fabricmon_port_xmit_wait_ratio{device,port}`` (f_wait of the last inte
 ``fabricmon_port_incident{device,port,incident}`` (1 while the port is held by that loop or
 stall) and ``fabricmon_fabric_xmit_wait_normal_ratio{measure}``.
 
-Growth: a whole-array pass (issue 29 item 3) computes :meth:`IbAnalysis._wait_fractions` as
-one numpy expression over the moved XmitWait rows (delta x tick / dt, ticks per device from a
-device-code array), the held-data test (:meth:`IbAnalysis._held`) as a mask and the normal's
-median over the same column; only the few ports left need the per-port stall test and the
-graph walks.
+**On columns.** XmitWait moves on most ports of a busy fabric, so the per-port arithmetic
+runs as whole-array passes over the moved ports (:meth:`CounterStore.columns`): f_wait and
+r_wait (:meth:`IbAnalysis._wait_fractions`, ticks per port from :func:`.ib_wait.ticks`), the
+tick self-check, the fabric's normal, and the first halves of both stall tests
+(:meth:`IbAnalysis._holding`: held data, and sending at least the larger line fraction).
+Only the ports those leave (held data and sent little, or XmitWait at its cap) are judged
+one by one, with their evidence, and only they enter the graph walks.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from itertools import compress
+from operator import itemgetter
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from fabricmon.agent.detector.analyses.fabric import FabricAnalysis, FabricShape
 from fabricmon.agent.detector.analyses.ib_wait import (
+    LINK_WIDTH,
     MAX_PLAUSIBLE_F_WAIT,
+    REPORTED_TICK,
     XMIT_WAIT,
     FabricNormal,
     IbParams,
+    generation,
     tick_origin,
     tick_s,
+    ticks,
     wait_last,
 )
 from fabricmon.agent.detector.base import Analysis, DetectContext, ExportedGauge
-from fabricmon.agent.detector.common import RX_BYTES, TX_BYTES, RatioGauge, link_ok, speed_bytes, tx_progress
+from fabricmon.agent.detector.common import LINK_SPEED, RX_BYTES, TX_BYTES, RatioGauge, link_ok, speed_bytes, tx_progress
 from fabricmon.agent.detector.graph import tarjan_scc
-from fabricmon.agent.store import SATURATED, CounterStore, PortEntry, PortKey, Series
+from fabricmon.agent.store import SATURATED, CounterColumn, CounterStore, PortColumns, PortEntry, PortKey, Series
 from fabricmon.core.topology import Topology
 
 Held = tuple[Series, bool, bool, Series | None]  # XmitWait, saturated, rose to its cap, tx_discards
+
+
+class _Waits(NamedTuple):
+    """One pass's XmitWait arithmetic over the ports whose XmitWait moved, as arrays in ``keys`` order."""
+
+    keys: list[PortKey]
+    cols: PortColumns
+    xw: CounterColumn
+    tx: CounterColumn  # tx bytes
+    f: np.ndarray  # f_wait, NaN where unknown, invalid or suspect
+    r: np.ndarray  # r_wait, NaN where the interval is invalid
+    suspect: np.ndarray  # bool: the tick failed the self-check
 
 
 @dataclass(slots=True)
@@ -166,6 +189,7 @@ class IbAnalysis(Analysis):
         self._shape: FabricShape | None = None
         self._topology: Topology | None = None
         self._store: CounterStore | None = None
+        self._gens: tuple[PortColumns, int, tuple[np.ndarray, np.ndarray]] | None = None  # see _generations
         self.tick_suspect = RatioGauge(
             "fabricmon_port_xmit_wait_tick_suspect",
             "1 when the port's XmitWait implied waiting longer than the interval with the tick assumed for its device "
@@ -195,10 +219,12 @@ class IbAnalysis(Analysis):
     def update(self, ctx: DetectContext) -> None:
         self._store, self._topology = ctx.store, ctx.topology
         self._shape = ctx.analysis(FabricAnalysis).shape
-        self.fractions, self.suspect = self._wait_fractions(ctx)
-        self._export_waits(ctx)
-        self._update_normal(ctx)
-        stalled, leaky = self._blocked(ctx)
+        w = self._wait_fractions(ctx)
+        self.fractions = dict(zip(w.keys, np.where(np.isnan(w.f), None, w.f).tolist(), strict=True))
+        self.suspect = set(compress(w.keys, w.suspect.tolist()))
+        self._export_waits(ctx, w)
+        self._update_normal(ctx, w)
+        stalled, leaky = self._blocked(ctx, w)
         self.loops, self.stalls, self.incidents = self._incidents(ctx, stalled, leaky)
         self._export_incidents()
 
@@ -268,49 +294,51 @@ class IbAnalysis(Analysis):
         return d.model if d is not None else ""
 
     # ------------------------------------------------------------------ waits
-    def _wait_fractions(self, ctx: DetectContext) -> tuple[dict[PortKey, float | None], set[PortKey]]:
-        """f_wait of the last interval for every port whose XmitWait moved in this pass (the one
-        per-port loop over a busy fabric: XmitWait moves on most of its ports).
+    def _wait_fractions(self, ctx: DetectContext) -> _Waits:
+        """f_wait and r_wait of the last interval for every port whose XmitWait moved in this
+        pass, as whole arrays (XmitWait moves on most ports of a busy fabric: one numpy pass,
+        not a Python visit per port); the dict :attr:`fractions` is made from them.
 
-        None where the tick is unknown (no link speed and no configured tick: use r_wait via
-        :func:`.ib_wait.wait_last`), the interval is invalid, or the self-check failed (f_wait
-        above :data:`.ib_wait.MAX_PLAUSIBLE_F_WAIT`: those ports are returned as suspect).
-        Ports whose XmitWait did not move have f_wait 0 and are not listed.
+        f_wait is NaN (None in :attr:`fractions`) where the tick is unknown (no link speed and no
+        configured tick: r_wait serves), the interval is invalid, or the self-check failed (f_wait
+        above :data:`.ib_wait.MAX_PLAUSIBLE_F_WAIT`: those ports are :attr:`suspect`). Ports whose
+        XmitWait did not move have f_wait 0 and are not listed.
         """
-        out: dict[PortKey, float | None] = {}
-        suspect: set[PortKey] = set()
-        ports = ctx.store.ports
-        p = self.p
-        fixed = float(p.xmit_wait_tick_s) if p.xmit_wait_tick_s else None
-        models: dict[str, str] = {}
-        for pk, xw in ctx.changes.moved_series(XMIT_WAIT[0]).items():  # type: ignore[union-attr]
-            d, dt = xw.delta, xw.dt
-            if d is None or not dt:
-                out[pk] = None
-                continue
-            tick = fixed
-            if tick is None:
-                entry = ports.get(pk)
-                model = models.get(pk[0])
-                if model is None:
-                    model = models[pk[0]] = self._model(pk[0])
-                tick = tick_s(entry, p, model) if entry is not None else None
-                if tick is None:
-                    out[pk] = None
-                    continue
-            f = d * tick / dt
-            if f > MAX_PLAUSIBLE_F_WAIT:
-                suspect.add(pk)
-                out[pk] = None
-                continue
-            out[pk] = f if f < 1.0 else 1.0
-        return out, suspect
+        keys = list(ctx.changes.moved_series(XMIT_WAIT[0]))  # type: ignore[union-attr]
+        cols = ctx.store.columns(keys)
+        xw, tx = cols.counter(*XMIT_WAIT), cols.counter(*TX_BYTES)
+        tick = ticks(cols.gauge(*LINK_SPEED), cols.gauge(*REPORTED_TICK), cols.gauge(*LINK_WIDTH),
+                     *self._generations(cols, ctx.store), self.p)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            f = xw.delta * tick / xw.dt
+            suspect = f > MAX_PLAUSIBLE_F_WAIT
+            f = np.where(suspect, np.nan, np.minimum(f, 1.0))
+            den = xw.delta + tx.delta / 4  # r_wait: XmitWait against data words (tx bytes / 4)
+            r = np.where(np.isnan(xw.dt), np.nan, np.where(den > 0, xw.delta / den, 0.0))
+        return _Waits(keys, cols, xw, tx, f, r, suspect)
 
-    def _export_waits(self, ctx: DetectContext) -> None:
+    def _generations(self, cols: PortColumns, store: CounterStore) -> tuple[np.ndarray, np.ndarray]:
+        """Per port of ``cols``, its device generation's (bytes per tick, per lane)
+        (:func:`.ib_wait.generation`); kept while the ports and the devices' models are the same."""
+        if self._gens is None or self._gens[0] is not cols or self._gens[1] != store.device_models:
+            self._gens = (cols, store.device_models, self._generations_of(list(cols.ports)))
+        return self._gens[2]
+
+    def _generations_of(self, keys: list[PortKey]) -> tuple[np.ndarray, np.ndarray]:
+        devices = list(map(itemgetter(0), keys))
+        distinct = list(dict.fromkeys(devices))
+        at = dict(zip(distinct, range(len(distinct)), strict=True))
+        gens = list(map(generation, map(self._model, distinct)))
+        idx = np.fromiter(map(at.__getitem__, devices), np.int64, len(devices))
+        return (np.array([g[0] for g in gens], np.float64)[idx] if gens else np.zeros(0),
+                np.array([g[1] for g in gens], np.bool_)[idx] if gens else np.zeros(0, bool))
+
+    def _export_waits(self, ctx: DetectContext, w: _Waits) -> None:
         """f_wait where XmitWait moved, 0 on updated ports where it did not; the tick suspects."""
         fracs, updated, ports = self.fractions, ctx.updated, ctx.store.ports
         values = self.wait_ratio.values
-        values.update((pk, f) for pk, f in fracs.items() if f)  # type: ignore[misc]
+        waited = w.f > 0
+        values.update(zip(compress(w.keys, waited.tolist()), w.f[waited].tolist(), strict=True))
         for pk in [pk for pk in values.keys() - fracs.keys() if pk in updated]:
             entry = ports.get(pk)  # type: ignore[arg-type]
             xw = entry.counter(*XMIT_WAIT) if entry is not None else None
@@ -322,77 +350,90 @@ class IbAnalysis(Analysis):
         for pk in self.suspect:
             self.tick_suspect.set(pk, 1.0)
 
-    def _update_normal(self, ctx: DetectContext) -> None:
+    def _update_normal(self, ctx: DetectContext, w: _Waits) -> None:
         """Feed the fabric's normal (:class:`.ib_wait.FabricNormal`) with this pass's waits: f_wait
         where the tick is known, r_wait where it is not, and 0 for every port whose XmitWait was
-        read since the last pass and did not move. (A whole-array pass takes the medians of the
-        moved rows' f_wait and r_wait columns and counts the read, unmoved rows.)"""
-        f_waits: list[float] = []
-        r_waits: list[float] = []
-        ports, held = ctx.store.ports, self.incidents  # a port a known fault holds is not the fabric's normal
-        for pk, f in self.fractions.items():
-            if pk in held:
-                continue
-            if f is not None:
-                f_waits.append(f)
-            elif pk not in self.suspect and (entry := ports.get(pk)) is not None:
-                r = wait_last(entry, None)[1]
-                if r is not None:
-                    r_waits.append(r)
+        read since the last pass and did not move. A port a known fault holds (an incident of
+        the last pass) is not the fabric's normal."""
+        keep = np.ones(len(w.keys), bool)
+        if self.incidents:
+            at = dict(zip(w.keys, range(len(w.keys)), strict=True))
+            keep[[at[pk] for pk in self.incidents if pk in at]] = False
+        has_f = ~np.isnan(w.f)
+        f_waits = w.f[keep & has_f]
+        r_waits = w.r[keep & ~has_f & ~w.suspect & ~np.isnan(w.r)]
         since = self._last_t if self._last_t is not None else -1.0
         idle = 0
-        for pk in ctx.updated:
-            if pk in self.fractions or (entry := ports.get(pk)) is None:
-                continue
-            xw = entry.counter(*XMIT_WAIT)
+        ports = ctx.store.ports
+        for pk in ctx.updated.difference(self.fractions):
+            entry = ports.get(pk)
+            xw = entry.counter(*XMIT_WAIT) if entry is not None else None
             if xw is not None and xw.delta == 0 and xw.poll_t > since:
                 idle += 1
-        if f_waits or r_waits or idle:
+        if len(f_waits) or len(r_waits) or idle:
             self._last_t = ctx.t  # a pass that read XmitWait (not one that brought only states)
         window = self.p.normal_window
-        self.normal["f_wait"].add(ctx.t, f_waits, idle if f_waits else 0, window)
-        self.normal["r_wait"].add(ctx.t, r_waits, idle if r_waits else 0, window)
+        self.normal["f_wait"].add(ctx.t, f_waits, idle if len(f_waits) else 0, window)
+        self.normal["r_wait"].add(ctx.t, r_waits, idle if len(r_waits) else 0, window)
         for measure, normal in self.normal.items():
             if normal.value is not None:
                 self.normal_gauge.values[(measure,)] = normal.value
 
     # ------------------------------------------------------------------ blocked ports
-    def _blocked(self, ctx: DetectContext) -> tuple[dict[PortKey, dict[str, Any]], dict[PortKey, dict[str, Any]]]:
+    def _blocked(self, ctx: DetectContext, w: _Waits) -> tuple[dict[PortKey, dict[str, Any]], dict[PortKey, dict[str, Any]]]:
         """(stalled ports, loop-level ports) with their evidence. Stalled ports are kept for ports
         not updated in this pass and recomputed for the others; a port whose XmitWait did not move
         is not stalled, and most that moved send plenty."""
-        ports, updated, fracs = ctx.store.ports, ctx.updated, self.fractions
+        ports, updated = ctx.store.ports, ctx.updated
         # A verdict holds until the port's XmitWait is read again: a poll of another source that
         # brings only its state or link rate (UFM REST beside UFM Telemetry) judges nothing.
         stalled = {pk: ev for pk, ev in self.stalled.items() if pk in ports and not self._read_again(pk, ports[pk], updated)}
         blocked_now: dict[PortKey, dict[str, Any]] = {}  # leaking-loop level, not stalled
-        # Ports whose XmitWait sits at its 32-bit cap do not move, so discards bring them in.
-        at_cap = {pk: None for pk in ctx.moved("tx_discards") if pk not in fracs and _at_cap(ports.get(pk))}
-        # Both stall tests first ask that the port held data and sent below their line fraction:
-        # a port that did not hold data, or sent at least the larger of the two fractions,
-        # passes neither (most ports of a fabric), so it is judged by those two checks alone.
-        sends = max(self.p.progress_line_fraction, self.p.loop_line_fraction)
-        holding: set[PortKey] = set()  # held data in the interval: the only candidates of _leaky too
-        for pk, f in {**fracs, **at_cap}.items():
+        holding, judge = self._holding(ctx, w)
+        for pk, f in judge:
             entry = ports.get(pk)
             held = None if entry is None else self._held(entry)
             if entry is None or held is None:
                 continue
             holding.add(pk)
-            if held[3] is not None and held[3].delta:
-                self.discard_t[pk] = ctx.t  # discarded at its own head while holding data
-            if tx_progress(entry, None, sends) is not False:
+            if tx_progress(entry, None, max(self.p.progress_line_fraction, self.p.loop_line_fraction)) is not False:
                 continue
             ev = self._stall(ctx, pk, entry, f, held)
             if ev is not None:
                 stalled[pk] = ev
             elif (ev := self._stall(ctx, pk, entry, f, held, leaky=True)) is not None:
                 blocked_now[pk] = ev
+        for pk in ctx.moved("tx_discards") & holding:
+            disc = ports[pk].counter("tx_discards")
+            if disc is not None and disc.delta:
+                self.discard_t[pk] = ctx.t  # discarded at its own head while holding data
         self.stalled = stalled
         self._note_judged({*stalled, *blocked_now}, ports)
-        leaky = self._leaky(ctx, {**stalled, **blocked_now}, holding)
+        leaky = self._leaky(ctx, {**stalled, **blocked_now}, holding, w.keys)
         leaky.update(blocked_now)
         return stalled, leaky
+
+    def _holding(self, ctx: DetectContext, w: _Waits) -> tuple[set[PortKey], list[tuple[PortKey, float | None]]]:
+        """Whole-array first halves of both stall tests over the moved ports: (the ports known to
+        hold data, the ports to judge one by one with their f_wait).
+
+        Held data without a cap is XmitWait counting at >= ``min_wait_ticks_per_s``; a port that
+        did not hold data, or that sent at least the larger line fraction of both stall tests,
+        passes neither (most ports of a fabric), so it is settled here. Left to judge: held
+        ports that sent less or whose progress is unknown, every port whose XmitWait sits at
+        its cap (:meth:`_held` decides those), and the ports whose XmitWait is at its cap and did
+        not move but whose discards rose (they held data: the discards bring them in)."""
+        p, fracs, ports = self.p, self.fractions, ctx.store.ports
+        with np.errstate(invalid="ignore"):
+            held = ~w.xw.saturated & (w.xw.rate >= p.min_wait_ticks_per_s)
+            speed = w.cols.gauge(*LINK_SPEED)
+            sending = (speed > 0) & (w.tx.rate >= max(p.progress_line_fraction, p.loop_line_fraction) * speed)
+        holding = set(compress(w.keys, held.tolist()))
+        f = w.f.tolist()
+        judge = [(w.keys[i], None if math.isnan(f[i]) else f[i])
+                 for i in np.flatnonzero((held & ~sending) | w.xw.saturated).tolist()]
+        judge += [(pk, None) for pk in ctx.moved("tx_discards") if pk not in fracs and _at_cap(ports.get(pk))]
+        return holding, judge
 
     def _read_again(self, pk: PortKey, entry: PortEntry, updated: set[PortKey]) -> bool:
         """True when the port's XmitWait has a reading newer than the one its verdict judged."""
@@ -529,10 +570,11 @@ class IbAnalysis(Analysis):
             why.append("the 32-bit XmitWait counter rose to its cap")
         return why
 
-    def _leaky(self, ctx: DetectContext, stalled: dict[PortKey, dict[str, Any]], holding: set[PortKey]) -> dict[PortKey, dict[str, Any]]:
+    def _leaky(self, ctx: DetectContext, stalled: dict[PortKey, dict[str, Any]], holding: set[PortKey],
+               order: list[PortKey]) -> dict[PortKey, dict[str, Any]]:
         """Ports holding data now that were stalled, or discarded while holding data, within
         ``leaky_window``: members of a loop that leaks (see the parameter). ``holding``: the
-        ports that passed :meth:`_held` (every port this finds is among them)."""
+        ports that held data (every port this finds is among them); ``order``: the moved ports."""
         t = ctx.t
         fracs = self.fractions
         blocked = self.blocked_t
@@ -541,9 +583,10 @@ class IbAnalysis(Analysis):
                 blocked[pk] = t
         out: dict[PortKey, dict[str, Any]] = {}
         limit = t - self.p.leaky_window
-        for pk, f in fracs.items():
-            if pk in stalled or pk not in holding:
-                continue
+        # Only a port blocked within the window, or discarding now, can pass (in the moved order).
+        can = (holding & (blocked.keys() | ctx.moved("tx_discards"))).intersection(fracs).difference(stalled)
+        for pk in [pk for pk in order if pk in can] if can else ():
+            f = fracs[pk]
             entry = ctx.store.port(pk)
             xw = entry.counter(*XMIT_WAIT) if entry is not None else None
             if xw is None or (xw.rate or 0.0) < self.p.min_wait_ticks_per_s or not link_ok(entry):  # type: ignore[arg-type]

@@ -20,12 +20,14 @@ measured tick.
 from __future__ import annotations
 
 import functools
+import math
 from collections import deque
 
+import numpy as np
 from pydantic import Field
 
 from fabricmon.agent.detector.base import Fraction, Params, Seconds
-from fabricmon.agent.detector.common import TX_BYTES, speed_bytes
+from fabricmon.agent.detector.common import LINK_SPEED, TX_BYTES
 from fabricmon.agent.store import PortEntry
 
 
@@ -139,30 +141,47 @@ def devid(model: str) -> int | None:
     return next((dev for prefix, dev in MODEL_PREFIX_DEVID if name.startswith(prefix)), None)
 
 
-def tick_s(entry: PortEntry, p: IbParams, model: str = "") -> float | None:
-    """Seconds of port transmit time per XmitWait tick; None when it cannot be known.
+@functools.lru_cache(maxsize=1024)  # asked per device per pass; a fabric has a few models
+def generation(model: str) -> tuple[float, bool]:
+    """(bytes per tick, counted per lane) of the device's ASIC generation (:data:`TICK_BY_DEVID`);
+    (NaN, False) when the model is not in the table."""
+    gen = TICK_BY_DEVID.get(devid(model) or -1)
+    return (float(gen[0]), gen[1]) if gen is not None else (math.nan, False)
 
-    A configured ``xmit_wait_tick_s`` wins; then the device's own PortSamplesControl.Tick
-    (:data:`REPORTED_TICK`: Tick+1 bytes), counted per lane when the generation table says so;
-    then the generation table; then ``xmit_wait_tick_bits`` of port time.
+
+def ticks(speed: np.ndarray, reported: np.ndarray, width: np.ndarray, gen_bytes: np.ndarray, gen_lane: np.ndarray,
+          p: IbParams) -> np.ndarray:
+    """Seconds of port transmit time per XmitWait tick, per port; NaN when it cannot be known.
+
+    Per port: its link speed gauge (bytes/s), its reported PortSamplesControl.Tick, its link
+    width (lanes) and its generation (:func:`generation`); NaN where a gauge is missing. A
+    configured ``xmit_wait_tick_s`` wins; then the device's own Tick (:data:`REPORTED_TICK`:
+    Tick+1 bytes), counted per lane when the generation table says so; then the generation
+    table; then ``xmit_wait_tick_bits`` of port time. No speed: unknown.
     """
     if p.xmit_wait_tick_s:
-        return float(p.xmit_wait_tick_s)
-    speed = speed_bytes(entry)
-    if not speed:
-        return None
-    gen = TICK_BY_DEVID.get(devid(model) or -1)
-    reported = entry.gauge(*REPORTED_TICK)
-    if reported is not None and 0 <= reported <= 0xFF:
-        nbytes, per_lane = int(reported) + 1, gen is not None and gen[1]
-    elif gen is None:
-        return p.xmit_wait_tick_bits / (speed * 8)
-    else:
-        nbytes, per_lane = gen
-    if not per_lane:
-        return nbytes / speed
-    lanes = entry.gauge(*LINK_WIDTH) or 4.0  # 4x is the common width when the gauge is missing
-    return nbytes / (speed / lanes)
+        return np.full(len(speed), float(p.xmit_wait_tick_s))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        speed = np.where(speed > 0, speed, np.nan)
+        own = (reported >= 0) & (reported <= 0xFF)
+        known = ~np.isnan(gen_bytes)
+        nbytes = np.where(own, np.trunc(reported) + 1, gen_bytes)
+        lanes = np.where(np.isnan(width) | (width == 0), 4.0, width)  # 4x is the common width when the gauge is missing
+        counted = np.where(known & gen_lane, nbytes / (speed / lanes), nbytes / speed)
+        return np.where(own | known, counted, p.xmit_wait_tick_bits / (speed * 8))
+
+
+def _gauge_array(entry: PortEntry, key: tuple[str, tuple[()]]) -> np.ndarray:
+    g = entry.gauge(*key)
+    return np.array([math.nan if g is None else g])
+
+
+def tick_s(entry: PortEntry, p: IbParams, model: str = "") -> float | None:
+    """:func:`ticks` for one port; None when it cannot be known."""
+    gen_bytes, gen_lane = generation(model)
+    t = ticks(_gauge_array(entry, LINK_SPEED), _gauge_array(entry, REPORTED_TICK), _gauge_array(entry, LINK_WIDTH),
+              np.array([gen_bytes]), np.array([gen_lane]), p).item(0)
+    return None if math.isnan(t) else t
 
 
 def tick_origin(entry: PortEntry, p: IbParams, model: str) -> str:
@@ -232,11 +251,11 @@ class FabricNormal:
         self.points: deque[tuple[float, float]] = deque()
         self.value: float | None = None
 
-    def add(self, t: float, waits: list[float], idle: int, window_s: float) -> None:
+    def add(self, t: float, waits: np.ndarray, idle: int, window_s: float) -> None:
         """One pass: the measure on the ports that waited, and how many read ports did not wait."""
         n = len(waits) + idle
         if n:
-            self.points.append((t, _median_with_zeros(sorted(waits), idle)))
+            self.points.append((t, _median_with_zeros(np.sort(waits).tolist(), idle)))
         while self.points and self.points[0][0] < t - window_s:
             self.points.popleft()
         values = sorted(v for _, v in self.points)

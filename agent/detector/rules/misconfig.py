@@ -103,7 +103,7 @@ class MisconfigRule(Rule):
                 if pk[0] not in self._scope and view.ethernet_evidence(pk):
                     self._scope.add(pk[0])
         ports: set[PortKey] = set()
-        for pk in updated:
+        for pk in updated if self._scope else ():  # (an InfiniBand fabric has none: no visit per port)
             if pk[0] not in self._scope:
                 continue
             peer = view.peer(pk)
