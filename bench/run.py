@@ -8,8 +8,11 @@
     python -m bench.loop_stall 100000  # the longest event-loop stall of the live design at one size
 
 Each fabric size runs in its own process (bench/size.py) so its peak RSS is its own. The
-targets of the scale issue (``TARGETS``) are checked on the size each names and printed as
-met / gap; the SNMP comparison prints its own target line.
+targets of the scale issue (``TARGETS``, ``SELENE_TARGETS``, ``DETECT_ROCE_LIMIT_S``) are
+checked on the size each names and printed as met / GAP, each with the figures of the same
+run that make it up; the SNMP comparison and the event-loop stage print their own target lines.
+Besides the InfiniBand sizes, a RoCE fabric of 100,000 ports where pause moves on every port
+measures the Ethernet side of detection (bench/detect_roce.py; not with --quick).
 Benchmarks print figures; they are not tests and nothing here fails on a slow machine.
 """
 
@@ -54,6 +57,22 @@ def run_size(ports: int, polls: int, *extra: str) -> dict[str, Any]:
     out = json.loads(proc.stdout)
     out["bench_wall_s"] = time.perf_counter() - t0
     return out
+
+
+# The real Selene fabric (switch ports, as the perfquery collector polls it): name: (limit, unit).
+SELENE_TARGETS = {"selene_cpu_s_per_poll": (0.4, "CPU s"), "selene_peak_rss_mb": (300.0, "MB")}
+# Detection on a RoCE fabric where pause moves on every port (bench/detect_roce.py), judged
+# against the same per-pass limit as the InfiniBand fabric's detection.
+DETECT_ROCE_LIMIT_S = 0.2
+DETECT_ROCE_PORTS = 100_000
+
+
+def run_detect_roce(ports: int, polls: int) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "-m", "bench.detect_roce", str(ports), "--polls", str(polls)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-3000:], "ports": ports}
+    return json.loads(proc.stdout)
 
 
 # Issue 29 item 4: the longest event-loop stall, first render included, at any size.
@@ -101,10 +120,11 @@ def run_snmp(switches: int) -> dict[str, Any]:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def summary(r: dict[str, Any]) -> dict[str, float]:
+def summary(r: dict[str, Any]) -> dict[str, Any]:
     a, pc = r["agent"], r["prometheus_client"]
     s = a["steady_poll_cpu_s"]
     return {
+        "why": causes(r),
         "ports": r["fabric_ports"], "series_full": a["exposition_full"]["series"], "series_health": a["exposition_health"]["series"],
         "parse_perfquery_vps": r["parse"]["perfquery"]["values_per_s"] if "parse" in r else float("nan"),
         "parse_ufm_csv_vps": r["parse"]["ufm-telemetry-csv"]["values_per_s"] if "parse" in r else float("nan"),
@@ -119,6 +139,27 @@ def summary(r: dict[str, Any]) -> dict[str, float]:
         "congested_findings": sum(a["congested"]["active_findings"].values()),
         "render_vs_generate_latest": pc["ratio"] or float("nan"),
         "generate_latest_s": pc["generate_latest_cpu_s"], "fabric_render_s": pc["fabricmon_fabric_render_cpu_s"],
+    }
+
+
+def causes(r: dict[str, Any]) -> dict[str, str]:
+    """Per target, the figures of the same run that make it up: what to look at when it is a gap."""
+    a, pc = r["agent"], r["prometheus_client"]
+    s, rss, full = a["steady_poll_cpu_s"], a["rss_mb"], a["exposition_full"]
+    stages = {"parse": s["parse"], "store": s["store"], "detection": s["detect"], "render": s["render"], "gzip": full["gzip_cpu_s"]}
+    top = max(stages, key=stages.__getitem__)
+    cycle = ", ".join(f"{k} {v:.2f}" for k, v in stages.items()) + f" CPU s; largest: {top}"
+    detect = f"a pass over {r['fabric_ports']:,} ports ({', '.join(a['rules'])})"
+    return {
+        "cycle_cores": cycle,
+        "peak_rss_mb": (f"RSS {rss['before_agent']:.0f} MB before the agent, {rss['store_filled']:.0f} once the store is "
+                        f"filled, {rss['after_scrapes']:.0f} after the scrapes; exposition held {full['held_mb']:.0f} MB"),
+        "render_vs_generate_latest": (f"render {pc['fabricmon_fabric_render_cpu_s']:.2f} CPU s vs generate_latest "
+                                      f"{pc['generate_latest_cpu_s']:.2f} on the same series"),
+        "scrape_plain_p50_s": f"a {full['bytes'] / 1e6:.0f} MB text body to a Python client in another process",
+        "scrape_p50_s": f"a {full['gzip_bytes'] / 1e6:.1f} MB gzip body, 4 clients at once",
+        "detect_s": detect,
+        "detect_congested_s": f"{detect}, {sum(a['congested']['active_findings'].values())} findings active",
     }
 
 
@@ -149,7 +190,7 @@ ROWS = [
 ]
 
 
-def table(sums: list[dict[str, float]]) -> str:
+def table(sums: list[dict[str, Any]]) -> str:
     w = max(len(r[1]) for r in ROWS)
     head = f"{'':<{w}}  " + "  ".join(f"{int(s['ports']):>12,}" for s in sums)
     lines = [head, "-" * len(head)]
@@ -158,7 +199,7 @@ def table(sums: list[dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
-def verdicts(sums: list[dict[str, float]]) -> list[dict[str, Any]]:
+def verdicts(sums: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each target on the size it is judged at (skipped when that size was not run)."""
     by_ports = {int(s["ports"]): s for s in sums}
     out = []
@@ -166,10 +207,35 @@ def verdicts(sums: list[dict[str, float]]) -> list[dict[str, Any]]:
         s = by_ports.get(ports)
         if s is None:
             continue
-        v = s[name.split("@")[0]]
+        key = name.split("@")[0]
+        v = s[key]
         met = v >= limit if higher else v <= limit
-        out.append({"target": name, "ports": ports, "value": v, "limit": limit, "unit": unit, "met": bool(met)})
+        out.append({"target": name, "ports": ports, "value": v, "limit": limit, "unit": unit, "met": bool(met),
+                    "why": s["why"].get(key, "")})
     return out
+
+
+def selene_verdicts(sel: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Selene targets (``SELENE_TARGETS``) on the real fabric's run."""
+    a = sel["agent"]
+    values = {"selene_cpu_s_per_poll": a["cycle_cpu_s"], "selene_peak_rss_mb": a["peak_rss_mb_full"]}
+    why = causes(sel)
+    whys = {"selene_cpu_s_per_poll": why["cycle_cores"], "selene_peak_rss_mb": why["peak_rss_mb"]}
+    return [{"target": name, "ports": sel["fabric_ports"], "value": values[name], "limit": limit, "unit": unit,
+             "met": bool(values[name] <= limit), "why": whys[name]} for name, (limit, unit) in SELENE_TARGETS.items()]
+
+
+def detect_roce_verdict(r: dict[str, Any]) -> dict[str, Any]:
+    """Detection on the RoCE fabric (bench/detect_roce.py) against the detection target."""
+    v = max(r["detect_cpu_s"])
+    top = ", ".join(f"{k} {c:.2f}" for k, c in list(r["by_stage_worst_pass"].items())[:4])
+    return {"target": "detect_roce_s", "ports": r["ports"], "value": v, "limit": DETECT_ROCE_LIMIT_S, "unit": "s",
+            "met": bool(v <= DETECT_ROCE_LIMIT_S), "why": f"CPU s by stage, worst pass: {top}; {r['findings']} findings"}
+
+
+def print_verdict(v: dict[str, Any]) -> None:
+    print(f"  {'met ' if v['met'] else 'GAP '} {v['target']:<28} {v['ports']:>8,} ports {v['value']:>10.3f} {v['unit']:<5} "
+          f"(limit {v['limit']})\n        {v['why']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,6 +268,10 @@ def main(argv: list[str] | None = None) -> int:
     print("[bench] Selene, switch ports ...", file=sys.stderr, flush=True)
     results["selene"] = run_size(SELENE_PORTS, polls, "--switch-ports")
     save()
+    if not a.quick:  # the Ethernet side of detection (pfc analysis, misconfig checklist)
+        print("[bench] detection on a RoCE fabric ...", file=sys.stderr, flush=True)
+        results["detect_roce"] = run_detect_roce(DETECT_ROCE_PORTS, polls)
+        save()
     if not a.no_loop_stall:  # the live design: pipeline worker, server, loop-lag monitor
         results["loop_stall"] = [run_loop_stall(n, polls) for n in sizes]
         save()
@@ -227,16 +297,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nTargets (poll interval {INTERVAL:.0f} s; each at the size it names):" if results["targets"] else
               "\nTargets: none judged (they are judged at 100,000 and 200,000 ports)")
         for v in results["targets"]:
-            print(f"  {'met ' if v['met'] else 'GAP '} {v['target']:<28} {v['ports']:>8,} ports {v['value']:>10.3f} {v['unit']:<5} (limit {v['limit']})")
+            print_verdict(v)
     sel = results.get("selene", {})
     if "agent" in sel:
-        st = sel["agent"]["steady_poll_cpu_s"]
-        print(f"\nSelene compute fabric, switch ports only ({sel['fabric_ports']:,} ports, perfquery -x, a 10 s poll):"
-              f" {sel['agent']['cycle_cpu_s']:.2f} CPU s per poll (parse {st['parse']:.2f}, store {st['store']:.2f},"
-              f" detection {st['detect']:.2f}, render {st['render']:.2f}, gzip"
-              f" {sel['agent']['exposition_full']['gzip_cpu_s']:.2f}) = {sel['agent']['cycle_cpu_s'] / INTERVAL:.3f} cores")
+        print(f"\nSelene compute fabric, switch ports only ({sel['fabric_ports']:,} ports, perfquery -x, a 10 s poll):")
+        results["selene_targets"] = selene_verdicts(sel)
+        for v in results["selene_targets"]:
+            print_verdict(v)
     elif sel:
         print(f"\nSelene run failed:\n{sel.get('error')}")
+    roce = results.get("detect_roce")
+    if roce and "error" not in roce:
+        print("\nDetection on a RoCE fabric, pause moving on every port (bench/detect_roce.py):")
+        results["detect_roce_target"] = detect_roce_verdict(roce)
+        print_verdict(results["detect_roce_target"])
+    elif roce:
+        print(f"\nRoCE detection run failed:\n{roce['error'][-1000:]}")
     if results.get("loop_stall"):
         print("\n" + loop_stall_table(results["loop_stall"]))
     rendered = [render_stage.row(r) for r in results.get("render", {}).values() if "error" not in r]

@@ -321,3 +321,65 @@ def test_waits_are_judged_against_the_fabric_s_normal():
     [f] = fab.active().values()
     assert (f.kind, f.device, f.port, f.severity) == ("congestion", "L2", "11", "warning")
     assert f.evidence["fabric_normal"] == pytest.approx(0.15, abs=0.01) and "usual being 15.0%" in f.summary
+
+
+# ----------------------------------------------------------------- the whole-array pass against the per-port formulas
+@pytest.mark.parametrize("seed", range(6))
+def test_wait_fractions_on_columns_match_the_per_port_formulas(seed):
+    """The ib analysis computes f_wait, r_wait, the tick self-check and the fabric's normal as
+    whole arrays over the moved ports. On random ports (every tick source: configured, the
+    device's reported Tick in and out of range, each generation's device ID and UFM model, an
+    unknown model; link speed, width and tx bytes missing or zero; XmitWait at its 32-bit cap,
+    reset or wrapping) they agree with the per-port formulas of ib_wait (tick_s, fractions),
+    port by port, and the normal with the median of those (but the ports an incident held)."""
+    import random
+    import statistics
+
+    from fabricmon.agent.detector.analyses import ib_wait
+    from fabricmon.core.model import DeviceInfo
+
+    rng = random.Random(seed)
+    models = ["0xd2f2", "devid=0xd2f0", "54002", "MQM9700", "SB7800", "0xcb20", "0xc738", "MSN4600", ""]
+    fab = Fab(analyses={"ib": {"xmit_wait_tick_s": 2e-8}} if seed == 5 else None)
+    devices = [f"sw{i}" for i in range(12)]
+    fab.store.set_devices([DeviceInfo(d, rng.choice(models)) for d in devices], "t")
+    for d in devices:
+        for p in range(1, 9):
+            port = str(p)
+            fab.rate(d, port, "xmit_wait", rng.choice([0.0, 1e3, 2e6, 5e8, 6e9, 4e10]), bits=rng.choice([32, 64]), saturating=True)
+            if rng.random() < 0.8:
+                fab.rate(d, port, "tx_bytes", rng.choice([0.0, 1e6, 2e10]), scale=4)
+            for name, choices in (("link_speed_bytes", [0.0, G400, G400 / 2, 3.125e9]), ("link_width_lanes", [0.0, 1.0, 4.0]),
+                                  ("samples_control_tick", [0.0, 7.0, 31.0, 300.0])):
+                if rng.random() < 0.7:
+                    fab.gauge(d, port, name, rng.choice(choices))
+    ib = fab.det.analysis("ib")
+    for step in range(6):
+        if step == 3:  # a reset on some ports: their interval has no delta
+            for key in [k for k in fab.values if k[2] == "xmit_wait" and rng.random() < 0.3]:
+                fab.set_value(key[0], key[1], key[2], 0.0, key[3])
+        held = set(ib.incidents)  # the last pass's incidents: not the fabric's normal
+        fab.poll(dt=rng.choice([1.0, 10.0]))
+        f_ref, r_ref = [], []
+        for pk, f in ib.fractions.items():
+            entry = fab.store.port(pk)
+            model = fab.store.devices[pk[0]].model
+            tick = ib_wait.tick_s(entry, ib.p, model)
+            want_f = ib_wait.wait_last(entry, tick)[0]
+            if want_f is not None and entry.counter("xmit_wait").delta * tick / entry.counter("xmit_wait").dt > ib_wait.MAX_PLAUSIBLE_F_WAIT:
+                assert pk in ib.suspect and f is None, (seed, step, pk)
+                want_f = None
+            else:
+                assert pk not in ib.suspect
+            assert f == pytest.approx(want_f, rel=1e-12) if want_f is not None else f is None, (seed, step, pk, f, want_f)
+            if pk in held:
+                continue
+            if want_f is not None:
+                f_ref.append(want_f)
+            elif pk not in ib.suspect and (r := ib_wait.wait_last(entry, None)[1]) is not None:
+                r_ref.append(r)
+        idle = sum(1 for pk, e in fab.store.ports.items() if pk not in ib.fractions and e.counter("xmit_wait").delta == 0)
+        for measure, ref in (("f_wait", f_ref), ("r_wait", r_ref)):
+            if ref:
+                last = ib.normal[measure].points[-1]
+                assert last[0] == fab.t and last[1] == pytest.approx(statistics.median([*ref, *[0.0] * idle]), rel=1e-12)

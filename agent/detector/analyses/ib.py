@@ -113,7 +113,7 @@ class _Waits(NamedTuple):
     xw: CounterColumn
     tx: CounterColumn  # tx bytes
     f: np.ndarray  # f_wait, NaN where unknown, invalid or suspect
-    r: np.ndarray  # r_wait, NaN where the interval is invalid
+    r: np.ndarray  # r_wait, NaN where the interval is invalid or no tx bytes were counted
     suspect: np.ndarray  # bool: the tick failed the self-check
 
 
@@ -314,7 +314,8 @@ class IbAnalysis(Analysis):
             suspect = f > MAX_PLAUSIBLE_F_WAIT
             f = np.where(suspect, np.nan, np.minimum(f, 1.0))
             den = xw.delta + tx.delta / 4  # r_wait: XmitWait against data words (tx bytes / 4)
-            r = np.where(np.isnan(xw.dt), np.nan, np.where(den > 0, xw.delta / den, 0.0))
+            known = ~(np.isnan(xw.delta) | np.isnan(xw.dt) | np.isnan(tx.delta))  # as ib_wait.wait_last
+            r = np.where(known, np.where(den > 0, xw.delta / den, 0.0), np.nan)
         return _Waits(keys, cols, xw, tx, f, r, suspect)
 
     def _generations(self, cols: PortColumns, store: CounterStore) -> tuple[np.ndarray, np.ndarray]:
