@@ -28,6 +28,8 @@ named port: one interval of that source's counters is lost, once).
 from __future__ import annotations
 
 from dataclasses import replace
+from operator import attrgetter, itemgetter
+from typing import Any
 
 from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import Gauge, Link, ParseResult
@@ -46,13 +48,33 @@ class Identity:
     def __init__(self) -> None:
         self.by_port: dict[tuple[str, str], str] = {}  # (port GUID, port number) -> device name
         self.by_guid: dict[str, str] = {}  # node or system GUID -> device name ("" when ambiguous)
+        self._version = 0  # bumped when a binding changes
+        # What was learned last from the same lists (a collector hands the same device and
+        # port objects over every poll while its topology holds): (the lists' copies, version).
+        self._learned: dict[tuple[int, int, int], tuple[list[Any], list[Any], int]] = {}
 
     def __len__(self) -> int:
         return len(self.by_port) + len(self.by_guid)
 
     def learn(self, result: ParseResult) -> bool:
         """Bind the GUIDs of the named devices and ports of ``result``; True when a binding is
-        new or changed (GUID-labelled ports the store already holds may have a name now)."""
+        new or changed (GUID-labelled ports the store already holds may have a name now).
+
+        Learning is a function of the bindings and the input, so the same devices and ports
+        again, with no binding changed since they were learned, change nothing: that is told
+        by comparing the lists (their elements by identity first: C-level), not by normalising
+        100,000 GUIDs again every poll."""
+        key = (len(result.devices), len(result.ports), id(result.ports[0]) if result.ports else 0)  # (content compared below)
+        last = self._learned.get(key)
+        if last is not None and last[2] == self._version and last[0] == result.devices and last[1] == result.ports:
+            return False
+        changed = self._learn(result)
+        if len(self._learned) >= 64:  # sources come and go: keep the recent ones
+            self._learned.clear()
+        self._learned[key] = (list(result.devices), list(result.ports), self._version)
+        return changed
+
+    def _learn(self, result: ParseResult) -> bool:
         changed = False
         seen: dict[str, str] = {}
         for d in result.devices:
@@ -69,6 +91,7 @@ class Identity:
             if self.by_guid.get(g) != now:
                 self.by_guid[g] = now
                 changed = True
+        self._version += changed
         return changed
 
     def name(self, label: str, port_guids: dict[str, str]) -> str | None:
@@ -86,11 +109,14 @@ class Identity:
         """Rename the GUID-labelled devices of ``result`` in place to their bound names; the
         renames made (label -> name). Port numbers stay: an InfiniBand port number is the same
         in every source."""
-        labels = {d for d, _ in result.counters.ports if is_guid_label(d)}
-        labels.update(g.device for g in result.gauges if is_guid_label(g.device))
-        labels.update(p.device for p in result.ports if is_guid_label(p.device))
-        labels.update(d for d in result.clocks if is_guid_label(d))
-        if not labels or not len(self):
+        if not len(self):
+            return {}
+        devices = set(map(itemgetter(0), result.counters.ports))  # each device once, not each port
+        devices.update(map(attrgetter("device"), result.gauges))
+        devices.update(map(attrgetter("device"), result.ports))
+        devices.update(result.clocks)
+        labels = {d for d in devices if is_guid_label(d)}
+        if not labels:
             return {}
         port_guids: dict[str, dict[str, str]] = {}
         for d, port in result.counters.ports:

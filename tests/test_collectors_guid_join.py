@@ -52,6 +52,22 @@ def test_guid_labels_resolve_by_port_guid_then_node_guid() -> None:
     assert ident.resolve(bare) == {HCA_NODE: "dgx01 mlx5_0"}
 
 
+def test_the_same_names_again_learn_nothing_until_another_source_rebinds_them() -> None:
+    """A collector hands the same device and port objects over every poll: learning them again
+    changes nothing and is skipped, but when another source has bound one of their GUIDs to
+    another name since, they are learned again and win it back (learning is a function of the
+    bindings and the input)."""
+    ident = Identity()
+    r = named()
+    assert ident.learn(r)
+    assert not ident.learn(r) and not ident.learn(ParseResult(devices=list(r.devices), ports=list(r.ports)))
+    other = ParseResult(ports=[PortInfo("spine-renamed", "1", guid=SW)])
+    assert ident.learn(other) and ident.by_port[(SW, "1")] == "spine-renamed"
+    assert ident.learn(r) and ident.by_port[(SW, "1")] == "ib-spine01"
+    r.ports[0] = PortInfo("ib-spine01", "7", guid=SW)  # the list changed in place: learned again
+    assert ident.learn(r) and ident.by_port[(SW, "7")] == "ib-spine01"
+
+
 def test_a_node_guid_that_is_also_the_first_port_s_guid_joins() -> None:
     """UFM REST lists a ConnectX port under a GUID equal to its node GUID (the vports example of the
     REST API guide), while telemetry gives node and port GUIDs: the node GUID label finds it."""
