@@ -112,9 +112,11 @@ class _Waits(NamedTuple):
     cols: PortColumns
     xw: CounterColumn
     tx: CounterColumn  # tx bytes
+    tick: np.ndarray  # seconds per XmitWait tick, NaN where unknown
     f: np.ndarray  # f_wait, NaN where unknown, invalid or suspect
     r: np.ndarray  # r_wait, NaN where the interval is invalid or no tx bytes were counted
     suspect: np.ndarray  # bool: the tick failed the self-check
+    tick_of: dict[PortKey, float] | None = None  # the ticks by port, for IbAnalysis.tick
 
 
 @dataclass(slots=True)
@@ -190,6 +192,7 @@ class IbAnalysis(Analysis):
         self._topology: Topology | None = None
         self._store: CounterStore | None = None
         self._gens: tuple[PortColumns, int, tuple[np.ndarray, np.ndarray]] | None = None  # see _generations
+        self._waits: _Waits | None = None  # the last pass's (for tick)
         self.tick_suspect = RatioGauge(
             "fabricmon_port_xmit_wait_tick_suspect",
             "1 when the port's XmitWait implied waiting longer than the interval with the tick assumed for its device "
@@ -219,7 +222,7 @@ class IbAnalysis(Analysis):
     def update(self, ctx: DetectContext) -> None:
         self._store, self._topology = ctx.store, ctx.topology
         self._shape = ctx.analysis(FabricAnalysis).shape
-        w = self._wait_fractions(ctx)
+        w = self._waits = self._wait_fractions(ctx)
         self.fractions = dict(zip(w.keys, np.where(np.isnan(w.f), None, w.f).tolist(), strict=True))
         self.suspect = set(compress(w.keys, w.suspect.tolist()))
         self._export_waits(ctx, w)
@@ -236,6 +239,13 @@ class IbAnalysis(Analysis):
         """The port's tick, None when unknown or when the self-check found it wrong this pass."""
         if pk in self.suspect:
             return None
+        w = self._waits
+        if w is not None:  # the pass's ticks of the moved ports, by port (made when first asked)
+            if w.tick_of is None:
+                w = self._waits = w._replace(tick_of=dict(zip(w.keys, w.tick.tolist(), strict=True)))
+            t = w.tick_of.get(pk)  # type: ignore[union-attr]
+            if t is not None:
+                return None if math.isnan(t) else t
         return tick_s(entry, self.p, self._model(pk[0]))
 
     def incident(self, pk: PortKey) -> tuple[str, str] | None:
@@ -316,7 +326,7 @@ class IbAnalysis(Analysis):
             den = xw.delta + tx.delta / 4  # r_wait: XmitWait against data words (tx bytes / 4)
             known = ~(np.isnan(xw.delta) | np.isnan(xw.dt) | np.isnan(tx.delta))  # as ib_wait.wait_last
             r = np.where(known, np.where(den > 0, xw.delta / den, 0.0), np.nan)
-        return _Waits(keys, cols, xw, tx, f, r, suspect)
+        return _Waits(keys, cols, xw, tx, tick, f, r, suspect)
 
     def _generations(self, cols: PortColumns, store: CounterStore) -> tuple[np.ndarray, np.ndarray]:
         """Per port of ``cols``, its device generation's (bytes per tick, per lane)
