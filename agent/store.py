@@ -936,7 +936,7 @@ class CounterStore:
         self._families: tuple[tuple[int, ...], dict[str, FamilyRows]] | None = None
         self._gauge_families: tuple[tuple[int, ...], dict[str, FamilyRows]] | None = None
         self._order: tuple[int, list[PortKey]] | None = None
-        self._columns: tuple[tuple[int, ...], PortColumns] | None = None
+        self._columns: _WholeColumns | None = None  # see columns()
         self.device_models = 0  # bumped when a device is first described or its model changes
 
     @property
@@ -1980,14 +1980,29 @@ class CounterStore:
         return out
 
     def columns(self, ports: Sequence[PortKey]) -> PortColumns:
-        """Whole-array reads of counters and gauges over ``ports`` (see :class:`PortColumns`).
-        The same object while the same ports are asked for and no row moved, no port or series
-        or gauge came or went: a steady fabric's moved ports cost no step per port then."""
+        """Whole-array reads of counters and gauges over ``ports`` (see :class:`PortColumns`):
+        every port's block is kept as arrays until a row moves or a port, series or gauge comes
+        or goes, so a pass pays one dict lookup per port asked for, whichever they are."""
+        w = self._whole()
+        absent = len(w.order)
+        at = np.fromiter(map(w.index.get, ports, repeat(absent, len(ports))), np.int64, len(ports))
+        return PortColumns(self, ports, np.where(at == absent, -1, at), w.series_at.take(at), w.gauge_at.take(at))
+
+    def column_order(self) -> list[PortKey]:
+        """The ports in the order :attr:`PortColumns.at` refers to; the same list object until
+        it changes (a port, series or gauge came or went, or rows moved)."""
+        return self._whole().order
+
+    def _whole(self) -> _WholeColumns:
         stamp = (self._gen, self._ggen, self.layout, self.series_layout, self.gauge_layout)
-        last = self._columns
-        if last is None or last[0] != stamp or last[1].ports != ports:
-            last = self._columns = (stamp, PortColumns(self, list(ports)))
-        return last[1]
+        w = self._columns
+        if w is None or w.stamp != stamp:
+            order = list(self.ports)
+            entries = [*self.ports.values(), _ABSENT]
+            w = self._columns = _WholeColumns(stamp, order, dict(zip(order, range(len(order)), strict=True)),
+                                              _Blocks.of(entries, attrgetter("schema"), attrgetter("base")),
+                                              _Blocks.of(entries, attrgetter("gschema"), attrgetter("gbase")))
+        return w
 
     def totals(self) -> np.ndarray:
         """The accumulated totals of every row (index with :meth:`family_rows`); read-only."""
@@ -2022,18 +2037,21 @@ class CounterColumn(NamedTuple):
 class PortColumns:
     """Whole-array reads over a list of ports (:meth:`CounterStore.columns`): one counter or
     gauge on every one of them in a few numpy passes, for the analyses that test every moved
-    port of a 100,000-port fabric. Reads the store's values when asked; its rows hold until a
-    row moves (the store then makes a new one). A port not in the store reads as having no
-    series and no gauges."""
+    port of a 100,000-port fabric. Reads the store's values when asked, so it serves for the
+    detection pass that made it (rows move as the store changes). A port not in the store
+    reads as having no series and no gauges. ``at``: each port's place in
+    :meth:`CounterStore.column_order` (-1 if absent), for readers that keep something per port
+    of that order across passes."""
 
-    __slots__ = ("_gauge_at", "_series_at", "_store", "ports")
+    __slots__ = ("_gauge_at", "_series_at", "_store", "at", "ports")
 
-    def __init__(self, store: CounterStore, ports: Sequence[PortKey]) -> None:
+    def __init__(self, store: CounterStore, ports: Sequence[PortKey], at: np.ndarray, series_at: _Blocks,
+                 gauge_at: _Blocks) -> None:
         self._store = store
         self.ports = ports
-        entries = list(map(store.ports.get, ports, repeat(_ABSENT, len(ports))))
-        self._series_at = _Blocks(entries, attrgetter("schema"), attrgetter("base"))
-        self._gauge_at = _Blocks(entries, attrgetter("gschema"), attrgetter("gbase"))
+        self.at = at
+        self._series_at = series_at
+        self._gauge_at = gauge_at
 
     def __len__(self) -> int:
         return len(self.ports)
@@ -2058,13 +2076,19 @@ class _Blocks:
 
     __slots__ = ("base", "schema_at", "schemas")
 
-    def __init__(self, entries: list[Any], schema: Callable[[Any], _Schema], base: Callable[[Any], int]) -> None:
+    def __init__(self, base: np.ndarray, schema_at: np.ndarray, schemas: list[_Schema]) -> None:
+        self.base, self.schema_at, self.schemas = base, schema_at, schemas
+
+    @classmethod
+    def of(cls, entries: list[Any], schema: Callable[[Any], _Schema], base: Callable[[Any], int]) -> _Blocks:
         n = len(entries)
         of_port = list(map(schema, entries))
         by_id = dict(zip(map(id, of_port), of_port, strict=True))  # (C-level passes: no Python step per port)
-        ids, self.schema_at = np.unique(np.fromiter(map(id, of_port), np.int64, n), return_inverse=True)
-        self.schemas = [by_id[i] for i in ids.tolist()]
-        self.base = np.fromiter(map(base, entries), np.int64, n)
+        ids, schema_at = np.unique(np.fromiter(map(id, of_port), np.int64, n), return_inverse=True)
+        return cls(np.fromiter(map(base, entries), np.int64, n), schema_at, [by_id[i] for i in ids.tolist()])
+
+    def take(self, pos: np.ndarray) -> _Blocks:
+        return _Blocks(self.base[pos], self.schema_at[pos], self.schemas)
 
     def rows(self, key: SeriesKey) -> tuple[np.ndarray, np.ndarray]:
         """(row, has the key) per port; the row is 0 where the port lacks it."""
@@ -2072,6 +2096,16 @@ class _Blocks:
             else np.zeros(0, np.int64)
         has = off >= 0
         return np.where(has, self.base + off, 0), has
+
+
+class _WholeColumns(NamedTuple):
+    """Every port's blocks in :meth:`CounterStore.column_order`, then one absent port."""
+
+    stamp: tuple[int, ...]
+    order: list[PortKey]
+    index: dict[PortKey, int]
+    series_at: _Blocks
+    gauge_at: _Blocks
 
 
 class _Absent(NamedTuple):

@@ -293,7 +293,8 @@ def prometheus_client_ratio(p: Pipeline, our_render_cpu: float) -> dict[str, Any
     # our side, same series only (fabric families): render them again
     from fabricmon.agent.exporter import metrics
 
-    with Clock() as c2:
+    gc.collect()
+    with gc_paused(), Clock() as c2:  # as Exporter.render_now renders
         text, _ = render(metrics.fabric_families(p))
     out = {"generate_latest_cpu_s": c.cpu, "generate_latest_series": gl_series,
            "fabricmon_fabric_render_cpu_s": c2.cpu, "fabricmon_fabric_series": series_count([text]),

@@ -116,7 +116,6 @@ class _Waits(NamedTuple):
     f: np.ndarray  # f_wait, NaN where unknown, invalid or suspect
     r: np.ndarray  # r_wait, NaN where the interval is invalid or no tx bytes were counted
     suspect: np.ndarray  # bool: the tick failed the self-check
-    tick_of: dict[PortKey, float] | None = None  # the ticks by port, for IbAnalysis.tick
 
 
 @dataclass(slots=True)
@@ -191,8 +190,9 @@ class IbAnalysis(Analysis):
         self._shape: FabricShape | None = None
         self._topology: Topology | None = None
         self._store: CounterStore | None = None
-        self._gens: tuple[PortColumns, int, tuple[np.ndarray, np.ndarray]] | None = None  # see _generations
+        self._gens: tuple[list[PortKey], int, tuple[np.ndarray, np.ndarray]] | None = None  # see _generations
         self._waits: _Waits | None = None  # the last pass's (for tick)
+        self._tick_of: dict[PortKey, float] | None = None  # its ticks by port, made when tick() is first asked
         self.tick_suspect = RatioGauge(
             "fabricmon_port_xmit_wait_tick_suspect",
             "1 when the port's XmitWait implied waiting longer than the interval with the tick assumed for its device "
@@ -223,6 +223,7 @@ class IbAnalysis(Analysis):
         self._store, self._topology = ctx.store, ctx.topology
         self._shape = ctx.analysis(FabricAnalysis).shape
         w = self._waits = self._wait_fractions(ctx)
+        self._tick_of = None
         self.fractions = dict(zip(w.keys, np.where(np.isnan(w.f), None, w.f).tolist(), strict=True))
         self.suspect = set(compress(w.keys, w.suspect.tolist()))
         self._export_waits(ctx, w)
@@ -241,9 +242,9 @@ class IbAnalysis(Analysis):
             return None
         w = self._waits
         if w is not None:  # the pass's ticks of the moved ports, by port (made when first asked)
-            if w.tick_of is None:
-                w = self._waits = w._replace(tick_of=dict(zip(w.keys, w.tick.tolist(), strict=True)))
-            t = w.tick_of.get(pk)  # type: ignore[union-attr]
+            if self._tick_of is None:
+                self._tick_of = dict(zip(w.keys, w.tick.tolist(), strict=True))
+            t = self._tick_of.get(pk)
             if t is not None:
                 return None if math.isnan(t) else t
         return tick_s(entry, self.p, self._model(pk[0]))
@@ -330,10 +331,14 @@ class IbAnalysis(Analysis):
 
     def _generations(self, cols: PortColumns, store: CounterStore) -> tuple[np.ndarray, np.ndarray]:
         """Per port of ``cols``, its device generation's (bytes per tick, per lane)
-        (:func:`.ib_wait.generation`); kept while the ports and the devices' models are the same."""
-        if self._gens is None or self._gens[0] is not cols or self._gens[1] != store.device_models:
-            self._gens = (cols, store.device_models, self._generations_of(list(cols.ports)))
-        return self._gens[2]
+        (:func:`.ib_wait.generation`): kept for every port of the store's column order while
+        that order and the devices' models are the same."""
+        order = store.column_order()
+        if self._gens is None or self._gens[0] is not order or self._gens[1] != store.device_models:
+            gb, gl = self._generations_of([*order, ("", "")])  # the last: a port not in the store
+            self._gens = (order, store.device_models, (gb, gl))
+        gb, gl = self._gens[2]
+        return gb[cols.at], gl[cols.at]
 
     def _generations_of(self, keys: list[PortKey]) -> tuple[np.ndarray, np.ndarray]:
         devices = list(map(itemgetter(0), keys))
