@@ -2085,7 +2085,9 @@ class _Blocks:
         of_port = list(map(schema, entries))
         by_id = dict(zip(map(id, of_port), of_port, strict=True))  # (C-level passes: no Python step per port)
         ids, schema_at = np.unique(np.fromiter(map(id, of_port), np.int64, n), return_inverse=True)
-        return cls(np.fromiter(map(base, entries), np.int64, n), schema_at, [by_id[i] for i in ids.tolist()])
+        base_at = np.fromiter(map(base, entries), np.int64, n)
+        small = np.int32 if base_at.max(initial=0) < 1 << 31 else np.int64  # (kept for every port: half the bytes)
+        return cls(base_at.astype(small), schema_at.astype(np.int32), [by_id[i] for i in ids.tolist()])
 
     def take(self, pos: np.ndarray) -> _Blocks:
         return _Blocks(self.base[pos], self.schema_at[pos], self.schemas)
@@ -2095,7 +2097,7 @@ class _Blocks:
         off = np.array([s.index.get(key, -1) for s in self.schemas], np.int64)[self.schema_at] if self.schemas \
             else np.zeros(0, np.int64)
         has = off >= 0
-        return np.where(has, self.base + off, 0), has
+        return np.where(has, self.base.astype(np.int64) + off, 0), has
 
 
 class _WholeColumns(NamedTuple):

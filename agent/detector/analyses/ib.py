@@ -191,8 +191,8 @@ class IbAnalysis(Analysis):
         self._topology: Topology | None = None
         self._store: CounterStore | None = None
         self._gens: tuple[list[PortKey], int, tuple[np.ndarray, np.ndarray]] | None = None  # see _generations
-        self._waits: _Waits | None = None  # the last pass's (for tick)
-        self._tick_of: dict[PortKey, float] | None = None  # its ticks by port, made when tick() is first asked
+        self._ticks: tuple[list[PortKey], np.ndarray] | None = None  # the pass's moved ports and their ticks (for tick)
+        self._tick_of: dict[PortKey, float] | None = None  # the same by port, made when tick() is first asked
         self.tick_suspect = RatioGauge(
             "fabricmon_port_xmit_wait_tick_suspect",
             "1 when the port's XmitWait implied waiting longer than the interval with the tick assumed for its device "
@@ -222,8 +222,8 @@ class IbAnalysis(Analysis):
     def update(self, ctx: DetectContext) -> None:
         self._store, self._topology = ctx.store, ctx.topology
         self._shape = ctx.analysis(FabricAnalysis).shape
-        w = self._waits = self._wait_fractions(ctx)
-        self._tick_of = None
+        w = self._wait_fractions(ctx)
+        self._ticks, self._tick_of = (w.keys, w.tick), None  # (not the pass's other columns: memory)
         self.fractions = dict(zip(w.keys, np.where(np.isnan(w.f), None, w.f).tolist(), strict=True))
         self.suspect = set(compress(w.keys, w.suspect.tolist()))
         self._export_waits(ctx, w)
@@ -240,10 +240,10 @@ class IbAnalysis(Analysis):
         """The port's tick, None when unknown or when the self-check found it wrong this pass."""
         if pk in self.suspect:
             return None
-        w = self._waits
-        if w is not None:  # the pass's ticks of the moved ports, by port (made when first asked)
+        if self._ticks is not None:  # the pass's ticks of the moved ports, by port (made when first asked)
             if self._tick_of is None:
-                self._tick_of = dict(zip(w.keys, w.tick.tolist(), strict=True))
+                keys, tick = self._ticks
+                self._tick_of = dict(zip(keys, tick.tolist(), strict=True))
             t = self._tick_of.get(pk)
             if t is not None:
                 return None if math.isnan(t) else t
