@@ -52,9 +52,12 @@ last interval, 0..1) and ``fabricmon_port_pfc_state{device,port,priority}`` (1 p
 peer, 2 stuck: storm level), whichever rules are on: ``fabricmon correlate`` joins the state
 across shards, and it works for vendors that count pause frames only too.
 
-Growth: a whole-array pass (issue 29 item 3) replaces :meth:`PfcAnalysis._refresh`'s per-port
-loop with one classification over the moved rows (see :mod:`.pfc_state`); the graph stages
-below then start from the non-quiet rows only, as now.
+Not on columns yet: :meth:`PfcAnalysis._refresh` visits every port whose pause counters moved,
+and each of its priorities, in Python (about 40 µs a port; ``python -m bench.detect_roce``:
+4.4 CPU s a pass at 100,000 ports pausing a little). A whole-array classification over the
+moved (port, priority) rows, as the ib analysis does over :meth:`CounterStore.columns`
+(see :mod:`.pfc_state`), would leave the graph stages below to start from the rows that are
+not quiet, as now.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from typing import Any
 
 from pydantic import Field
 
+from fabricmon.agent.core.slicing import sorted_in_slices
 from fabricmon.agent.detector.base import DetectContext, Observation, Rule, RuleParams, Seconds
 from fabricmon.agent.detector.common import LINK_UP, speed_bytes
 from fabricmon.agent.detector.linkrate import Rate, Usual, active, lower, rated
@@ -91,7 +92,7 @@ class LinkDegradedRule(Rule):
         changed = ctx.changes.gauge_ports(RATE_GAUGES)  # type: ignore[union-attr]
         if changed:
             self._epoch += 1
-        for pk in sorted(changed | ctx.watched(self.downgraded)):
+        for pk in sorted_in_slices(changed | ctx.watched(self.downgraded)):  # every port at start: no long GIL hold
             entry = ports.get(pk)
             found = self._lasting(ctx, pk, entry) if entry is not None else None
             if found is not None:
