@@ -307,3 +307,23 @@ def test_the_previous_body_is_dropped_before_the_next_is_built():
     exporter.render_now()
     assert held == [0, 0]
     assert exporter.exposition is not first and exporter.exposition.held_bytes() > 0
+
+
+@pytest.mark.parametrize("slice_chars", [1, 7, 64])
+def test_a_large_block_is_encoded_in_slices_to_the_same_bytes(slice_chars, monkeypatch):
+    """A family's block longer than ``ENCODE_SLICE`` characters is encoded a slice at a time (no
+    one long C call on the pipeline worker): the body's bytes are what one encode gives, with
+    non-ASCII label text and a lone surrogate (replaced by "?") across the slice borders."""
+    from fabricmon.agent.exporter import exposition
+
+    lines = ['fabricmon_x_total{device="sw\u00e9\U0001f600",port="1"} 12', 'fabricmon_x_total{device="b\ud800",port="2"} 3.5']
+    block = "\n".join(lines * 5)
+
+    def body() -> bytes:
+        fam = Family("fabricmon_x_total", "counter", "A test counter.", [block, "fabricmon_x_total{port=\"3\"} 1"])
+        return render([fam])[0]
+
+    whole = body()
+    monkeypatch.setattr(exposition, "ENCODE_SLICE", slice_chars)
+    assert body() == whole
+    assert whole.count(b"?") == 5 and "\U0001f600".encode() in whole
