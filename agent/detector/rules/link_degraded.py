@@ -35,11 +35,11 @@ from typing import Any
 
 from pydantic import Field
 
-from fabricmon.agent.core.slicing import sorted_in_slices
 from fabricmon.agent.detector.base import DetectContext, Observation, Rule, RuleParams, Seconds
 from fabricmon.agent.detector.common import LINK_UP, speed_bytes
 from fabricmon.agent.detector.linkrate import Rate, Usual, active, lower, rated
 from fabricmon.agent.store import PortEntry, PortKey
+from fabricmon.core.slicing import sorted_in_slices
 
 SYMBOL = ("symbol_errors", ())
 RATE_GAUGES = ("link_up", "link_speed_bytes", "link_width_lanes", "link_width_rated_lanes", "link_speed_rated_bytes")
