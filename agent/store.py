@@ -60,6 +60,10 @@ in bulk :meth:`Changes.moved_series` and :meth:`Changes.ports`; :meth:`CounterSt
 is a view of one row (two references), created when asked for and kept by its port, so
 the same series is the same object while its port lives.
 
+**Whole-array reads** for the analyses: :meth:`CounterStore.columns` gives one counter's last
+interval or one gauge's value on each of a list of ports as numpy arrays (NaN where a port
+lacks it), through every port's block kept as arrays until rows move or the layout changes.
+
 **Bulk reads** for a columnar renderer: :meth:`CounterStore.family_rows` gives, per counter
 name, the series in exposition order as arrays (each one's place in :meth:`CounterStore.port_order`,
 its sub-labels, its row; cached until the set of series changes, see ``series_layout``);
@@ -2057,6 +2061,7 @@ class PortColumns:
         return len(self.ports)
 
     def counter(self, name: str, sub: tuple[Any, ...] = ()) -> CounterColumn:
+        """The counter's last interval on each port (see :class:`CounterColumn`)."""
         t = self._store._t
         rows, has = self._series_at.rows((name, sub))
         ok = has & t.delta_ok[rows]

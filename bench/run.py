@@ -67,8 +67,9 @@ DETECT_ROCE_LIMIT_S = 0.2
 DETECT_ROCE_PORTS = 100_000
 
 
-def run_detect_roce(ports: int, polls: int) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "bench.detect_roce", str(ports), "--polls", str(polls)], cwd=ROOT,
+def run_stage(module: str, ports: int, polls: int) -> dict[str, Any]:
+    """``python -m bench.<module> PORTS --polls N`` in a process of its own: its JSON, or why not."""
+    proc = subprocess.run([sys.executable, "-m", f"bench.{module}", str(ports), "--polls", str(polls)], cwd=ROOT,
                           capture_output=True, text=True, timeout=3600)
     if proc.returncode != 0:
         return {"error": proc.stderr[-3000:], "ports": ports}
@@ -81,11 +82,8 @@ LOOP_STALL_TARGET_S = 0.1
 
 def run_loop_stall(ports: int, polls: int) -> dict[str, Any]:
     """bench/loop_stall.py at one size, in its own process (the live agent's worker design)."""
-    proc = subprocess.run([sys.executable, "-m", "bench.loop_stall", str(ports), "--polls", str(polls)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=3600)
-    if proc.returncode != 0:
-        return {"error": proc.stderr[-3000:], "ports": ports}
-    return {**json.loads(proc.stdout), "loadavg": os.getloadavg()}
+    out = run_stage("loop_stall", ports, polls)
+    return out if "error" in out else {**out, "loadavg": os.getloadavg()}
 
 
 def loop_stall_table(rows: list[dict[str, Any]]) -> str:
@@ -156,7 +154,7 @@ def causes(r: dict[str, Any]) -> dict[str, str]:
                         f"filled, {rss['after_scrapes']:.0f} after the scrapes; exposition held {full['held_mb']:.0f} MB"),
         "render_vs_generate_latest": (f"render {pc['fabricmon_fabric_render_cpu_s']:.2f} CPU s vs generate_latest "
                                       f"{pc['generate_latest_cpu_s']:.2f} on the same series"),
-        "scrape_plain_p50_s": f"a {full['bytes'] / 1e6:.0f} MB text body to a Python client in another process",
+        "scrape_plain_p50_s": f"a {full['bytes'] / 1e6:.0f} MB text body to a client in another process (read into a reused buffer)",
         "scrape_p50_s": f"a {full['gzip_bytes'] / 1e6:.1f} MB gzip body, 4 clients at once",
         "detect_s": detect,
         "detect_congested_s": f"{detect}, {sum(a['congested']['active_findings'].values())} findings active",
@@ -270,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     save()
     if not a.quick:  # the Ethernet side of detection (pfc analysis, misconfig checklist)
         print("[bench] detection on a RoCE fabric ...", file=sys.stderr, flush=True)
-        results["detect_roce"] = run_detect_roce(DETECT_ROCE_PORTS, polls)
+        results["detect_roce"] = run_stage("detect_roce", DETECT_ROCE_PORTS, polls)
         save()
     if not a.no_loop_stall:  # the live design: pipeline worker, server, loop-lag monitor
         results["loop_stall"] = [run_loop_stall(n, polls) for n in sizes]
