@@ -112,6 +112,7 @@ class _Waits(NamedTuple):
     cols: PortColumns
     xw: CounterColumn
     tx: CounterColumn  # tx bytes
+    speed: np.ndarray  # link speed gauge, bytes/s (NaN: none)
     tick: np.ndarray  # seconds per XmitWait tick, NaN where unknown
     f: np.ndarray  # f_wait, NaN where unknown, invalid or suspect
     r: np.ndarray  # r_wait, NaN where the interval is invalid or no tx bytes were counted
@@ -318,8 +319,8 @@ class IbAnalysis(Analysis):
         keys = list(ctx.changes.moved_series(XMIT_WAIT[0]))  # type: ignore[union-attr]
         cols = ctx.store.columns(keys)
         xw, tx = cols.counter(*XMIT_WAIT), cols.counter(*TX_BYTES)
-        tick = ticks(cols.gauge(*LINK_SPEED), cols.gauge(*REPORTED_TICK), cols.gauge(*LINK_WIDTH),
-                     *self._generations(cols, ctx.store), self.p)
+        speed = cols.gauge(*LINK_SPEED)
+        tick = ticks(speed, cols.gauge(*REPORTED_TICK), cols.gauge(*LINK_WIDTH), *self._generations(cols, ctx.store), self.p)
         with np.errstate(invalid="ignore", divide="ignore"):
             f = xw.delta * tick / xw.dt
             suspect = f > MAX_PLAUSIBLE_F_WAIT
@@ -327,7 +328,7 @@ class IbAnalysis(Analysis):
             den = xw.delta + tx.delta / 4  # r_wait: XmitWait against data words (tx bytes / 4)
             known = ~(np.isnan(xw.delta) | np.isnan(xw.dt) | np.isnan(tx.delta))  # as ib_wait.wait_last
             r = np.where(known, np.where(den > 0, xw.delta / den, 0.0), np.nan)
-        return _Waits(keys, cols, xw, tx, tick, f, r, suspect)
+        return _Waits(keys, cols, xw, tx, speed, tick, f, r, suspect)
 
     def _generations(self, cols: PortColumns, store: CounterStore) -> tuple[np.ndarray, np.ndarray]:
         """Per port of ``cols``, its device generation's (bytes per tick, per lane)
@@ -405,7 +406,8 @@ class IbAnalysis(Analysis):
         # brings only its state or link rate (UFM REST beside UFM Telemetry) judges nothing.
         stalled = {pk: ev for pk, ev in self.stalled.items() if pk in ports and not self._read_again(pk, ports[pk], updated)}
         blocked_now: dict[PortKey, dict[str, Any]] = {}  # leaking-loop level, not stalled
-        holding, judge = self._holding(ctx, w)
+        discarding = ctx.moved("tx_discards")
+        holding, judge = self._holding(ctx, w, discarding)
         for pk, f in judge:
             entry = ports.get(pk)
             held = None if entry is None else self._held(entry)
@@ -419,17 +421,17 @@ class IbAnalysis(Analysis):
                 stalled[pk] = ev
             elif (ev := self._stall(ctx, pk, entry, f, held, leaky=True)) is not None:
                 blocked_now[pk] = ev
-        for pk in ctx.moved("tx_discards") & holding:
+        for pk in discarding & holding:
             disc = ports[pk].counter("tx_discards")
             if disc is not None and disc.delta:
                 self.discard_t[pk] = ctx.t  # discarded at its own head while holding data
         self.stalled = stalled
         self._note_judged({*stalled, *blocked_now}, ports)
-        leaky = self._leaky(ctx, {**stalled, **blocked_now}, holding, w.keys)
+        leaky = self._leaky(ctx, {**stalled, **blocked_now}, holding, w.keys, discarding)
         leaky.update(blocked_now)
         return stalled, leaky
 
-    def _holding(self, ctx: DetectContext, w: _Waits) -> tuple[set[PortKey], list[tuple[PortKey, float | None]]]:
+    def _holding(self, ctx: DetectContext, w: _Waits, discarding: set[PortKey]) -> tuple[set[PortKey], list[tuple[PortKey, float | None]]]:
         """Whole-array first halves of both stall tests over the moved ports: (the ports known to
         hold data, the ports to judge one by one with their f_wait).
 
@@ -442,13 +444,12 @@ class IbAnalysis(Analysis):
         p, fracs, ports = self.p, self.fractions, ctx.store.ports
         with np.errstate(invalid="ignore"):
             held = ~w.xw.saturated & (w.xw.rate >= p.min_wait_ticks_per_s)
-            speed = w.cols.gauge(*LINK_SPEED)
-            sending = (speed > 0) & (w.tx.rate >= max(p.progress_line_fraction, p.loop_line_fraction) * speed)
+            sending = (w.speed > 0) & (w.tx.rate >= max(p.progress_line_fraction, p.loop_line_fraction) * w.speed)
         holding = set(compress(w.keys, held.tolist()))
         f = w.f.tolist()
         judge = [(w.keys[i], None if math.isnan(f[i]) else f[i])
                  for i in np.flatnonzero((held & ~sending) | w.xw.saturated).tolist()]
-        judge += [(pk, None) for pk in ctx.moved("tx_discards") if pk not in fracs and _at_cap(ports.get(pk))]
+        judge += [(pk, None) for pk in discarding if pk not in fracs and _at_cap(ports.get(pk))]
         return holding, judge
 
     def _read_again(self, pk: PortKey, entry: PortEntry, updated: set[PortKey]) -> bool:
@@ -587,10 +588,11 @@ class IbAnalysis(Analysis):
         return why
 
     def _leaky(self, ctx: DetectContext, stalled: dict[PortKey, dict[str, Any]], holding: set[PortKey],
-               order: list[PortKey]) -> dict[PortKey, dict[str, Any]]:
+               order: list[PortKey], discarding: set[PortKey]) -> dict[PortKey, dict[str, Any]]:
         """Ports holding data now that were stalled, or discarded while holding data, within
         ``leaky_window``: members of a loop that leaks (see the parameter). ``holding``: the
-        ports that held data (every port this finds is among them); ``order``: the moved ports."""
+        ports that held data (every port this finds is among them); ``order``: the moved ports;
+        ``discarding``: the ports whose tx_discards rose."""
         t = ctx.t
         fracs = self.fractions
         blocked = self.blocked_t
@@ -600,7 +602,7 @@ class IbAnalysis(Analysis):
         out: dict[PortKey, dict[str, Any]] = {}
         limit = t - self.p.leaky_window
         # Only a port blocked within the window, or discarding now, can pass (in the moved order).
-        can = (holding & (blocked.keys() | ctx.moved("tx_discards"))).intersection(fracs).difference(stalled)
+        can = (holding & (blocked.keys() | discarding)).intersection(fracs).difference(stalled)
         for pk in [pk for pk in order if pk in can] if can else ():
             f = fracs[pk]
             entry = ctx.store.port(pk)
