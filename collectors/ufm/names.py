@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 
+from fabricmon.collectors.base import BadValues
 from fabricmon.collectors.infiniband import COUNTERS
+from fabricmon.core.model import Counters
 
 # base name -> (internal counter, scale to base unit)
 _BASE: dict[str, tuple[str, float]] = {}
@@ -81,3 +84,22 @@ def to_int(value: object) -> int | None:
             return to_int(f)
         return n if 0 <= n < 1 << 64 else None
     return None
+
+
+def add_readings(counters: Counters, seen: set[tuple[str, str, str]], bad: BadValues, device: str, port: str,
+                 items: Iterable[tuple[str, object]]) -> None:
+    """One port's (name, value) pairs from UFM or UFM Telemetry as counter readings: names that
+    are no counter are skipped, values that are no counter value are noted in ``bad``, and the
+    first reading of a series in a poll wins (``seen``)."""
+    for name, value in items:
+        hit = lookup(name)
+        if hit is None:
+            continue
+        n = to_int(value)
+        if n is None:
+            bad.note(name, f"{device} port {port}", value)
+            continue
+        counter, scale = hit
+        if (device, port, counter) not in seen:
+            seen.add((device, port, counter))
+            counters.add(device, port, counter, n, scale=scale)

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from fabricmon.collectors.base import BadValues, ParseError, ParseOptions
 from fabricmon.collectors.infiniband import lane_gbps
-from fabricmon.collectors.ufm.names import lookup, to_int
+from fabricmon.collectors.ufm.names import add_readings, to_int
 from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import DeviceInfo, Gauge, Link, ParseResult, PortInfo, TargetSpec
 
@@ -331,18 +331,7 @@ def _counters(body: Any, idx: _Index, result: ParseResult) -> None:
             unmatched += 1
             continue
         device, port = where
-        for name, value in _counter_items(row):
-            hit = lookup(name)
-            if hit is None:
-                continue
-            n = to_int(value)
-            if n is None:
-                bad.note(name, f"{device} port {port}", value)
-                continue
-            counter, scale = hit
-            if (device, port, counter) not in seen:
-                seen.add((device, port, counter))
-                result.counters.add(device, port, counter, n, scale=scale)
+        add_readings(result.counters, seen, bad, device, port, _counter_items(row))
     result.warnings.extend(bad.warnings())
     if unmatched:
         result.warnings.append(f"{unmatched} counters entr(y/ies) not matched to a port: skipped")

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import numpy as np
 
 from fabricmon.collectors.base import BadValues, ParseError, ParseOptions
-from fabricmon.collectors.ufm.names import lookup, to_int
+from fabricmon.collectors.ufm.names import add_readings, lookup, to_int
 from fabricmon.core import boundedjson
 from fabricmon.core.boundedjson import MAX_VALUES
 from fabricmon.core.guid import norm_guid
@@ -294,7 +294,6 @@ def _rows_one_by_one(frames: list[_Csv | list[Row]], node_names: dict[str, str],
     """Every row's counters into ``result``, row by row: the first reading of a series wins;
     values that are numbers but not counter values noted in ``bad``."""
     seen: set[tuple[str, str, str]] = set()
-    add = result.counters.add
     ports: dict[tuple[str, str], PortInfo] = {}
     by_guid: set[str] = set()
     no_port = 0
@@ -314,18 +313,7 @@ def _rows_one_by_one(frames: list[_Csv | list[Row]], node_names: dict[str, str],
                 ports[(device, port)] = _port_info(row, device, port)
             if row.ts is not None and row.ts > result.clocks.get(device, 0.0):
                 result.clocks[device] = row.ts
-            for name, value in row.values:
-                hit = lookup(name)
-                if hit is None:
-                    continue
-                n = to_int(value)
-                if n is None:
-                    bad.note(name, f"{device} port {port}", value)
-                    continue
-                counter, scale = hit
-                if (device, port, counter) not in seen:
-                    seen.add((device, port, counter))
-                    add(device, port, counter, n, scale=scale)
+            add_readings(result.counters, seen, bad, device, port, row.values)
     result.ports = list(ports.values())
     return no_port, by_guid
 
