@@ -407,31 +407,43 @@ def save(path: Path, store: CounterStore, detector: Detector) -> int:
 
 # ---------------------------------------------------------------------- load / restore
 V1_MAX_FILE_BYTES = 256 << 20  # a version 1 file is one JSON document: decoded whole, so bounded tighter
+_INFLATE_SLICE = 16 << 20  # bytes decompressed per zlib call (see _decompressed)
 
 
 def _decompressed(path: Path) -> bytes:
     """The file's bytes, decompressed when gzip, never more than MAX_FILE_BYTES (a gzip bomb
     stops at the cap instead of filling memory). The file is opened without blocking and must
-    be a regular file (fabricmon.core.files)."""
+    be a regular file (fabricmon.core.files).
+
+    Decompressed a slice at a time (zlib asked for the whole cap at once holds two copies of
+    it), and refused as soon as the first line is longer than any state file's can be: a
+    version 2 header is at most MAX_HEADER_BYTES, a version 1 file (one line) at most
+    V1_MAX_FILE_BYTES, so a bomb without a newline stops there."""
     raw = read_regular(path, MAX_FILE_BYTES, "state file")
     if raw[:2] != b"\x1f\x8b":
         return raw
     d = zlib.decompressobj(wbits=31)
     out: list[bytes] = []
     total = 0
+    first_line = True  # no newline seen yet
     view = memoryview(raw)
-    while view:
-        chunk = d.decompress(view, MAX_FILE_BYTES + 1 - total)
+    while True:
+        chunk = d.decompress(view, min(_INFLATE_SLICE, MAX_FILE_BYTES + 1 - total))
         total += len(chunk)
         out.append(chunk)
         if total > MAX_FILE_BYTES:
             raise StateError(f"{path}: state is larger than {MAX_FILE_BYTES >> 20} MiB decompressed")
+        first_line = first_line and b"\n" not in chunk
+        if first_line and total > max(MAX_HEADER_BYTES, V1_MAX_FILE_BYTES):
+            raise StateError(f"{path}: corrupt state file: a header of more than {MAX_HEADER_BYTES >> 20} MiB")
         if d.eof:  # the next member, if any (gzip allows several)
             view = memoryview(d.unused_data)
-            d = zlib.decompressobj(wbits=31) if view else d
+            if not view:
+                break
+            d = zlib.decompressobj(wbits=31)
         else:
             view = memoryview(d.unconsumed_tail)
-            if not view:
+            if not view and not chunk:  # all input read and nothing more comes out
                 break
     if not d.eof:
         raise StateError(f"{path}: corrupt state file: the gzip stream ends before its end marker (truncated)")

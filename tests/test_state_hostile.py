@@ -226,3 +226,23 @@ def test_an_empty_store_round_trips(tmp_path):
     state.save(path, store, det)
     assert isinstance(state.read(path), state.Snapshot)
     assert state.load_into(path, *_fresh()) is True
+
+
+def test_a_gzip_bomb_without_a_newline_stops_at_the_longest_first_line(tmp_path, caplog, monkeypatch):
+    """No state file's first line is longer than a version 2 header or a whole version 1 file:
+    a bomb of one endless line is refused there, long before the size cap (the mechanism at
+    small limits: 1 MiB lines, a 64 MiB cap, 16 MiB of spaces)."""
+    monkeypatch.setattr(state, "MAX_HEADER_BYTES", 1 << 20)
+    monkeypatch.setattr(state, "V1_MAX_FILE_BYTES", 1 << 20)
+    monkeypatch.setattr(state, "_INFLATE_SLICE", 1 << 18)
+    monkeypatch.setattr(state, "MAX_FILE_BYTES", 64 << 20)
+    assert "a header of more than 1 MiB" in _load(tmp_path, caplog, gzip.compress(b" " * (16 << 20), compresslevel=9))
+
+
+def test_a_state_decompressed_in_slices_reads_back_whole(tmp_path, monkeypatch):
+    """Slices far smaller than the file (and than its gzip members) give the same bytes."""
+    monkeypatch.setattr(state, "_INFLATE_SLICE", 1 << 10)
+    raw = state.encode(_good_snapshot())
+    path = tmp_path / "s.gz"
+    path.write_bytes(raw + gzip.compress(b""))  # an empty member after: gzip allows several
+    assert state._decompressed(path) == gzip.decompress(raw)
