@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
@@ -91,6 +92,38 @@ def _reason(agent: AgentProc, target: str) -> str:
     reasons = sorted({line.split('reason="')[1].split('"')[0] for line in text.splitlines()
                       if line.startswith("fabricmon_target_poll_errors_total") and f'target="{target}"' in line})
     return ",".join(reasons) or "none"
+
+
+@dataclass(slots=True)
+class Watched:
+    """What an agent showed under one attack: the probe of its endpoints, the attacked target's
+    poll error reasons, its longest loop lag, its bounds (memory, tracebacks) and its stop."""
+
+    probe: Probe
+    reason: str
+    lag: float
+    bounded: bool
+    bounds: str
+    stop_s: float
+
+    def held(self, reason: str) -> bool:
+        """Bounded, the target failing for ``reason``, the endpoints served and the loop not stalled."""
+        return self.bounded and self.reason == reason and self.probe.served_within(SERVED_S) and self.lag < STALL_S
+
+    def figure(self) -> str:
+        return f"{self.bounds}; reason {self.reason}; {self.probe.figure()}; loop lag max {self.lag:.3f} s"
+
+
+def _watch(agent: AgentProc, target: str, seconds: float) -> Watched:
+    """Start ``agent``, watch it ``seconds`` under the attack on ``target``, read what it showed, stop it."""
+    try:
+        agent.wait_ready()
+        probe = _during(agent, seconds)
+        reason, lag = _reason(agent, target), agent.lag()
+        ok, fig = _bounded(agent)
+    finally:
+        stop_s = agent.stop()
+    return Watched(probe, reason, lag, ok, fig, stop_s)
 
 
 # ---------------------------------------------------------------------- files
@@ -192,16 +225,8 @@ def check_config_fifo(tmp: Path) -> tuple[bool, str]:
 @attack("perfquery-dev-zero")
 def perfquery_zero(tmp: Path) -> tuple[bool, str]:
     """A perfquery printing /dev/zero took the agent to 2.58 GB in 20 s with 38,851 MemoryError tracebacks."""
-    agent = AgentProc(tmp, _base(_perfquery_target(FAKEBIN / "perfquery_zero")))
-    try:
-        agent.wait_ready()
-        probe = _during(agent, 20)
-        reason, lag = _reason(agent, "ib"), agent.lag()
-        ok, fig = _bounded(agent)
-    finally:
-        agent.stop()
-    held = ok and reason == "size" and probe.served_within(SERVED_S) and lag < STALL_S
-    return held, f"{fig}; reason {reason}; {probe.figure()}; loop lag max {lag:.3f} s"
+    w = _watch(AgentProc(tmp, _base(_perfquery_target(FAKEBIN / "perfquery_zero"))), "ib", 20)
+    return w.held("size"), w.figure()
 
 
 @attack("perfquery-10e6-ports")
@@ -217,16 +242,8 @@ def perfquery_huge(tmp: Path) -> tuple[bool, str]:
     fake = tmp / "perfquery_huge"
     fake.write_text(f"#!/bin/sh\nexec cat {out}\n")
     fake.chmod(0o755)
-    agent = AgentProc(tmp, _base(_perfquery_target(fake)))
-    try:
-        agent.wait_ready()
-        probe = _during(agent, 20)
-        reason, lag = _reason(agent, "ib"), agent.lag()
-        ok, fig = _bounded(agent)
-    finally:
-        agent.stop()
-    held = ok and reason == "size" and probe.served_within(SERVED_S) and lag < STALL_S
-    return held, f"150 MB of counters per call: {fig}; reason {reason}; {probe.figure()}; loop lag max {lag:.3f} s"
+    w = _watch(AgentProc(tmp, _base(_perfquery_target(fake))), "ib", 20)
+    return w.held("size"), f"150 MB of counters per call: {w.figure()}"
 
 
 @attack("setsid-orphans")
@@ -268,18 +285,10 @@ def cancel_queued(tmp: Path) -> tuple[bool, str]:
         hang = tmp / "perfquery_sleep"
         hang.write_text("#!/bin/sh\nexec sleep 30\n")
         hang.chmod(0o755)
-        agent = AgentProc(tmp / f"a{ports}", _base(_perfquery_target(hang, ibnetdiscover=ibnd, extra=", command_timeout: 60"),
-                                                   interval="20s", timeout="10s"))
-        try:
-            agent.wait_ready()
-            probe = _during(agent, 25)
-            lag, reason = agent.lag(), _reason(agent, "ib")
-            ok, fig = _bounded(agent)
-        finally:
-            agent.stop()
-        this = ok and reason == "timeout" and lag < STALL_S and probe.served_within(SERVED_S)
-        held &= this
-        figures.append(f"{ports:,} ports: loop lag max {lag:.3f} s, {probe.figure()}, reason {reason}, {fig}")
+        w = _watch(AgentProc(tmp / f"a{ports}", _base(_perfquery_target(hang, ibnetdiscover=ibnd, extra=", command_timeout: 60"),
+                                                      interval="20s", timeout="10s")), "ib", 25)
+        held &= w.held("timeout")
+        figures.append(f"{ports:,} ports: loop lag max {w.lag:.3f} s, {w.probe.figure()}, reason {w.reason}, {w.bounds}")
     return held, "; ".join(figures)
 
 
@@ -503,17 +512,9 @@ def _ufm_target(port: int, name: str = "ufm", extra: str = "") -> str:
 def _payload_attack(tmp: Path, routes: dict, target: Callable[[int], str], seconds: float = 20, reason_want: str = "size",
                     interval: str = "5s", timeout: str = "60s") -> tuple[bool, str]:
     with serve(routes) as port:
-        agent = AgentProc(tmp, _base(target(port), interval=interval, timeout=timeout))
-        try:
-            agent.wait_ready()
-            probe = _during(agent, seconds)
-            name = target(port).split("name: ")[1].split(",")[0]
-            reason, lag = _reason(agent, name), agent.lag()
-            ok, fig = _bounded(agent)
-        finally:
-            stop_s = agent.stop()
-    held = ok and reason == reason_want and probe.served_within(SERVED_S) and lag < STALL_S and stop_s < 5
-    return held, f"{fig}; reason {reason}; {probe.figure()}; loop lag max {lag:.3f} s; SIGTERM {stop_s:.1f} s"
+        name = target(port).split("name: ")[1].split(",")[0]
+        w = _watch(AgentProc(tmp, _base(target(port), interval=interval, timeout=timeout)), name, seconds)
+    return w.held(reason_want) and w.stop_s < 5, f"{w.figure()}; SIGTERM {w.stop_s:.1f} s"
 
 
 @attack("ufm-250mb-empty-objects")
@@ -585,18 +586,10 @@ def telemetry_million(tmp: Path) -> tuple[bool, str]:
             fh.write(f"1709652347161873,0x{i // 64:016x},0x{i // 64:016x},{i % 64 + 1},sw{i // 64},{i},{i},{i},{i},0\n")
     state = tmp / "state"
     with serve({"/csv/cset/converted_enterprise": ("file", str(body), "text/csv", 200, None)}) as port:
-        agent = AgentProc(tmp, _base(f"  - {{name: tele, source: ufm-telemetry, address: 127.0.0.1, scheme: http, port: {port}}}\n",
-                                     interval="10s", timeout="60s", state=state))
-        try:
-            agent.wait_ready()
-            probe = _during(agent, 25)
-            reason, lag = _reason(agent, "tele"), agent.lag()
-            ok, fig = _bounded(agent)
-        finally:
-            stop_s = agent.stop()
+        w = _watch(AgentProc(tmp, _base(f"  - {{name: tele, source: ufm-telemetry, address: 127.0.0.1, scheme: http, port: {port}}}\n",
+                                        interval="10s", timeout="60s", state=state)), "tele", 25)
     saved = (state / "state.json.gz").exists()
-    held = ok and reason == "parse" and probe.served_within(SERVED_S) and lag < STALL_S and stop_s < 5 and saved
-    return held, f"{fig}; reason {reason}; {probe.figure()}; loop lag max {lag:.3f} s; SIGTERM {stop_s:.1f} s, state saved {saved}"
+    return w.held("parse") and w.stop_s < 5 and saved, f"{w.figure()}; SIGTERM {w.stop_s:.1f} s, state saved {saved}"
 
 
 @attack("snmp-endless-walk-gufo")
