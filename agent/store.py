@@ -84,6 +84,7 @@ import numpy as np
 
 from fabricmon.agent.exporter.exposition import Family, labels
 from fabricmon.core.model import CounterColumns, Counters, DeviceInfo, Gauge, PortInfo, Sample
+from fabricmon.core.vocabulary import CONFIG_GAUGES
 from fabricmon.core.slicing import sorted_in_slices
 from fabricmon.core.vocabulary import NAMESPACE
 
@@ -105,9 +106,10 @@ _KEYS: dict[SeriesKey, SeriesKey] = {}
 # nothing and noting it for 100,000 ports per poll would cost more than it saves.
 DENSE = frozenset({"rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "queue_tx_packets", "queue_tx_bytes"})
 # State gauges whose changes the rules act on (a link going down, a speed drop, a watchdog
-# entering storm state). Occupancy and temperature change on every poll and are read directly.
+# entering storm state), and the configuration gauges (the misconfig checklist re-checks a port
+# whose configuration changed). Occupancy and temperature change on every poll and are read directly.
 TRACKED_GAUGES = frozenset({"link_up", "link_speed_bytes", "link_width_lanes", "link_width_rated_lanes", "link_speed_rated_bytes",
-                            "pfc_watchdog_stormed"})
+                            "pfc_watchdog_stormed", *CONFIG_GAUGES})
 
 # Widths a reading may declare: 1..64 are the counters that exist (4, 8, 16, 32, 64 bits);
 # wider is accepted (it never wraps and no uint64 reaches its cap). Anything else is refused
@@ -941,7 +943,7 @@ class CounterStore:
         self._gauge_families: tuple[tuple[int, ...], dict[str, FamilyRows]] | None = None
         self._order: tuple[int, list[PortKey]] | None = None
         self._columns: _WholeColumns | None = None  # see columns()
-        self.device_models = 0  # bumped when a device is first described or its model changes
+        self.device_writes = 0  # bumped when a device is first described or its description changes
 
     @property
     def info_stamp(self) -> tuple[int, int]:
@@ -1486,9 +1488,8 @@ class CounterStore:
 
     def set_devices(self, devices: Iterable[DeviceInfo], target: str = "") -> None:
         for d in devices:
-            old = self.devices.get(d.name)
-            if old is None or old.model != d.model:
-                self.device_models += 1
+            if self.devices.get(d.name) != d:
+                self.device_writes += 1
             self.devices[d.name] = d
             if target:
                 self.device_target.setdefault(d.name, target)
@@ -2073,6 +2074,35 @@ class PortColumns:
         """The gauge's last value on each port; NaN where the port has no such gauge."""
         rows, has = self._gauge_at.rows((name, sub))
         return np.where(has, self._store._gt.value[rows], np.nan)
+
+    def _totals(self, name: str, sub: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the kept totals oldest first, H per port; how many of them are points: the last
+        ``npts``; has the series) of one counter on each port."""
+        t = self._store._t
+        rows, has = self._series_at.rows((name, sub))
+        slots, npts = t.history_index(rows)
+        return t.hist_v[rows[:, None], slots], np.where(has, npts, 0), has
+
+    def increases(self, name: str, sub: tuple[Any, ...], intervals: int) -> np.ndarray:
+        """How many of the last ``intervals`` kept intervals saw an increase, on each port
+        (:meth:`Series.increases`); 0 where the port has no such series."""
+        totals, npts, _ = self._totals(name, sub)
+        h = totals.shape[1]
+        k = min(intervals, h - 1)
+        if k <= 0:
+            return np.zeros(len(self.ports), np.int64)
+        rose = totals[:, h - k:] > totals[:, h - k - 1:h - 1]  # the last k intervals, each (earlier, later) point
+        first = np.arange(h - k - 1, h - 1)  # the slot of each interval's earlier point
+        return (rose & (first[None, :] >= (h - npts)[:, None])).sum(axis=1)
+
+    def moved_in_history(self, name: str, sub: tuple[Any, ...] = ()) -> np.ndarray:
+        """Whether the counter increased within the kept history, on each port
+        (:meth:`Series.moved_in_history`); False where the port has no such series."""
+        totals, npts, has = self._totals(name, sub)
+        h = totals.shape[1]
+        rows, _ = self._series_at.rows((name, sub))
+        oldest = totals[np.arange(len(npts)), np.clip(h - npts, 0, h - 1)]
+        return has & (self._store._t.total[rows] != oldest)
 
 
 class _Blocks:

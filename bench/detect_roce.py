@@ -113,6 +113,7 @@ def run(ports: int, polls: int) -> dict[str, Any]:
     worst = max(steady, key=lambda x: x["cpu_s"])
     return {"ports": ports, "polls": polls, "detect_cpu_s": [x["cpu_s"] for x in steady], "first_pass_cpu_s": passes[0]["cpu_s"],
             "by_stage_worst_pass": dict(sorted(worst["by_stage"].items(), key=lambda kv: -kv[1])),
+            "by_stage": [{n: round(c, 3) for n, c in x["by_stage"].items()} for x in passes],
             "findings": len(p.detector.active)}
 
 

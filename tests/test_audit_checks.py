@@ -415,3 +415,95 @@ def test_a_mismatch_seen_only_through_dcbx_is_raised_on_the_polled_end() -> None
     assert [(x.device, x.port, x.priority, x.peer_device, x.evidence["check"]) for x in det.active] == [
         (LEAF, "swp5", 3, "host05", "pfc_priorities_mismatch")]
     assert det.active[0].summary.endswith("on host05 eth0.") and "seen through DCBX" in det.active[0].summary
+
+
+class _Churn:
+    """A fabric whose configuration, counters, cables and device kinds change at random between
+    polls: two hosts and an uncabled port on leaf01, two uplinks to spine01, ECN mark counters on
+    one leaf port. Each counter keeps a mode (still, moving a little, moving a lot) for a while
+    and changes it now and then, so pause becomes sustained and stops, traffic leaves the
+    history, and most polls change few inputs (a rule that re-checks what did not change would
+    hide a missed one)."""
+
+    COUNTERS = [("pfc_tx_pause_frames", (3,)), ("pfc_rx_pause_frames", (3,)), ("pfc_tx_pause_frames", (0,)),
+                ("pfc_rx_pause_frames", (5,)), ("queue_tx_packets", (3,)), ("tx_bytes", ()), ("rx_bytes", ()),
+                ("pfc_tx_pause_seconds", (3,)), ("ecn_marked_packets", (3,))]
+    LOSSY = {("pfc_tx_pause_frames", (0,)), ("pfc_rx_pause_frames", (5,))}
+    # Modes to draw from (0 still, 1 a little, 2 a lot): a leaf seldom paused itself and seldom
+    # marking, so its sustained pause without ECN marks comes and goes.
+    MODES = {("pfc_rx_pause_frames", (3,)): (0, 0, 0, 0, 1), ("ecn_marked_packets", (3,)): (0, 0, 0, 1),
+             ("pfc_tx_pause_frames", (3,)): (0, 1, 1)}
+    UNCABLED = (LEAF, "swp9")  # PFC off, only a queue counter: whether it carries RoCE is its history's
+
+    def __init__(self, seed: int) -> None:
+        import random
+
+        self.rng = random.Random(seed)
+        self.f = Fabric()
+        self.links = [Link(*HOST_PORT, *LEAF_DOWN), Link(*LEAF_UP, *SPINE_PORT), Link("host02", "mlx5_0/1", LEAF, "swp2"),
+                      Link(LEAF, "swp50", SPINE, "swp2")]
+        for pk in ((LEAF, "swp2"), (LEAF, "swp50"), (SPINE, "swp2"), self.UNCABLED):
+            self.f.config[pk] = switch_port(*pk)
+        self.f.set(self.UNCABLED, "pfc_enabled", (3,), 0.0)
+        self.f.config[("host02", "mlx5_0/1")] = host_port()
+        self.f.topology.set_static(self.links)
+        self.totals: dict[tuple, int] = {}
+        self.modes: dict[tuple, int] = {}
+
+    def step(self) -> list[Sample]:
+        rng, f = self.rng, self.f
+        if rng.random() < 0.3:  # a setting changes
+            pk = rng.choice(sorted(f.config))
+            key = rng.choice(sorted(f.config[pk]))
+            f.config[pk][key] = rng.choice([0.0, 1.0, float(ECN_MIN), float(XOFF)])
+        if rng.random() < 0.05:
+            f.topology.set_static(rng.sample(self.links, rng.randrange(2, len(self.links) + 1)))
+        if rng.random() < 0.05:
+            f.store.set_devices([DeviceInfo("host02", kind=rng.choice(["host", "switch"]))])
+        samples = []
+        for pk in sorted(f.config):
+            for name, sub in self.COUNTERS:
+                if (name == "ecn_marked_packets" and pk != LEAF_UP) or (pk == self.UNCABLED and name != "queue_tx_packets"):
+                    continue
+                key = (pk, name, sub)
+                if key not in self.modes or rng.random() < (0.03 if (name, sub) in self.LOSSY else 0.1):
+                    self.modes[key] = rng.choice(self.MODES.get((name, sub), (0, 0, 1, 2))) \
+                        if (name, sub) not in self.LOSSY or key in self.modes else 0
+                step = {"pfc_tx_pause_seconds": (0, 2_000_000, 9_900_000)}.get(name, (0, 10, 500))[self.modes[key]]
+                self.totals[key] = self.totals.get(key, 0) + step
+                samples.append(Sample(pk[0], pk[1], name, self.totals[key], sub, scale=1e-6 if name.endswith("seconds") else 1.0))
+        return samples
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_rule_rechecking_only_changed_inputs_equals_a_full_checklist_every_pass(seed) -> None:
+    """The rule re-checks only the ports whose configuration, counters (as checklist.behaviour
+    codes them), cables or host kind changed; after every pass its checklist equals a full run
+    on random churn of all of them (pause that becomes sustained and stops, ECN marks, lossy
+    pause, traffic in and out of the history, cables that come and go, a host described as a
+    switch)."""
+    churn = _Churn(seed)
+    rule = MisconfigRule()
+    det = Detector([rule])
+    for i in range(60):
+        detect(churn.f, det, 100.0 + 10 * i, churn.step())
+        assert [r.to_json() for r in rule.results()] == [r.to_json() for r in churn.f.check()], (seed, i)
+
+
+def test_rule_rechecks_nothing_on_a_poll_where_no_input_changed(monkeypatch) -> None:
+    """Counters that keep moving the same way and unchanged settings: after the history holds
+    the traffic, a poll re-checks no port; a setting that changes re-checks that port and its
+    cable's other end only."""
+    f = Fabric()
+    det = Detector([MisconfigRule()])
+    checked: list = []
+    real = cl.port_results
+    monkeypatch.setattr(cl, "port_results", lambda view, pk: checked.append(pk) or real(view, pk))
+    for i in range(12):
+        checked.clear()
+        detect(f, det, 100.0 + 10 * i, [Sample(LEAF, "swp49", "queue_tx_packets", 1000 * i, (3,))])
+    assert checked == []
+    f.set(SPINE_PORT, "headroom_bytes", (3,), 0)
+    detect(f, det, 220.0, [Sample(LEAF, "swp49", "queue_tx_packets", 12_000, (3,))])
+    assert sorted(checked) == sorted([SPINE_PORT, LEAF_UP])
+    assert [(x.device, x.evidence["check"], x.severity) for x in det.active] == [(SPINE, "headroom_missing", "warning")]  # spine01 swp1 shows no traffic counter

@@ -154,8 +154,9 @@ def _nan(v: float | None) -> float:
 @pytest.mark.parametrize("seed", range(8))
 def test_port_columns_read_what_each_series_and_gauge_reads(seed):
     """:meth:`CounterStore.columns` (the analyses' whole-array read) gives, per port, what the
-    port's own views give: delta, dt, rate, saturated, poll time and gauge values (NaN where
-    the view says None or the port lacks the series), on random polls with wraps, resets,
+    port's own views give: delta, dt, rate, saturated, poll time, increases over 1 to 9
+    intervals, moved within the history and gauge values (NaN where the view says None or the
+    port lacks the series), on random polls with wraps, resets,
     caps, series that come and go, expiry and a port that is not in the store; through blocks
     kept from earlier polls too, and ``at`` names each port's place in ``column_order()``."""
     np = new.np
@@ -178,8 +179,12 @@ def test_port_columns_read_what_each_series_and_gauge_reads(seed):
         last = order
         for name, sub in names:
             col = cur.columns(ports).counter(name, sub)
+            windows = {k: cols.increases(name, sub, k).tolist() for k in range(1, 10)}
+            moved = cols.moved_in_history(name, sub).tolist()
             for i, pk in enumerate(ports):
                 se = cur.port(pk).counter(name, sub) if cur.port(pk) is not None else None
+                assert moved[i] == (se is not None and se.moved_in_history()), (seed, step, pk, name, sub)
+                assert [w[i] for w in windows.values()] == [se.increases(k) if se is not None else 0 for k in windows]
                 want = (_nan(se.delta), _nan(se.dt), _nan(se.rate), se.status == new.SATURATED, se.poll_t) if se is not None \
                     else (float("nan"),) * 3 + (False, float("nan"))
                 got = (col.delta[i], col.dt[i], col.rate[i], bool(col.saturated[i]), col.poll_t[i])

@@ -308,6 +308,9 @@ GAUGES: dict[str, GaugeDef] = {
         _G("dscp_priority", "port_dscp_priority", "The priority a DSCP value maps to on this port.", ("dscp",), **_CFG),
     ]
 }
+# The configuration gauges: the store notes which ports' configuration changed, so the checklist
+# re-checks those and not every port of every poll.
+CONFIG_GAUGES = frozenset(name for name, g in GAUGES.items() if g.group == "config")
 
 
 def metric_name(defn: CounterDef | GaugeDef) -> str:

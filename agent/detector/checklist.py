@@ -30,13 +30,15 @@ The public source of each check is in :data:`CHECKS` and in docs/audit.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from fabricmon.agent.detector.analyses.fabric import FabricShape
 from fabricmon.agent.detector.analyses.pfc_state import STORM_PAUSE_FRACTION
-from fabricmon.agent.store import CounterStore, PortEntry, PortKey
+from fabricmon.agent.store import CounterStore, PortColumns, PortEntry, PortKey
 from fabricmon.core.topology import Topology
 from fabricmon.core.vocabulary import PriorityMap
 
@@ -49,6 +51,7 @@ PFC_FRAMES = ("pfc_rx_pause_frames", "pfc_tx_pause_frames")  # per priority: onl
 # consecutive intervals (30 s at the default 10 s poll). One interval of PFC is an ordinary burst
 # that outran ECN's reaction time (DCQCN reacts per RTT and CNP interval, not instantly).
 SUSTAINED_INTERVALS = 3
+HOST_TRAFFIC = [("tx_bytes", ()), ("rx_bytes", ())]  # a host's RDMA port counts RoCE only (mlx5 port counters)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +174,7 @@ class FabricView:
         self.topology = topology
         self.pmap = pmap
         self.shape = shape if shape is not None else FabricShape(store, topology)
-        self._by_device: tuple[int, dict[str, list[PortEntry]]] | None = None  # device -> its ports, per store layout
+        self._by_device: tuple[int, dict[str, list[PortKey]]] | None = None  # device -> its ports, per store layout
         self._pfc_ecn: dict[tuple[str, int], tuple[float, tuple[bool, int, bool]]] = {}  # see _device_pfc_ecn
         self._evidence: dict[PortKey, tuple[PortEntry, tuple[object, int], bool]] = {}  # see ethernet_evidence
 
@@ -220,12 +223,12 @@ class FabricView:
             return True
         return any(entry.counter(n, (p,)) is not None for n in PFC_FRAMES for p in PRIORITIES)
 
-    def device_ports(self, device: str) -> list[PortEntry]:
+    def device_ports(self, device: str) -> list[PortKey]:
         """The store's ports of one device (cached per store layout)."""
         if self._by_device is None or self._by_device[0] != self.store.layout:
-            got: dict[str, list[PortEntry]] = {}
-            for (d, _), e in self.store.ports.items():
-                got.setdefault(d, []).append(e)
+            got: dict[str, list[PortKey]] = {}
+            for pk in self.store.ports:
+                got.setdefault(pk[0], []).append(pk)
             self._by_device = (self.store.layout, got)
         return self._by_device[1].get(device, [])
 
@@ -264,7 +267,8 @@ class FabricView:
             return got[1]
         q = self.pmap.queue(priority)
         paused, seen, marked = False, 0, False
-        for e in self.device_ports(device):
+        for pk in self.device_ports(device):
+            e = self.store.ports[pk]
             rx = e.counter("pfc_rx_pause_frames", (priority,))
             paused = paused or (rx is not None and rx.increases(SUSTAINED_INTERVALS) > 0)
             m = e.counter("ecn_marked_packets", (q,))
@@ -275,6 +279,15 @@ class FabricView:
         return paused, seen, marked
 
     # ------------------------------------------------------------------ traffic
+    def traffic_keys(self) -> list[tuple[str, tuple[Any, ...]]]:
+        """The counters that show lossless-class traffic on any port (:meth:`lossless_traffic`)."""
+        pm = self.pmap
+        keys: list[tuple[str, tuple[Any, ...]]] = []
+        for p in pm.lossless:
+            q = pm.queue(p)
+            keys += [("queue_tx_packets", (q,)), ("queue_tx_bytes", (q,)), ("pfc_rx_pause_frames", (p,)), ("pfc_tx_pause_frames", (p,))]
+        return keys
+
     def lossless_traffic(self, pk: PortKey, recent: bool) -> bool | None:
         """Did lossless-class traffic cross the port? ``recent``: in the last interval, else within
         the kept history. None when no counter that could show it exists.
@@ -287,13 +300,9 @@ class FabricView:
         entry = self.entry(pk)
         if entry is None:
             return None
-        pm = self.pmap
-        keys: list[tuple[str, tuple[Any, ...]]] = []
-        for p in pm.lossless:
-            q = pm.queue(p)
-            keys += [("queue_tx_packets", (q,)), ("queue_tx_bytes", (q,)), ("pfc_rx_pause_frames", (p,)), ("pfc_tx_pause_frames", (p,))]
+        keys = self.traffic_keys()
         if self.is_host(pk[0]):
-            keys += [("tx_bytes", ()), ("rx_bytes", ())]
+            keys += HOST_TRAFFIC
         seen = False
         for name, sub in keys:
             se = entry.counter(name, sub)
@@ -652,6 +661,75 @@ def _check_dscp_maps(view: FabricView, host: PortKey, switch: PortKey, eh: PortE
         return [_result("trust_mismatch", UNKNOWN, host, view, None,
                         {**ev, "missing": "the DSCP-to-priority map of the lossless DSCP values at both ends"}, peer=switch)]
     return [_result("trust_mismatch", PASS, host, view, None, ev, peer=switch)]
+
+
+# ---------------------------------------------------------------------- what the checks read from counters
+# A code of :func:`behaviour` with this set: a check fails from behaviour now, and its evidence
+# carries this interval's counts.
+VOLATILE = 1 << 4
+
+
+def behaviour(view: FabricView, ports: Sequence[PortKey]) -> list[int]:
+    """Per port, one code of everything its port checks read from counters, in whole-array
+    passes over the store's columns (no visit per port): whether lossless traffic crossed it in
+    the last interval and within the kept history (:meth:`FabricView.lossless_traffic`: no
+    counter, no, yes: 0, 1, 2, the history's times 3), and :data:`VOLATILE` when PFC frames
+    moved on a priority outside the lossless set or :meth:`FabricView.pfc_without_ecn` holds.
+
+    With its configuration gauges (noted by the store when they change), its cable and which
+    devices are hosts, that is every input of a port's results, and with its cable peer's code
+    every input of its link's: the misconfig rule re-checks a port only when its code changed
+    or is volatile, so a fabric whose pause moves on every port does not re-run the checklist
+    on every port of every poll."""
+    n = len(ports)
+    cols = view.store.columns(ports)
+    hosts = {d: view.is_host(d) for d in {d for d, _ in ports}}
+    host = np.fromiter((hosts[d] for d, _ in ports), bool, n)
+    seen, recent, moved = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
+    for key, where in [*((k, None) for k in view.traffic_keys()), *((k, host) for k in HOST_TRAFFIC)]:
+        col = cols.counter(*key)
+        has = ~np.isnan(col.poll_t) if where is None else ~np.isnan(col.poll_t) & where
+        seen |= has
+        recent |= has & (col.delta > 0)
+        moved |= has & cols.moved_in_history(*key)
+    code = np.where(seen, 1 + recent, 0) + 3 * np.where(seen, 1 + moved, 0)
+    volatile = np.zeros(n, bool)
+    lossless = set(view.pmap.lossless)
+    with np.errstate(invalid="ignore"):
+        for p in PRIORITIES:
+            if p not in lossless:
+                for name in PFC_FRAMES:
+                    volatile |= cols.counter(name, (p,)).delta > 0
+    for p in view.pmap.lossless:
+        volatile |= _pfc_without_ecn(view, ports, cols, ~host, p)
+    return (code + VOLATILE * volatile).tolist()
+
+
+def _pfc_without_ecn(view: FabricView, ports: Sequence[PortKey], cols: PortColumns, switch: np.ndarray, p: int) -> np.ndarray:
+    """:meth:`FabricView.pfc_without_ecn` on every switch port at once: PFC sent in each of the
+    last :data:`SUSTAINED_INTERVALS` intervals, below storm level, on a device that received no
+    PFC on ``p`` and shows ECN mark counters of its queue that did not move."""
+    sent = switch & (cols.increases("pfc_tx_pause_frames", (p,), SUSTAINED_INTERVALS) >= SUSTAINED_INTERVALS)
+    if sent.any():
+        se = cols.counter("pfc_tx_pause_seconds", (p,))
+        with np.errstate(all="ignore"):
+            sent &= ~(~np.isnan(se.delta) & ~np.isnan(se.dt) & (se.dt != 0) & (se.delta / se.dt >= STORM_PAUSE_FRACTION))
+    rows = np.flatnonzero(sent)
+    if not len(rows):
+        return sent
+    devices = sorted({ports[i][0] for i in rows.tolist()})
+    members = [view.device_ports(d) for d in devices]
+    group = np.repeat(np.arange(len(devices)), [len(m) for m in members])
+    dev = view.store.columns([pk for m in members for pk in m])
+    q = view.pmap.queue(p)
+    marks = ~np.isnan(dev.counter("ecn_marked_packets", (q,)).poll_t)
+    paused, marked = np.zeros(len(devices), bool), np.zeros(len(devices), bool)
+    np.logical_or.at(paused, group, dev.increases("pfc_rx_pause_frames", (p,), SUSTAINED_INTERVALS) > 0)
+    np.logical_or.at(marked, group, marks & (dev.increases("ecn_marked_packets", (q,), SUSTAINED_INTERVALS) > 0))
+    quiet = ~paused & (np.bincount(group, weights=marks, minlength=len(devices)) > 0) & ~marked
+    at = {d: i for i, d in enumerate(devices)}
+    sent[rows] = quiet[[at[ports[i][0]] for i in rows.tolist()]]
+    return sent
 
 
 # ---------------------------------------------------------------------- the checklist

@@ -335,9 +335,9 @@ class IbAnalysis(Analysis):
         (:func:`.ib_wait.generation`): kept for every port of the store's column order while
         that order and the devices' models are the same."""
         order = store.column_order()
-        if self._gens is None or self._gens[0] is not order or self._gens[1] != store.device_models:
+        if self._gens is None or self._gens[0] is not order or self._gens[1] != store.device_writes:
             gb, gl = self._generations_of([*order, ("", "")])  # the last: a port not in the store
-            self._gens = (order, store.device_models, (gb, gl))
+            self._gens = (order, store.device_writes, (gb, gl))
         gb, gl = self._gens[2]
         return gb[cols.at], gl[cols.at]
 

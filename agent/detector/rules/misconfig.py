@@ -25,6 +25,7 @@ from fabricmon.agent.detector import checklist as cl
 from fabricmon.agent.detector.analyses.fabric import FabricAnalysis
 from fabricmon.agent.detector.base import DetectContext, Observation, Rule
 from fabricmon.agent.store import PortKey
+from fabricmon.core.vocabulary import CONFIG_GAUGES
 
 Key = tuple[str, Any]  # ("port", PortKey) or ("link", (PortKey, PortKey))
 
@@ -61,6 +62,8 @@ class MisconfigRule(Rule):
         self._links: set[tuple[PortKey, PortKey]] = set()  # the cables checked
         self._seen: tuple[int, int, int] = (-1, -1, -1)  # topology generation, store layout, scope size
         self._shapes: tuple[int, int] | None = None  # the store's series and gauge layouts at the last scope scan
+        self._codes: dict[PortKey, int] = {}  # port -> its checklist.behaviour code when last checked
+        self._stamp: tuple[int, ...] | None = None  # what every port's results depend on: see _touched
 
     def results(self) -> list[cl.Result]:
         """The last checklist, every port and link, in :func:`checklist.sort_key` order."""
@@ -79,7 +82,7 @@ class MisconfigRule(Rule):
         if view is None or view.shape is not fabric.shape or view.pmap != pmap:
             view = self._view = cl.FabricView(ctx.store, ctx.topology, pmap, fabric.shape)
             self._reset()  # another fabric layout: every result changes
-        ports = self._touched(view, ctx.updated, (ctx.store.series_layout, ctx.store.gauge_layout))
+        ports = self._touched(view, ctx)
         seen = (ctx.topology.generation, ctx.store.layout, len(self._scope))
         if seen != self._seen:  # cables, ports or the audited devices changed: O(cables) once
             self._seen = seen
@@ -90,22 +93,40 @@ class MisconfigRule(Rule):
             for r in rs:
                 yield self._observe(r)
 
-    def _touched(self, view: cl.FabricView, updated: set[PortKey], shapes: tuple[int, int]) -> set[PortKey]:
+    def _touched(self, view: cl.FabricView, ctx: DetectContext) -> set[PortKey]:
         """Ports of this pass to re-check: updated ports of audited devices (with evidence or a
-        cable) and their cable peers, whose link checks depend on them.
+        cable) whose inputs changed, and their cable peers, whose link checks depend on them.
+
+        A port's inputs are its configuration gauges (the store notes the ports where one
+        changed), its counters as :func:`checklist.behaviour` codes them (re-checked when the
+        code changed or is volatile), its cable and which devices are hosts (on a change of
+        the topology, the port set or a device's description, every updated port is re-checked).
 
         A port's evidence is which series it has, so devices join the audit only in a pass in
-        which some port gained a series or a gauge (``shapes`` moved): on a fabric whose ports
-        keep their series (every InfiniBand poll), the scan of every updated port is skipped."""
+        which some port gained a series or a gauge: on a fabric whose ports keep their series
+        (every InfiniBand poll), the scan of every updated port is skipped."""
+        store, updated = ctx.store, ctx.updated
+        shapes = (store.series_layout, store.gauge_layout)
         if shapes != self._shapes:
             self._shapes = shapes
             for pk in updated:
                 if pk[0] not in self._scope and view.ethernet_evidence(pk):
                     self._scope.add(pk[0])
+        if not self._scope:
+            return set()  # an InfiniBand fabric: no visit per port
+        stamp = (ctx.topology.generation, store.layout, store.device_writes, len(self._scope))
+        if stamp != self._stamp:
+            self._stamp = stamp
+            self._codes.clear()
+        scope = self._scope
+        audited = [pk for pk in updated if pk[0] in scope]
+        config = ctx.changes.gauge_ports(CONFIG_GAUGES) if ctx.changes is not None else set()
+        codes = self._codes
         ports: set[PortKey] = set()
-        for pk in updated if self._scope else ():  # (an InfiniBand fabric has none: no visit per port)
-            if pk[0] not in self._scope:
+        for pk, code in zip(audited, cl.behaviour(view, audited), strict=True):
+            if codes.get(pk) == code and not code & cl.VOLATILE and pk not in config:
                 continue
+            codes[pk] = code
             peer = view.peer(pk)
             if peer is not None:
                 ports.update((pk, peer))
