@@ -84,9 +84,8 @@ import numpy as np
 
 from fabricmon.agent.exporter.exposition import Family, labels
 from fabricmon.core.model import CounterColumns, Counters, DeviceInfo, Gauge, PortInfo, Sample
-from fabricmon.core.vocabulary import CONFIG_GAUGES
 from fabricmon.core.slicing import sorted_in_slices
-from fabricmon.core.vocabulary import NAMESPACE
+from fabricmon.core.vocabulary import CONFIG_GAUGES, NAMESPACE
 
 # Why the last interval has (or has no) delta.
 OK = "ok"
@@ -2061,48 +2060,67 @@ class PortColumns:
     def __len__(self) -> int:
         return len(self.ports)
 
+    def _present(self, name: str, sub: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """(positions of the ports that have the series, its row on each of them): reads then
+        gather only those rows (a key most ports lack costs next to nothing)."""
+        rows, has = self._series_at.rows((name, sub))
+        at = np.flatnonzero(has)
+        return at, rows[at]
+
     def counter(self, name: str, sub: tuple[Any, ...] = ()) -> CounterColumn:
         """The counter's last interval on each port (see :class:`CounterColumn`)."""
-        t = self._store._t
-        rows, has = self._series_at.rows((name, sub))
-        ok = has & t.delta_ok[rows]
-        dt_ok = has & t.dt_ok[rows]
-        return CounterColumn(np.where(ok, t.delta[rows], np.nan), np.where(dt_ok, t.dt[rows], np.nan),
-                             has & (t.status[rows] == _S_SAT), np.where(has, t.times[t.poll_i[rows]], np.nan))
+        n = len(self.ports)
+        delta, dt, poll_t, saturated = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, bool)
+        at, r = self._present(name, sub)
+        if len(at):
+            t = self._store._t
+            delta[at] = np.where(t.delta_ok[r], t.delta[r], np.nan)
+            dt[at] = np.where(t.dt_ok[r], t.dt[r], np.nan)
+            saturated[at] = t.status[r] == _S_SAT
+            poll_t[at] = t.times[t.poll_i[r]]
+        return CounterColumn(delta, dt, saturated, poll_t)
 
     def gauge(self, name: str, sub: tuple[Any, ...] = ()) -> np.ndarray:
         """The gauge's last value on each port; NaN where the port has no such gauge."""
         rows, has = self._gauge_at.rows((name, sub))
         return np.where(has, self._store._gt.value[rows], np.nan)
 
-    def _totals(self, name: str, sub: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(the kept totals oldest first, H per port; how many of them are points: the last
-        ``npts``; has the series) of one counter on each port."""
-        t = self._store._t
-        rows, has = self._series_at.rows((name, sub))
-        slots, npts = t.history_index(rows)
-        return t.hist_v[rows[:, None], slots], np.where(has, npts, 0), has
+    def subs(self, names: Iterable[str]) -> list[Any]:
+        """The single sub-label values (priorities, queues) of the counters ``names`` that any
+        port of these columns may have (read from the distinct series layouts, not per port)."""
+        names = frozenset(names)
+        return list({key[1][0]: None for sch in self._series_at.schemas for key in sch.keys
+                     if key[0] in names and len(key[1]) == 1})
 
     def increases(self, name: str, sub: tuple[Any, ...], intervals: int) -> np.ndarray:
         """How many of the last ``intervals`` kept intervals saw an increase, on each port
         (:meth:`Series.increases`); 0 where the port has no such series."""
-        totals, npts, _ = self._totals(name, sub)
-        h = totals.shape[1]
+        out = np.zeros(len(self.ports), np.int64)
+        t = self._store._t
+        h = t.hist_v.shape[1]
         k = min(intervals, h - 1)
-        if k <= 0:
-            return np.zeros(len(self.ports), np.int64)
-        rose = totals[:, h - k:] > totals[:, h - k - 1:h - 1]  # the last k intervals, each (earlier, later) point
-        first = np.arange(h - k - 1, h - 1)  # the slot of each interval's earlier point
-        return (rose & (first[None, :] >= (h - npts)[:, None])).sum(axis=1)
+        at, r = self._present(name, sub)
+        if k <= 0 or not len(at):
+            return out
+        # The ring's slots oldest first are (head + j) % h; the last k intervals span j = h-k-1 .. h-1,
+        # of which the points kept are j >= h - npts.
+        first = np.arange(h - k - 1, h - 1)
+        v = t.hist_v[r[:, None], (t.head[r].astype(np.intp)[:, None] + np.arange(h - k - 1, h)) % h]
+        out[at] = ((v[:, 1:] > v[:, :-1]) & (first[None, :] >= (h - t.npts[r].astype(np.intp))[:, None])).sum(axis=1)
+        return out
 
     def moved_in_history(self, name: str, sub: tuple[Any, ...] = ()) -> np.ndarray:
         """Whether the counter increased within the kept history, on each port
-        (:meth:`Series.moved_in_history`); False where the port has no such series."""
-        totals, npts, has = self._totals(name, sub)
-        h = totals.shape[1]
-        rows, _ = self._series_at.rows((name, sub))
-        oldest = totals[np.arange(len(npts)), np.clip(h - npts, 0, h - 1)]
-        return has & (self._store._t.total[rows] != oldest)
+        (:meth:`Series.moved_in_history`: its total differs from the oldest point kept);
+        False where the port has no such series."""
+        out = np.zeros(len(self.ports), bool)
+        at, r = self._present(name, sub)
+        if len(at):
+            t = self._store._t
+            h = t.hist_v.shape[1]
+            oldest = (t.head[r].astype(np.intp) + h - t.npts[r].astype(np.intp)) % h
+            out[at] = t.total[r] != t.hist_v[r, oldest]
+        return out
 
 
 class _Blocks:

@@ -12,7 +12,10 @@ False-positive controls live here so every analysis and rule applies them the sa
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from itertools import compress
 from typing import Any
+
+import numpy as np
 
 from fabricmon.agent.detector.base import ExportedGauge
 from fabricmon.agent.store import PortEntry, PortKey, Series
@@ -184,6 +187,16 @@ class RatioGauge:
             del self.values[key]
         else:
             self.values[key] = 0.0
+
+    def set_many(self, keys: list[tuple[str, ...]], values: np.ndarray) -> None:
+        """:meth:`set` for many keys at once (NaN stands for None): the positive values in one
+        C-level update, the others (0 once, then removed) only where a key is present."""
+        pos = values > 0
+        self.values.update(zip(compress(keys, pos.tolist()), values[pos].tolist(), strict=True))
+        present = self.values
+        for key in compress(keys, (values <= 0).tolist()):
+            if key in present:
+                self.set(key, 0.0)
 
     def metric(self) -> ExportedGauge:
         return ExportedGauge(self.name, self.help, self.labels, sorted_in_slices(self.values.items()))  # a value per port

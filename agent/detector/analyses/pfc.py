@@ -63,7 +63,10 @@ not quiet, as now.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import compress, repeat
 from typing import Any
+
+import numpy as np
 
 from fabricmon.agent.detector.analyses.fabric import FabricAnalysis, FabricShape
 from fabricmon.agent.detector.analyses.pfc_state import (
@@ -73,15 +76,18 @@ from fabricmon.agent.detector.analyses.pfc_state import (
     NicStall,
     PfcParams,
     PfcState,
+    Screen,
     compute_state,
+    keep_rate,
     nic_stall,
-    pause_active,
+    screen,
+    truthy,
 )
 from fabricmon.agent.detector.analyses.pfc_watchdog import Verdict, WatchdogEpisodes, verdict
 from fabricmon.agent.detector.base import Analysis, DetectContext, ExportedGauge
-from fabricmon.agent.detector.common import RatioGauge, SeriesCache, SubIndex
+from fabricmon.agent.detector.common import RatioGauge, SubIndex
 from fabricmon.agent.detector.pausegraph import PausedBy, best_sinks, deadlock_cycles
-from fabricmon.agent.store import CounterStore, PortEntry, PortKey
+from fabricmon.agent.store import CounterStore, PortColumns, PortKey
 from fabricmon.core.topology import Topology
 from fabricmon.core.vocabulary import PriorityMap
 
@@ -179,9 +185,13 @@ class PfcAnalysis(Analysis):
         self.fabric = PriorityMap()  # the layout of the last pass (queue per priority)
         self.qmap: dict[int, int] = {}
         self.index = SubIndex(PFC_NAMES)
-        names = {*PFC_NAMES, NIC_ERR[0], NIC_WARN[0]}
-        self.relevant = SeriesCache(lambda name, sub: name in names)
-        self.states: dict[PortKey, dict[int, PfcState]] = {}
+        self.states: dict[PortKey, dict[int, PfcState]] = {}  # the rows classified one by one, with pause activity
+        # Light rows (partly paused only, :func:`.pfc_state.screen`) as keys; their states are
+        # computed when asked for (:meth:`_state`), once per pass.
+        self.light: set[tuple[PortKey, Any]] = set()
+        self._lazy: dict[tuple[PortKey, Any], PfcState] = {}
+        self._store = CounterStore()
+        self._layout = -1
         self.nic: dict[PortKey, str] = {}  # port -> "error" | "warning" | "stalled" in its last interval
         self.stalls: dict[PortKey, NicStall] = {}  # the "stalled" NICs' numbers
         self.shape: FabricShape | None = None  # the fabric analysis's: hosts, cable peers by store names
@@ -231,83 +241,166 @@ class PfcAnalysis(Analysis):
 
     # ------------------------------------------------------------------ per port and priority
     def _refresh(self, ctx: DetectContext) -> None:
-        """Re-classify the ports whose PFC counters moved (or that are still watched)."""
-        ports = ctx.store.ports
+        """Re-classify the ports whose PFC counters moved (or that are still watched): each
+        priority screened in whole-array passes (:func:`.pfc_state.screen`), then one by one
+        only the rows that may be paused, send pause, be stuck or held or concern a watchdog."""
+        store = ctx.store
+        ports = store.ports
         watch = self.watch
         candidates = ctx.moved(*PFC_NAMES, "pfc_rx_pause_transitions", NIC_ERR[0], NIC_WARN[0])
         self._wd_prev = ctx.gauge_changed("pfc_watchdog_stormed")
         candidates.update(self._wd_prev)
         candidates |= ctx.watched(watch)
-        for pk in candidates:
-            entry = ports.get(pk)
-            watch.discard(pk)
-            if entry is None or not self.relevant.get(pk, entry):
-                continue  # no PFC or NIC pause-storm counters (an InfiniBand port)
-            self._nic_level(pk, entry)
-            if pk in self.nic:
-                watch.add(pk)
-            subs = self.index.subs(pk, entry)
-            if subs:
-                self._port(pk, entry, subs)
+        watch.difference_update(candidates)
+        self._store, self._lazy = store, {}
+        cand = [pk for pk in candidates if pk in ports]
+        if cand:
+            self._classify(store.columns(cand), cand)
         for pk in [pk for pk in self.states if pk not in ports]:
             del self.states[pk]
+        if self.light and store.layout != self._layout:
+            self.light = {key for key in self.light if key[0] in ports}
+        self._layout = store.layout
         for pk in [pk for pk in self.nic if pk not in ports]:
             del self.nic[pk]
             self.stalls.pop(pk, None)
         live = {(pk, prio) for pk, by in self.states.items() for prio in by}
-        self.episodes.forget(live)
+        self.episodes.forget(live)  # (a light row holds no stormed watchdog: none of its episodes is open)
         self.frozen &= live
         if len(watch) > len(ports):
             watch.intersection_update(ports)
         self.index.forget_missing(ports)
-        self.relevant.forget_missing(ports)
 
-    def _nic_level(self, pk: PortKey, entry: PortEntry) -> None:
+    def _classify(self, cols: PortColumns, cand: list[PortKey]) -> None:
+        """Classify every PFC row of the ``cand`` ports: NIC levels, then each priority's rows."""
+        n = len(cand)
+        keep_fps = keep_rate(cols)
+        wd_changed = np.fromiter((pk in self._wd_prev for pk in cand), bool, n) if self._wd_prev else np.zeros(n, bool)
+        screens = [(prio, screen(cols, prio, self.p, keep_fps, wd_changed)) for prio in sorted(cols.subs(PFC_NAMES), key=str)]
+        has_pfc = np.zeros(n, bool)
+        for _, sc in screens:
+            has_pfc |= sc.has
+        self._nic_levels(cols, cand, has_pfc, screens)
+        refreshed = list(compress(cand, has_pfc.tolist()))
+        if self.states:
+            for pk in refreshed:
+                self.states.pop(pk, None)
+        if self.light:
+            gone = set(refreshed)
+            self.light = {key for key in self.light if key[0] not in gone}
+        self._quiet(cand, screens)
+        self._one_by_one(cand, screens)
+        for prio, sc in screens:
+            self._light_rows(cand, prio, sc)
+
+    def _nic_levels(self, cols: PortColumns, cand: list[PortKey], has_pfc: np.ndarray, screens: list[tuple[Any, Screen]]) -> None:
         """A host NIC's pause storm in its last interval: its storm counters' "error" or
-        "warning" event, or "stalled" by its own pause and drain counters (:func:`nic_stall`)."""
-        err = entry.counter(*NIC_ERR)
-        warn = entry.counter(*NIC_WARN)
-        self.stalls.pop(pk, None)
-        if err is not None and err.delta:
-            self.nic[pk] = "error"
-        elif warn is not None and warn.delta:
-            self.nic[pk] = "warning"
-        elif self._host_by_shape(pk[0]) and (stall := nic_stall(entry, self.index.subs(pk, entry), self.p)) is not None:
-            self.nic[pk] = "stalled"
-            self.stalls[pk] = stall
-        else:
-            self.nic.pop(pk, None)
-
-    def _port(self, pk: PortKey, entry: PortEntry, subs: tuple[Any, ...]) -> None:
-        """Classify every priority of one port; export its ratio and state; keep the active ones."""
-        self.states.pop(pk, None)
-        kept: dict[int, PfcState] = {}
-        for prio in subs:
-            rkey = (pk[0], pk[1], str(prio))
-            if not pause_active(entry, (prio,)):
-                self.pause_ratio.set(rkey, 0.0)
-                self.pfc_state.set(rkey, 0.0)
-                if rkey in self.pause_ratio.values or rkey in self.pfc_state.values:
-                    self.watch.add(pk)  # exported as 0 now, removed on the next update
+        "warning" event, or "stalled" by its own pause and drain counters (:func:`nic_stall`,
+        asked only where a priority sent pause at the storm level)."""
+        err, warn = (truthy(cols.counter(*key).delta) for key in (NIC_ERR, NIC_WARN))
+        relevant = has_pfc | ~np.isnan(cols.counter(*NIC_ERR).poll_t) | ~np.isnan(cols.counter(*NIC_WARN).poll_t)
+        storm = np.zeros(len(cand), bool)
+        with np.errstate(invalid="ignore"):
+            for prio, sc in screens:
+                if isinstance(prio, int):
+                    storm |= sc.tx_bound >= self.p.storm_pause_fraction
+        if self.nic or self.stalls:
+            seen = set(compress(cand, relevant.tolist()))
+            for got in (self.nic, self.stalls):
+                for pk in [pk for pk in got if pk in seen]:
+                    del got[pk]
+        for i in np.flatnonzero(relevant & (err | warn | storm)).tolist():
+            pk = cand[i]
+            if err[i]:
+                self.nic[pk] = "error"
+            elif warn[i]:
+                self.nic[pk] = "warning"
+            elif self._host_by_shape(pk[0]) and (stall := nic_stall(self._store.ports[pk], self.index.subs(pk, self._store.ports[pk]),
+                                                                    self.p)) is not None:
+                self.nic[pk] = "stalled"
+                self.stalls[pk] = stall
+            else:
                 continue
             self.watch.add(pk)
-            st = compute_state(pk, entry, prio, self.p, self.qmap)
+
+    def _quiet(self, cand: list[PortKey], screens: list[tuple[Any, Screen]]) -> None:
+        """Rows with PFC series and no activity: a ratio or state still exported is set to 0
+        (exported as 0 once, removed on the next update, while the port stays watched)."""
+        keys = {*self.pause_ratio.values, *self.pfc_state.values}
+        if not keys:
+            return
+        at = dict(zip(cand, range(len(cand)), strict=True))
+        quiet = {str(prio): sc.has & ~sc.active for prio, sc in screens}
+        for key in keys:
+            i = at.get((key[0], key[1]))
+            q = quiet.get(key[2])
+            if i is None or q is None or not q[i]:
+                continue
+            self.pause_ratio.set(key, 0.0)
+            self.pfc_state.set(key, 0.0)
+            if key in self.pause_ratio.values or key in self.pfc_state.values:
+                self.watch.add((key[0], key[1]))
+
+    def _one_by_one(self, cand: list[PortKey], screens: list[tuple[Any, Screen]]) -> None:
+        """The active rows that are not light, classified by :func:`compute_state` port by port
+        (priorities in order within a port, as the graph stages expect the states' order)."""
+        ports = self._store.ports
+        rows = sorted((i, k) for k, (_, sc) in enumerate(screens) for i in np.flatnonzero(sc.active & ~sc.light).tolist())
+        for i, k in rows:
+            pk, prio = cand[i], screens[k][0]
+            self.watch.add(pk)
+            st = compute_state(pk, ports[pk], prio, self.p, self.qmap)
             key = (pk, prio)
             if self.episodes.frozen(st, self._wd_prev.get(pk), pk in self._wd_prev):
                 self.frozen.add(key)
             else:
                 self.frozen.discard(key)
+            rkey = (pk[0], pk[1], str(prio))
             self.pause_ratio.set(rkey, st.rx_frac)
             self.pfc_state.set(rkey, 2.0 if st.stormed else 1.0 if st.paused else 0.0)
             if st.active:
-                kept[prio] = st  # partial pause too: a storm may reach it (Tree.covered)
-        if kept:
-            self.states[pk] = kept
+                self.states.setdefault(pk, {})[prio] = st  # partial pause too: a storm may reach it (Tree.covered)
+
+    def _light_rows(self, cand: list[PortKey], prio: Any, sc: Screen) -> None:
+        """One priority's light rows in bulk: exported (their rx pause fraction, state 0),
+        watched, and kept as keys when partly paused."""
+        rows = np.flatnonzero(sc.light)
+        if not len(rows):
+            return
+        pks = [cand[i] for i in rows.tolist()]
+        self.watch.update(pks)
+        label = str(prio)
+        rkeys = [(d, pt, label) for d, pt in pks]
+        self.pause_ratio.set_many(rkeys, sc.rx_frac[rows])
+        self.pfc_state.set_many(rkeys, np.zeros(len(rkeys)))
+        self.light.update(zip(compress(pks, sc.kept[rows].tolist()), repeat(prio)))
+
+    def _state(self, pk: PortKey, prio: Any) -> PfcState | None:
+        """The kept state of a port and priority: a classified one, or a light row's, computed
+        now from the store (which holds the data it was screened on until the port's next
+        update, and that update screens it again)."""
+        by = self.states.get(pk)
+        st = by.get(prio) if by is not None else None
+        if st is None and (pk, prio) in self.light:
+            st = self._lazy.get((pk, prio))
+            if st is None:
+                st = self._lazy[(pk, prio)] = compute_state(pk, self._store.ports[pk], prio, self.p, self.qmap)
+        return st
+
+    def _with_prio(self, prio: int) -> list[PfcState]:
+        """Every kept state of ``prio``: the classified ones, then the light ones in port order."""
+        out = [st for by in self.states.values() if (st := by.get(prio)) is not None]
+        out += [self._state(pk, prio) for pk in sorted(pk for pk, pr in self.light if pr == prio)]  # type: ignore[misc]
+        return out
 
     # ------------------------------------------------------------------ the graph
     def _nic_prio(self, pk: PortKey) -> int | None:
         best = None
-        for prio, st in self.states.get(pk, {}).items():
+        entry = self._store.ports.get(pk)
+        for prio in self.index.subs(pk, entry) if entry is not None else ():
+            st = self._state(pk, prio)
+            if st is None:
+                continue
             score = (st.tx_frac or 0.0, st.tx_fps or 0.0)
             if best is None or score > best[0]:
                 best = (score, prio)
@@ -328,7 +421,7 @@ class PfcAnalysis(Analysis):
                 continue
             stall = self.stalls.get(pk)
             prio = stall.prio if stall is not None else self._nic_prio(pk)
-            own = self.states.get(pk, {}).get(prio) if prio is not None else None
+            own = self._state(pk, prio) if prio is not None else None
             out.trees.append(Tree(prio, pk, self.peer(pk), own, nic=level, pauser_polled=True, stall=stall))
         for tree in out.trees:
             if tree.nic is None and tree.origin in self.nic:
@@ -357,9 +450,8 @@ class PfcAnalysis(Analysis):
         for prio, trees in by_prio.items():
             if len(trees) != 1 or prio is None:
                 continue
-            for pk, by in sorted(self.states.items()):
-                st = by.get(prio)
-                if st is None or (pk, prio) in claimed or self.peer(pk) is not None or not (st.rx_bound or 0.0) > 0:
+            for st in sorted(self._with_prio(prio), key=lambda s: s.pk):
+                if (st.pk, prio) in claimed or self.peer(st.pk) is not None or not (st.rx_bound or 0.0) > 0:
                     continue
                 trees[0].covered.append(st)
 
@@ -525,7 +617,7 @@ class PfcAnalysis(Analysis):
         origin, origin_peer = self._origin(sink, store)
         tree = trees.get(origin)
         if tree is None:
-            ost = self.states.get(origin, {}).get(ps.prio) or ps.nodes.get(origin)
+            ost = self._state(origin, ps.prio) or ps.nodes.get(origin)
             tree = trees[origin] = Tree(ps.prio, origin, origin_peer, ost, pauser_polled=origin != sink)
             for end in (ost, ps.nodes.get(sink)):
                 if end is not None and end.has_data:
@@ -595,13 +687,12 @@ class PfcAnalysis(Analysis):
         ports a peer says it pauses: coverage follows pause at any grade."""
         prio = ps.prio
         light: dict[PortKey, PfcState] = dict(ps.nodes)
-        for by in self.states.values():
-            st = by.get(prio)
-            if st is not None and st.pk not in light and ((st.rx_frac or 0.0) > 0 or (st.rx_fps or 0.0) > 0):
+        kept = self._with_prio(prio)
+        for st in kept:
+            if st.pk not in light and ((st.rx_frac or 0.0) > 0 or (st.rx_fps or 0.0) > 0):
                 light[st.pk] = st
-        for snd in self.states.values():  # ports paused by a peer that says so, without data of their own
-            st = snd.get(prio)
-            if st is None or not ((st.tx_frac or 0.0) > 0 or (st.tx_fps or 0.0) > 0):
+        for st in kept:  # ports paused by a peer that says so, without data of their own
+            if not ((st.tx_frac or 0.0) > 0 or (st.tx_fps or 0.0) > 0):
                 continue
             peer = self.peer(st.pk)
             if peer is not None and peer not in light and peer not in ctx.store.ports:
@@ -654,7 +745,7 @@ class PfcAnalysis(Analysis):
         if not any((se := entry.counter(f"{side}_{unit}", sub)) is not None and se.delta is not None
                    for unit in ("seconds", "frames")):
             return False  # the other end cannot tell (no counter, or no valid interval)
-        other = self.states.get(peer, {}).get(st.prio)  # type: ignore[arg-type]
+        other = self._state(peer, st.prio)  # type: ignore[arg-type]
         if other is None:
             return True  # no pause activity there: the other end says it stopped
         mine, theirs = (st.rx_frac, other.tx_frac) if side == "pfc_tx_pause" else (st.tx_frac, other.rx_frac)
@@ -666,7 +757,7 @@ class PfcAnalysis(Analysis):
 
     def _score(self, sink: PortKey, prio: int, nodes: dict[PortKey, PfcState]) -> tuple:
         pauser = self.peer(sink)
-        ps = self.states.get(pauser, {}).get(prio) if pauser else None
+        ps = self._state(pauser, prio) if pauser else None
         sk = nodes[sink]
         confirmed = pauser is not None and pauser in self.nic
         tx_frac = ps.tx_frac if ps is not None and ps.tx_frac is not None else (sk.rx_frac or 0.0)

@@ -30,19 +30,25 @@ Queue index = priority by default (the usual RoCE mapping: DSCP 26 -> priority 3
 class 3); the config's ``fabric: priority_to_queue`` overrides it (the ``fabric`` analysis's
 layout, one for every rule).
 
-Growth: a whole-array pass (issue 29 item 3) would compute
-the fractions, floors and the classification below as numpy expressions over the moved
-(port, priority) rows, with :class:`PfcState` built only for the rows that are not quiet.
+**On columns** (:func:`screen`): the pfc analysis reads every moved port's PFC counters of one
+priority as whole arrays (:meth:`CounterStore.columns`) and computes :func:`pause_active`, the
+fractions and their frame bounds there. Only a row that may be paused, send pause, be stuck or
+held, or concern a watchdog is classified one by one (:func:`compute_state`, the per-port
+reference); a row that is only partly paused (a fabric where pause moves everywhere, below
+the graph's threshold) is exported and kept as a key, its :class:`PfcState` computed when a
+storm's coverage asks for it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from fabricmon.agent.detector.base import Fraction, Params, Seconds
 from fabricmon.agent.detector.common import RX_BYTES, TX_BYTES, frac, link_ok, speed_bytes, tx_progress
-from fabricmon.agent.store import PortEntry, PortKey, Series
+from fabricmon.agent.store import CounterColumn, PortColumns, PortEntry, PortKey, Series
 
 # Paused this share of the interval = storm level. SONiC's Mellanox test uses 0.99 of the poll
 # time (sonic-swss pfc_detect_mellanox.lua); 0.95 leaves room for poll jitter. Also the
@@ -182,6 +188,71 @@ def pause_active(entry: PortEntry, sub: tuple[int]) -> bool:
         return True
     g = entry.gauge("pfc_watchdog_stormed", sub)
     return g is not None and g >= 1
+
+
+class Screen(NamedTuple):
+    """One priority over a list of ports, from whole-array reads (:func:`screen`)."""
+
+    has: np.ndarray  # the port has PFC series of the priority (it is among its subs)
+    active: np.ndarray  # :func:`pause_active`
+    light: np.ndarray  # active, and certainly not paused, sending pause, stuck, held or a watchdog's concern
+    kept: np.ndarray  # light rows with some pause (:attr:`PfcState.active`): a storm may cover them
+    rx_frac: np.ndarray  # :attr:`PfcState.rx_frac` (NaN: None), exported for every active row
+    tx_bound: np.ndarray  # :attr:`PfcState.tx_bound` (NaN: None)
+
+
+def truthy(x: np.ndarray) -> np.ndarray:
+    """Truthy as a Python value would be, with NaN standing for None: neither None nor 0."""
+    return ~np.isnan(x) & (x != 0)
+
+
+def _frac(c: CounterColumn) -> np.ndarray:
+    """:func:`frac` on every port (NaN: None)."""
+    with np.errstate(all="ignore"):
+        return np.where(~np.isnan(c.delta) & truthy(c.dt), np.clip(c.delta / c.dt, 0.0, 1.0), np.nan)
+
+
+def _bound(fraction: np.ndarray, fps: np.ndarray, keep_fps: np.ndarray) -> np.ndarray:
+    """:attr:`PfcState.rx_bound` / ``tx_bound``: the fraction where counted, else what the frames can hold."""
+    with np.errstate(all="ignore"):
+        return np.where(np.isnan(fraction), np.minimum(1.0, fps / keep_fps), fraction)
+
+
+def keep_rate(cols: PortColumns) -> np.ndarray:
+    """:attr:`PfcState.keep_fps` on every port: pause frames/s that keep it paused all the time (NaN: no speed)."""
+    speed = cols.gauge("link_speed_bytes")
+    return np.where(speed > 0, speed * 8 / MAX_QUANTA_BITS, np.nan)
+
+
+def screen(cols: PortColumns, prio: Any, p: PfcParams, keep_fps: np.ndarray, wd_changed: np.ndarray) -> Screen:
+    """:func:`pause_active` and the part of :func:`compute_state` that decides whether a row
+    needs it, for one priority on every port of ``cols``. A row is light when its pause bound
+    (pause time, or what its frames can hold) is under both ``graph_pause_fraction`` and
+    ``storm_pause_fraction``, the pause it sent is under ``graph_pause_fraction``, and its
+    watchdog counted nothing within the history, holds no stormed state and did not change
+    state (``wd_changed``): then :func:`_classify` can find it neither paused nor sending,
+    stuck nor held, and no watchdog check applies (pfc_watchdog.py needs a storm event, the
+    stormed state or a stuck port)."""
+    sub = (prio,)
+    rx_f, tx_f, rx_s, tx_s = (cols.counter(name, sub) for name in PAUSE_NAMES)
+    wd = cols.counter("pfc_watchdog_storms", sub)
+    has = np.zeros(len(cols), bool)
+    moved = np.zeros(len(cols), bool)
+    for c in (rx_f, tx_f, rx_s, tx_s, wd):
+        has |= ~np.isnan(c.poll_t)
+    for c in (rx_f, tx_f, rx_s, tx_s):
+        moved |= truthy(c.delta)
+    watchdog = truthy(wd.delta) | cols.moved_in_history("pfc_watchdog_storms", sub) | \
+        (cols.gauge("pfc_watchdog_stormed", sub) >= 1)
+    active = has & (moved | watchdog)
+    rx_frac, tx_frac, rx_fps, tx_fps = _frac(rx_s), _frac(tx_s), rx_f.rate, tx_f.rate
+    tx_bound = _bound(tx_frac, tx_fps, keep_fps)
+    with np.errstate(invalid="ignore"):
+        strong = (_bound(rx_frac, rx_fps, keep_fps) >= min(p.graph_pause_fraction, p.storm_pause_fraction)) | \
+            (tx_bound >= p.graph_pause_fraction) | watchdog | wd_changed
+    light = active & ~strong
+    kept = light & (truthy(rx_frac) | truthy(tx_frac) | truthy(rx_fps) | truthy(tx_fps))
+    return Screen(has, active, light, kept, rx_frac, tx_bound)
 
 
 @dataclass(slots=True)
