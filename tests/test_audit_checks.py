@@ -507,3 +507,18 @@ def test_rule_rechecks_nothing_on_a_poll_where_no_input_changed(monkeypatch) -> 
     detect(f, det, 220.0, [Sample(LEAF, "swp49", "queue_tx_packets", 12_000, (3,))])
     assert sorted(checked) == sorted([SPINE_PORT, LEAF_UP])
     assert [(x.device, x.evidence["check"], x.severity) for x in det.active] == [(SPINE, "headroom_missing", "warning")]  # spine01 swp1 shows no traffic counter
+
+
+def test_a_link_failure_follows_the_traffic_at_its_other_end() -> None:
+    """The host trusts PCP, its switch port DSCP: the failure is on the host, and whether it
+    carried lossless traffic (a finding's severity) follows either end, here only the switch
+    end's traffic, which starts, stops and starts again."""
+    f = Fabric().set(HOST_PORT, "qos_trust_dscp", (), 0)
+    rule = MisconfigRule()
+    det = Detector([rule])
+    seen = []
+    for t, total in ((100.0, 0), (110.0, 5000), (120.0, 5000), (130.0, 9000)):
+        detect(f, det, t, [Sample(LEAF, "swp1", "queue_tx_packets", total, (3,))])
+        seen += [(r.device, r.lossless_traffic) for r in rule.results() if r.check == "trust_mismatch"]
+        assert [r.to_json() for r in rule.results()] == [r.to_json() for r in f.check()]
+    assert seen == [(HOST, False), (HOST, True), (HOST, False), (HOST, True)]

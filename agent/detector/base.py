@@ -118,7 +118,7 @@ class DetectContext:
         upd = self.updated
         out: set[PortKey] = set()
         for s in sets:
-            out.update(pk for pk in s if pk in upd)
+            out |= upd.intersection(s)
         return out
 
 

@@ -32,7 +32,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import count
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -664,27 +666,35 @@ def _check_dscp_maps(view: FabricView, host: PortKey, switch: PortKey, eh: PortE
 
 
 # ---------------------------------------------------------------------- what the checks read from counters
-# A code of :func:`behaviour` with this set: a check fails from behaviour now, and its evidence
-# carries this interval's counts.
-VOLATILE = 1 << 4
+class Behaviour(NamedTuple):
+    """What the port checks read from counters, per port (:func:`behaviour`). ``recent`` and
+    ``history``: :meth:`FabricView.lossless_traffic` in the last interval and within the kept
+    history, as 0 (no counter could show it), 1 (no) or 2 (yes). ``volatile``: a check fails
+    from behaviour now (PFC frames on a priority outside the lossless set, or
+    :meth:`FabricView.pfc_without_ecn`), and its evidence carries this interval's counts."""
+
+    recent: np.ndarray
+    history: np.ndarray
+    volatile: np.ndarray
 
 
-def behaviour(view: FabricView, ports: Sequence[PortKey]) -> list[int]:
-    """Per port, one code of everything its port checks read from counters, in whole-array
-    passes over the store's columns (no visit per port): whether lossless traffic crossed it in
-    the last interval and within the kept history (:meth:`FabricView.lossless_traffic`: no
-    counter, no, yes: 0, 1, 2, the history's times 3), and :data:`VOLATILE` when PFC frames
-    moved on a priority outside the lossless set or :meth:`FabricView.pfc_without_ecn` holds.
+def behaviour(view: FabricView, ports: Sequence[PortKey]) -> Behaviour:
+    """Every counter input of the port checks on ``ports``, in whole-array passes over the
+    store's columns (no visit per port).
 
     With its configuration gauges (noted by the store when they change), its cable and which
-    devices are hosts, that is every input of a port's results, and with its cable peer's code
-    every input of its link's: the misconfig rule re-checks a port only when its code changed
-    or is volatile, so a fabric whose pause moves on every port does not re-run the checklist
-    on every port of every poll."""
+    devices are hosts, that is every input of a port's results, and with its cable peer's,
+    every input of its link's. ``recent`` is read only by a failing result (its severity),
+    ``history`` only for a port no cable and no host kind says carries RoCE
+    (:meth:`FabricView.carries_roce`): the misconfig rule compares each where it is read."""
     n = len(ports)
     cols = view.store.columns(ports)
-    hosts = {d: view.is_host(d) for d in {d for d, _ in ports}}
-    host = np.fromiter((hosts[d] for d, _ in ports), bool, n)
+    devices: dict[str, int] = {}
+    device_at = np.fromiter(map(devices.setdefault, map(itemgetter(0), ports), count()), np.int64, n)
+    names = list(devices)  # (a device's code is its first port's position: codes index ``names`` once renumbered)
+    first = np.fromiter(devices.values(), np.int64, len(names))
+    device_at = np.searchsorted(first, device_at)
+    host = np.fromiter(map(view.is_host, names), bool, len(names))[device_at]
     seen, recent, moved = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
     for key, where in [*((k, None) for k in view.traffic_keys()), *((k, host) for k in HOST_TRAFFIC)]:
         col = cols.counter(*key)
@@ -692,7 +702,6 @@ def behaviour(view: FabricView, ports: Sequence[PortKey]) -> list[int]:
         seen |= has
         recent |= has & (col.delta > 0)
         moved |= has & cols.moved_in_history(*key)
-    code = np.where(seen, 1 + recent, 0) + 3 * np.where(seen, 1 + moved, 0)
     volatile = np.zeros(n, bool)
     lossless = set(view.pmap.lossless)
     with np.errstate(invalid="ignore"):
@@ -701,35 +710,35 @@ def behaviour(view: FabricView, ports: Sequence[PortKey]) -> list[int]:
                 for name in PFC_FRAMES:
                     volatile |= cols.counter(name, (p,)).delta > 0
     for p in view.pmap.lossless:
-        volatile |= _pfc_without_ecn(view, ports, cols, ~host, p)
-    return (code + VOLATILE * volatile).tolist()
+        volatile |= _pfc_without_ecn(view, names, device_at, cols, ~host, p)
+    return Behaviour(np.where(seen, 1 + recent, 0), np.where(seen, 1 + moved, 0), volatile)
 
 
-def _pfc_without_ecn(view: FabricView, ports: Sequence[PortKey], cols: PortColumns, switch: np.ndarray, p: int) -> np.ndarray:
-    """:meth:`FabricView.pfc_without_ecn` on every switch port at once: PFC sent in each of the
-    last :data:`SUSTAINED_INTERVALS` intervals, below storm level, on a device that received no
-    PFC on ``p`` and shows ECN mark counters of its queue that did not move."""
+def _pfc_without_ecn(view: FabricView, names: list[str], device_at: np.ndarray, cols: PortColumns, switch: np.ndarray,
+                     p: int) -> np.ndarray:
+    """:meth:`FabricView.pfc_without_ecn` on every switch port at once (``names[device_at[i]]``
+    is port i's device): PFC sent in each of the last :data:`SUSTAINED_INTERVALS` intervals,
+    below storm level, on a device that received no PFC on ``p`` and shows ECN mark counters
+    of its queue that did not move."""
     sent = switch & (cols.increases("pfc_tx_pause_frames", (p,), SUSTAINED_INTERVALS) >= SUSTAINED_INTERVALS)
     if sent.any():
         se = cols.counter("pfc_tx_pause_seconds", (p,))
         with np.errstate(all="ignore"):
             sent &= ~(~np.isnan(se.delta) & ~np.isnan(se.dt) & (se.dt != 0) & (se.delta / se.dt >= STORM_PAUSE_FRACTION))
-    rows = np.flatnonzero(sent)
-    if not len(rows):
+    if not sent.any():
         return sent
-    devices = sorted({ports[i][0] for i in rows.tolist()})
-    members = [view.device_ports(d) for d in devices]
-    group = np.repeat(np.arange(len(devices)), [len(m) for m in members])
+    used = np.unique(device_at[sent])  # the devices of the ports that sent: all of their ports count
+    members = [view.device_ports(names[d]) for d in used.tolist()]
+    group = np.repeat(np.arange(len(used)), [len(m) for m in members])
     dev = view.store.columns([pk for m in members for pk in m])
     q = view.pmap.queue(p)
     marks = ~np.isnan(dev.counter("ecn_marked_packets", (q,)).poll_t)
-    paused, marked = np.zeros(len(devices), bool), np.zeros(len(devices), bool)
+    paused, marked = np.zeros(len(used), bool), np.zeros(len(used), bool)
     np.logical_or.at(paused, group, dev.increases("pfc_rx_pause_frames", (p,), SUSTAINED_INTERVALS) > 0)
     np.logical_or.at(marked, group, marks & (dev.increases("ecn_marked_packets", (q,), SUSTAINED_INTERVALS) > 0))
-    quiet = ~paused & (np.bincount(group, weights=marks, minlength=len(devices)) > 0) & ~marked
-    at = {d: i for i, d in enumerate(devices)}
-    sent[rows] = quiet[[at[ports[i][0]] for i in rows.tolist()]]
-    return sent
+    quiet = np.zeros(len(names), bool)
+    quiet[used] = ~paused & (np.bincount(group, weights=marks, minlength=len(used)) > 0) & ~marked
+    return sent & quiet[device_at]
 
 
 # ---------------------------------------------------------------------- the checklist

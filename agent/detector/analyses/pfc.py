@@ -52,18 +52,17 @@ last interval, 0..1) and ``fabricmon_port_pfc_state{device,port,priority}`` (1 p
 peer, 2 stuck: storm level), whichever rules are on: ``fabricmon correlate`` joins the state
 across shards, and it works for vendors that count pause frames only too.
 
-Not on columns yet: :meth:`PfcAnalysis._refresh` visits every port whose pause counters moved,
-and each of its priorities, in Python (about 40 µs a port; ``python -m bench.detect_roce``:
-4.4 CPU s a pass at 100,000 ports pausing a little). A whole-array classification over the
-moved (port, priority) rows, as the ib analysis does over :meth:`CounterStore.columns`
-(see :mod:`.pfc_state`), would leave the graph stages below to start from the rows that are
-not quiet, as now.
+On columns: :meth:`PfcAnalysis._refresh` screens each priority of the moved ports in
+whole-array passes (:func:`.pfc_state.screen`); only a row that may be paused, send pause, be
+stuck or held or concern a watchdog is classified one by one, and a partly paused row is kept
+as a key whose state is computed when a storm's coverage asks for it. The graph stages below
+start from the classified rows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import compress, repeat
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -188,7 +187,7 @@ class PfcAnalysis(Analysis):
         self.states: dict[PortKey, dict[int, PfcState]] = {}  # the rows classified one by one, with pause activity
         # Light rows (partly paused only, :func:`.pfc_state.screen`) as keys; their states are
         # computed when asked for (:meth:`_state`), once per pass.
-        self.light: set[tuple[PortKey, Any]] = set()
+        self.light: dict[Any, set[PortKey]] = {}  # priority -> its light ports
         self._lazy: dict[tuple[PortKey, Any], PfcState] = {}
         self._store = CounterStore()
         self._layout = -1
@@ -253,13 +252,14 @@ class PfcAnalysis(Analysis):
         candidates |= ctx.watched(watch)
         watch.difference_update(candidates)
         self._store, self._lazy = store, {}
-        cand = [pk for pk in candidates if pk in ports]
-        if cand:
+        if candidates:
+            cand = list(candidates)  # (a port that left the store reads as having no series)
             self._classify(store.columns(cand), cand)
         for pk in [pk for pk in self.states if pk not in ports]:
             del self.states[pk]
-        if self.light and store.layout != self._layout:
-            self.light = {key for key in self.light if key[0] in ports}
+        if store.layout != self._layout:
+            for prio, pks in self.light.items():
+                self.light[prio] = {pk for pk in pks if pk in ports}
         self._layout = store.layout
         for pk in [pk for pk in self.nic if pk not in ports]:
             del self.nic[pk]
@@ -287,7 +287,8 @@ class PfcAnalysis(Analysis):
                 self.states.pop(pk, None)
         if self.light:
             gone = set(refreshed)
-            self.light = {key for key in self.light if key[0] not in gone}
+            for pks in self.light.values():
+                pks -= gone
         self._quiet(cand, screens)
         self._one_by_one(cand, screens)
         for prio, sc in screens:
@@ -373,7 +374,7 @@ class PfcAnalysis(Analysis):
         rkeys = [(d, pt, label) for d, pt in pks]
         self.pause_ratio.set_many(rkeys, sc.rx_frac[rows])
         self.pfc_state.set_many(rkeys, np.zeros(len(rkeys)))
-        self.light.update(zip(compress(pks, sc.kept[rows].tolist()), repeat(prio)))
+        self.light.setdefault(prio, set()).update(compress(pks, sc.kept[rows].tolist()))
 
     def _state(self, pk: PortKey, prio: Any) -> PfcState | None:
         """The kept state of a port and priority: a classified one, or a light row's, computed
@@ -381,7 +382,7 @@ class PfcAnalysis(Analysis):
         update, and that update screens it again)."""
         by = self.states.get(pk)
         st = by.get(prio) if by is not None else None
-        if st is None and (pk, prio) in self.light:
+        if st is None and pk in self.light.get(prio, ()):
             st = self._lazy.get((pk, prio))
             if st is None:
                 st = self._lazy[(pk, prio)] = compute_state(pk, self._store.ports[pk], prio, self.p, self.qmap)
@@ -390,7 +391,7 @@ class PfcAnalysis(Analysis):
     def _with_prio(self, prio: int) -> list[PfcState]:
         """Every kept state of ``prio``: the classified ones, then the light ones in port order."""
         out = [st for by in self.states.values() if (st := by.get(prio)) is not None]
-        out += [self._state(pk, prio) for pk in sorted(pk for pk, pr in self.light if pr == prio)]  # type: ignore[misc]
+        out += [self._state(pk, prio) for pk in sorted(self.light.get(prio, ()))]  # type: ignore[misc]
         return out
 
     # ------------------------------------------------------------------ the graph

@@ -1,7 +1,10 @@
 """misconfig: failed items of the lossless-fabric checklist, as findings.
 
 Runs :mod:`fabricmon.agent.detector.checklist` on the ports that received data in this pass
-(and their cable peers, whose link checks depend on them), so a quiet fabric costs nothing; a
+and whose inputs changed (a configuration gauge, or the counters as
+:func:`~fabricmon.agent.detector.checklist.behaviour` codes them in whole-array passes), and on
+their cable peers, whose link checks depend on them: a fabric whose pause and traffic move on
+every port does not re-run the checklist on every port of every poll; a
 change of the topology or of the port set re-checks the cables that appeared or went (one walk
 over the cables), and a change of the ``fabric:`` layout starts over. Every failure the checklist reports
 (explained ones left out: one root cause, one finding) is a ``misconfig`` finding: ``device``/
@@ -21,6 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from fabricmon.agent.detector import checklist as cl
 from fabricmon.agent.detector.analyses.fabric import FabricAnalysis
 from fabricmon.agent.detector.base import DetectContext, Observation, Rule
@@ -28,6 +33,9 @@ from fabricmon.agent.store import PortKey
 from fabricmon.core.vocabulary import CONFIG_GAUGES
 
 Key = tuple[str, Any]  # ("port", PortKey) or ("link", (PortKey, PortKey))
+# In a port's inputs' code (MisconfigRule._touched): a check fails from behaviour now and its
+# evidence carries this interval's counts, so the port is re-checked every pass.
+VOLATILE = 1 << 4
 
 
 @dataclass(slots=True)
@@ -62,7 +70,9 @@ class MisconfigRule(Rule):
         self._links: set[tuple[PortKey, PortKey]] = set()  # the cables checked
         self._seen: tuple[int, int, int] = (-1, -1, -1)  # topology generation, store layout, scope size
         self._shapes: tuple[int, int] | None = None  # the store's series and gauge layouts at the last scope scan
-        self._codes: dict[PortKey, int] = {}  # port -> its checklist.behaviour code when last checked
+        self._codes: dict[PortKey, int] = {}  # port -> its inputs' code when last checked (see _touched)
+        self._placed: dict[PortKey, bool] = {}  # port -> it has a cable or is a host's (per _stamp)
+        self._hot: dict[Key, set[PortKey]] = {}  # a result key -> the ports its failing results name
         self._stamp: tuple[int, ...] | None = None  # what every port's results depend on: see _touched
 
     def results(self) -> list[cl.Result]:
@@ -98,9 +108,13 @@ class MisconfigRule(Rule):
         cable) whose inputs changed, and their cable peers, whose link checks depend on them.
 
         A port's inputs are its configuration gauges (the store notes the ports where one
-        changed), its counters as :func:`checklist.behaviour` codes them (re-checked when the
-        code changed or is volatile), its cable and which devices are hosts (on a change of
-        the topology, the port set or a device's description, every updated port is re-checked).
+        changed), its counters as :func:`checklist.behaviour` gives them, its cable and which
+        devices are hosts (on a change of the topology, the port set or a device's
+        description, every updated port is re-checked). A port is re-checked when its code
+        changed or is volatile; the code holds lossless traffic in the last interval only for
+        a port a failing result names (nothing else reads it), and within the history only
+        for a port without a cable or host kind (nothing else reads that): a fabric whose
+        traffic starts or stops does not re-run the checklist on every port.
 
         A port's evidence is which series it has, so devices join the audit only in a pass in
         which some port gained a series or a gauge: on a fabric whose ports keep their series
@@ -118,15 +132,25 @@ class MisconfigRule(Rule):
         if stamp != self._stamp:
             self._stamp = stamp
             self._codes.clear()
-        scope = self._scope
+            self._placed.clear()
+        scope, placed = self._scope, self._placed
         audited = [pk for pk in updated if pk[0] in scope]
+        for pk in audited:
+            if pk not in placed:
+                placed[pk] = view.peer(pk) is not None or view.is_host(pk[0])
+        n = len(audited)
+        b = cl.behaviour(view, audited)
+        hot = {pk for names in self._hot.values() for pk in names}
+        failing = np.fromiter((pk in hot for pk in audited), bool, n) if hot else np.zeros(n, bool)
+        loose = ~np.fromiter(map(placed.__getitem__, audited), bool, n)
+        codes = (VOLATILE * b.volatile + np.where(failing, b.recent, 0) + 3 * np.where(loose, b.history, 0)).tolist()
         config = ctx.changes.gauge_ports(CONFIG_GAUGES) if ctx.changes is not None else set()
-        codes = self._codes
+        known = self._codes
         ports: set[PortKey] = set()
-        for pk, code in zip(audited, cl.behaviour(view, audited), strict=True):
-            if codes.get(pk) == code and not code & cl.VOLATILE and pk not in config:
+        for pk, code in zip(audited, codes, strict=True):
+            if known.get(pk) == code and not code & VOLATILE and pk not in config:
                 continue
-            codes[pk] = code
+            known[pk] = code
             peer = view.peer(pk)
             if peer is not None:
                 ports.update((pk, peer))
@@ -159,6 +183,7 @@ class MisconfigRule(Rule):
         for r in self._results.pop(key, ()):
             self._counts[r.check][r.status] -= 1
         self._failing.pop(key, None)
+        self._hot.pop(key, None)
 
     def _update(self, view: cl.FabricView, ports: Iterable[PortKey], links: Iterable[tuple[PortKey, PortKey]]) -> None:
         """Re-check ``ports`` and ``links``; explanations are settled per link (its results and
@@ -188,6 +213,12 @@ class MisconfigRule(Rule):
                 self._failing[key] = bad
             else:
                 self._failing.pop(key, None)
+            named = {end for r in rs if r.status == cl.FAIL for end in ((r.device, r.port), (r.peer_device, r.peer_port))
+                     if end[0] is not None}
+            if named:
+                self._hot[key] = named  # type: ignore[assignment]
+            else:
+                self._hot.pop(key, None)
 
     @staticmethod
     def _observe(r: cl.Result) -> MisconfigObservation:
