@@ -49,6 +49,7 @@ RULES: list[tuple[str, str, str]] = [
     ("agent/store.py", "CounterStore._", "store: ports, row plans and the rest"),
     ("agent/store.py", "", "store: ports, row plans and the rest"),
     ("agent/exporter/exposition.py", "build", "exposition: the body (both formats)"),
+    ("agent/exporter/exposition.py", "_encoded", "exposition: the body (both formats)"),
     ("agent/exporter/exposition.py", "", "exposition: templates"),
     ("agent/exporter/metrics.py", "_RenderCache.template", "exposition: templates"),
     ("agent/exporter/metrics.py", "_cache_for", "exposition: port label blocks"),

@@ -298,8 +298,9 @@ class PfcAnalysis(Analysis):
         """A host NIC's pause storm in its last interval: its storm counters' "error" or
         "warning" event, or "stalled" by its own pause and drain counters (:func:`nic_stall`,
         asked only where a priority sent pause at the storm level)."""
-        err, warn = (truthy(cols.counter(*key).delta) for key in (NIC_ERR, NIC_WARN))
-        relevant = has_pfc | ~np.isnan(cols.counter(*NIC_ERR).poll_t) | ~np.isnan(cols.counter(*NIC_WARN).poll_t)
+        err, warn = (cols.counter(*key) for key in (NIC_ERR, NIC_WARN))
+        relevant = has_pfc | ~np.isnan(err.poll_t) | ~np.isnan(warn.poll_t)
+        err_moved, warn_moved = truthy(err.delta), truthy(warn.delta)
         storm = np.zeros(len(cand), bool)
         with np.errstate(invalid="ignore"):
             for prio, sc in screens:
@@ -310,19 +311,22 @@ class PfcAnalysis(Analysis):
             for got in (self.nic, self.stalls):
                 for pk in [pk for pk in got if pk in seen]:
                     del got[pk]
-        for i in np.flatnonzero(relevant & (err | warn | storm)).tolist():
+        for i in np.flatnonzero(relevant & (err_moved | warn_moved | storm)).tolist():
             pk = cand[i]
-            if err[i]:
+            if err_moved[i]:
                 self.nic[pk] = "error"
-            elif warn[i]:
+            elif warn_moved[i]:
                 self.nic[pk] = "warning"
-            elif self._host_by_shape(pk[0]) and (stall := nic_stall(self._store.ports[pk], self.index.subs(pk, self._store.ports[pk]),
-                                                                    self.p)) is not None:
+            elif self._host_by_shape(pk[0]) and (stall := self._stall(pk)) is not None:
                 self.nic[pk] = "stalled"
                 self.stalls[pk] = stall
             else:
                 continue
             self.watch.add(pk)
+
+    def _stall(self, pk: PortKey) -> NicStall | None:
+        entry = self._store.ports[pk]
+        return nic_stall(entry, self.index.subs(pk, entry), self.p)
 
     def _quiet(self, cand: list[PortKey], screens: list[tuple[Any, Screen]]) -> None:
         """Rows with PFC series and no activity: a ratio or state still exported is set to 0
