@@ -156,3 +156,33 @@ async def test_a_reader_runs_beside_a_render_but_never_beside_an_ingest():
     await ingesting
     assert await asyncio.wait_for(reading, 5) == "snapshot"
     worker.close()
+
+
+async def test_the_worker_and_the_compression_run_at_a_lower_cpu_priority_than_the_loop():
+    """Heavy threads give way to the event loop when the cores are busy: the pipeline worker
+    and the gzip thread run BACKGROUND_NICE nicer than the loop's thread (Linux: per thread),
+    once, however many jobs they run."""
+    import os
+
+    from fabricmon.agent.exporter.exposition import Exposition, build
+    from fabricmon.core.threads import BACKGROUND_NICE
+
+    def nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    loop_nice = nice()
+    want = min(19, loop_nice + BACKGROUND_NICE)
+    worker = PipelineWorker()
+    try:
+        assert [await worker.call(nice) for _ in range(3)] == [want] * 3
+    finally:
+        worker.close()
+    from concurrent.futures import ThreadPoolExecutor
+
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))  # the thread that compresses
+    assert await asyncio.to_thread(nice) == loop_nice
+    expo = Exposition(build([]), 1, time.time(), 0.0)
+    await expo.compressed(False)
+    await expo.compressed(True)
+    assert await asyncio.to_thread(nice) == want
+    assert nice() == loop_nice

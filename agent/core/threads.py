@@ -12,11 +12,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+# How much lower than the event loop's the CPU priority of the agent's heavy threads is (the
+# pipeline worker, the gzip compression): nice +10 has about a tenth of the CPU weight of
+# nice 0 under Linux's scheduler (sched(7), the CFS weight table), so when the cores are busy
+# the loop (scrapes, /healthz, polls, the systemd watchdog) runs first and the heavy work waits.
+BACKGROUND_NICE = 10
+_lowered = threading.local()
+
+
+def lower_priority() -> None:
+    """Give the calling thread :data:`BACKGROUND_NICE` more niceness, once per thread. Linux
+    schedules threads as tasks, so ``setpriority`` on the thread's own id lowers it alone (a
+    task may always lower its own priority). Elsewhere, or if refused, nothing changes."""
+    if getattr(_lowered, "done", False):
+        return
+    _lowered.done = True
+    with contextlib.suppress(OSError, AttributeError):
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + BACKGROUND_NICE))
 
 
 def in_daemon_thread(fn: Callable[..., T], *args: Any, name: str = "fabricmon-offload") -> asyncio.Future[T]:
