@@ -68,12 +68,15 @@ class MisconfigRule(Rule):
         self._failing: dict[Key, list[cl.Result]] = {}
         self._scope: set[str] = set()  # devices with lossless-Ethernet evidence
         self._links: set[tuple[PortKey, PortKey]] = set()  # the cables checked
-        self._seen: tuple[int, int, int] = (-1, -1, -1)  # topology generation, store layout, scope size
         self._shapes: tuple[int, int] | None = None  # the store's series and gauge layouts at the last scope scan
         self._codes: dict[PortKey, int] = {}  # port -> its inputs' code when last checked (see _touched)
         self._placed: dict[PortKey, bool] = {}  # port -> it has a cable or is a host's (per _stamp)
         self._hot: dict[Key, set[PortKey]] = {}  # a result key -> the ports its failing results name
-        self._stamp: tuple[int, ...] | None = None  # what every port's results depend on: see _touched
+        # What every port's results depend on beyond its own inputs: topology generation, store
+        # layout, device descriptions (which device is a host), audited devices; at the last
+        # pass, and at the last walk over the cables.
+        self._stamp: tuple[int, ...] | None = None
+        self._linked: tuple[int, ...] | None = None
 
     def results(self) -> list[cl.Result]:
         """The last checklist, every port and link, in :func:`checklist.sort_key` order."""
@@ -93,9 +96,8 @@ class MisconfigRule(Rule):
             view = self._view = cl.FabricView(ctx.store, ctx.topology, pmap, fabric.shape)
             self._reset()  # another fabric layout: every result changes
         ports = self._touched(view, ctx)
-        seen = (ctx.topology.generation, ctx.store.layout, len(self._scope))
-        if seen != self._seen:  # cables, ports or the audited devices changed: O(cables) once
-            self._seen = seen
+        if self._stamp != self._linked:  # cables, ports or the audited devices changed: O(cables) once
+            self._linked = self._stamp
             ports |= self._relink(view)
         links = {(a, b) if a <= b else (b, a) for a in ports if (b := view.peer(a)) is not None}
         self._update(view, ports, links)
@@ -126,13 +128,13 @@ class MisconfigRule(Rule):
             for pk in updated:
                 if pk[0] not in self._scope and view.ethernet_evidence(pk):
                     self._scope.add(pk[0])
-        if not self._scope:
-            return set()  # an InfiniBand fabric: no visit per port
         stamp = (ctx.topology.generation, store.layout, store.device_writes, len(self._scope))
         if stamp != self._stamp:
             self._stamp = stamp
             self._codes.clear()
             self._placed.clear()
+        if not self._scope:
+            return set()  # an InfiniBand fabric: no visit per port
         scope, placed = self._scope, self._placed
         audited = [pk for pk in updated if pk[0] in scope]
         for pk in audited:
