@@ -177,12 +177,12 @@ async def test_the_worker_and_the_compression_run_at_a_lower_cpu_priority_than_t
         assert [await worker.call(nice) for _ in range(3)] == [want] * 3
     finally:
         worker.close()
-    from concurrent.futures import ThreadPoolExecutor
-
-    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))  # the thread that compresses
-    assert await asyncio.to_thread(nice) == loop_nice
     expo = Exposition(build([]), 1, time.time(), 0.0)
+    seen = []
+    real = expo._deflated
+    expo._deflated = lambda om: (real(om), seen.append(nice()))[0]  # type: ignore[method-assign]
     await expo.compressed(False)
     await expo.compressed(True)
-    assert await asyncio.to_thread(nice) == want
+    assert seen == [want, want]
+    assert await asyncio.to_thread(nice) == loop_nice  # the loop's executor is not touched
     assert nice() == loop_nice

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fabricmon.core.slicing import join_in_slices
-from fabricmon.core.threads import lower_priority
+from fabricmon.core.threads import in_daemon_thread, lower_priority
 
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -324,11 +324,11 @@ class Exposition:
             return
         task = self._compressing.get(openmetrics)
         if task is None:
-            task = self._compressing[openmetrics] = asyncio.ensure_future(asyncio.to_thread(self._deflated, openmetrics))
+            task = self._compressing[openmetrics] = in_daemon_thread(self._deflated, openmetrics, name="fabricmon-gzip")
         await asyncio.shield(task)  # a scrape that gives up does not cancel it for the others
 
     def _deflated(self, openmetrics: bool) -> _Deflated:
-        lower_priority()  # (a thread of the loop's executor: the loop first when the cores are busy)
+        lower_priority()  # (a thread of its own: the loop first when the cores are busy)
         d = self._gz.get(openmetrics)
         if d is None:
             d = self._gz[openmetrics] = _deflate(self.body.chunks(openmetrics))
