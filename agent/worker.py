@@ -68,7 +68,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from fabricmon.agent.gcpause import gc_paused
-from fabricmon.core.threads import in_daemon_thread
+from fabricmon.core.threads import in_daemon_thread, lower_priority
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -117,6 +117,7 @@ class PipelineWorker:
         self._thread.start()
 
     def _run(self) -> None:
+        lower_priority()  # the event loop first when the cores are busy (core/threads.py)
         while True:
             job = self._jobs.get()
             if job is _STOP:

@@ -19,13 +19,10 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-# How much lower than the event loop's the CPU priority of the gzip compression is: nice +10
-# has about a tenth of the CPU weight of nice 0 under Linux's scheduler (sched(7), the CFS
-# weight table), so when the cores are busy the loop (scrapes, /healthz, polls, the systemd
-# watchdog) runs first. Only for work that releases the interpreter while it runs (zlib): the
-# pipeline worker holds it, and at nice +10 it fell behind the agent's own subprocesses
-# (bench.attack_hostile sigterm-2000-targets-100k-ports: 2,000 targets took 791 s to ingest
-# instead of 82 s).
+# How much lower than the event loop's the CPU priority of the agent's heavy threads is (the
+# pipeline worker, the gzip compression): nice +10 has about a tenth of the CPU weight of
+# nice 0 under Linux's scheduler (sched(7), the CFS weight table), so when the cores are busy
+# the loop (scrapes, /healthz, polls, the systemd watchdog) runs first and the heavy work waits.
 BACKGROUND_NICE = 10
 _lowered = threading.local()
 
