@@ -119,8 +119,7 @@ def test_port_info_follows_topology_changes():
     p = pipeline(None)
 
     def port_info() -> list[str]:
-        fam = metrics.topology_families(p)[1]
-        return [ln for b in fam.lines for ln in b.split("\n") if ln]
+        return metrics.topology_families(p)[1].samples()
 
     before = port_info()
     assert before[0] == ('fabricmon_port_info{device="sw-eth",port="1",guid="",lid="",alias="",label="",'

@@ -130,7 +130,7 @@ def run_agent(index: int, count: int, level: str = "full") -> Pipeline:
 
 def fabric_lines(p: Pipeline) -> list[str]:
     fams = [*metrics.fabric_families(p), *metrics.topology_families(p)[:2]]
-    return [ln for f in fams for block in f.lines for ln in block.split("\n") if ln]
+    return [ln for f in fams for ln in f.samples()]
 
 
 @pytest.mark.parametrize("count", [2, 3])

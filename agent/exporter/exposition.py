@@ -173,15 +173,21 @@ class Template:
 class Family:
     """One metric family: ``name`` is the sample name (``..._total`` for counters,
     ``..._info`` for info metrics); ``lines`` are rendered sample lines without newline
-    (a block of several newline-joined lines counts as one entry)."""
+    (a block of several newline-joined lines counts as one entry). A block may be ``bytes``,
+    already UTF-8: one a cache keeps from render to render, which the body then holds as the
+    same object instead of a second copy (``fabricmon_port_info``: 16 MB at 100,000 ports)."""
 
     name: str
     type: str  # counter | gauge | info
     help: str
-    lines: list[str] = field(default_factory=list)
+    lines: list[str | bytes] = field(default_factory=list)
 
     def add(self, label_block: str, value: float) -> None:
         self.lines.append(f"{self.name}{label_block} {fmt_value(value)}")
+
+    def samples(self) -> list[str]:
+        """Every sample line, one string each (the blocks split, ``bytes`` ones decoded)."""
+        return [ln for b in self.lines for ln in (b if isinstance(b, str) else b.decode()).split("\n") if ln]
 
 
 def _om_name(f: Family) -> str:
@@ -226,13 +232,18 @@ class Body:
 ENCODE_SLICE = 1 << 22
 
 
-def _encoded(block: str) -> list[bytes]:
-    """``block`` and its newline as UTF-8, in slices of at most :data:`ENCODE_SLICE` characters
+def encoded(block: str) -> bytes:
+    """``block`` as UTF-8, as the body encodes it: for a cache that keeps it as bytes."""
+    return b"".join(_encoded(block, b""))
+
+
+def _encoded(block: str, end: bytes = b"\n") -> list[bytes]:
+    """``block`` and ``end`` as UTF-8, in slices of at most :data:`ENCODE_SLICE` characters
     (UTF-8 encodes each code point alone, so the slices' bytes are the whole's)."""
     if len(block) <= ENCODE_SLICE:
-        return [block.encode("utf-8", "replace") + b"\n"]
+        return [block.encode("utf-8", "replace") + end]
     out = [block[i:i + ENCODE_SLICE].encode("utf-8", "replace") for i in range(0, len(block), ENCODE_SLICE)]
-    out[-1] += b"\n"
+    out[-1] += end
     return out
 
 
@@ -254,7 +265,7 @@ def build(families: list[Family]) -> Body:
             # Payload strings are cleaned at the parse boundary (collectors/sanitize.py); "replace" is
             # the backstop that keeps one string no code point can encode (a lone surrogate from a
             # config or a bug) from failing the whole body for every target: it costs that one "?".
-            parts.extend(_encoded(block))
+            parts.extend(_encoded(block) if isinstance(block, str) else (block, b"\n"))
         f.lines = []  # the strings are freed as soon as their bytes exist: one body in memory, not two
     return Body(parts)
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fabricmon.agent import __version__
-from fabricmon.agent.exporter.exposition import Family, Template, escape_label, fmt_value, format_values, labels
+from fabricmon.agent.exporter.exposition import Family, Template, encoded, escape_label, fmt_value, format_values, labels
 from fabricmon.agent.jobs.export import job_families
 from fabricmon.agent.store import CounterStore, FamilyRows, PortKey
 from fabricmon.core.slicing import join_in_slices
@@ -330,7 +330,7 @@ def topology_families(p: Pipeline) -> list[Family]:
                                              ("guid", info.guid if info else ""), ("lid", info.lid if info else ""),
                                              ("alias", info.alias if info else ""), ("label", info.label if info else ""),
                                              ("peer_device", peer[0] if peer else ""), ("peer_port", peer[1] if peer else ""))) + " 1")
-        body = join_in_slices("\n", lines)
+        body = encoded(join_in_slices("\n", lines))  # bytes: the body holds this object, not a copy
         nlinks = sum(1 for a, b in p.topology.items() if a <= b)  # what len(links()) counts, without sorting
         cache.port_info = (stamp, body, nlinks)
     if body:
