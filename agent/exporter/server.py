@@ -51,10 +51,17 @@ def process_registry() -> CollectorRegistry:
     return reg
 
 
+# The most one ``write`` hands the transport. asyncio's socket transport (Python 3.11) copies
+# what the socket does not take at once into its buffer, so a client that reads slower than
+# we write holds up to one write's bytes: the gzip body (12 MB at 100,000 ports) or a 16 MB
+# cached block per scraper otherwise (4 concurrent scrapers: 128 MB more peak RSS, measured).
+WRITE_SLICE = 1 << 20
+
+
 class ChunksPayload(Payload):
     """A response body sent as the parts it is held in (each family's block), never joined:
-    no copy of the whole body per scrape, and the transport's buffer stays one part deep
-    (each ``write`` waits for the socket to drain)."""
+    no copy of the whole body per scrape, and the transport's buffer stays one slice deep
+    (each ``write`` of at most :data:`WRITE_SLICE` bytes waits for the socket to drain)."""
 
     _autoclose = True  # bytes in memory, nothing to close
 
@@ -72,7 +79,12 @@ class ChunksPayload(Payload):
 
     async def write(self, writer: AbstractStreamWriter) -> None:
         for c in self._value:
-            await writer.write(c)
+            if len(c) <= WRITE_SLICE:
+                await writer.write(c)
+                continue
+            view = memoryview(c)
+            for i in range(0, len(c), WRITE_SLICE):
+                await writer.write(view[i:i + WRITE_SLICE])
 
 
 class Exporter:
