@@ -31,4 +31,5 @@ def norm_guid(value: object) -> str:
         return ""
     if not 0 <= n < 1 << 64:
         return ""
-    return f"0x{n:016x}"
+    out = f"0x{n:016x}"
+    return value if isinstance(value, str) and value == out else out  # a GUID already in this form: the same object (one per port, not two)

@@ -24,6 +24,7 @@ at a lower rate", UFM Enterprise User Manual, "Non-Optimal Links"). The referenc
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass
 
@@ -76,12 +77,19 @@ def _max(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else max(a, b)
 
 
+@functools.lru_cache(maxsize=4096)
+def _rate(width: float | None, speed: float | None) -> Rate:
+    """One object per distinct rate: a fabric has a few, and the link rule keeps one per port
+    (12 MB of duplicates at 100,000 ports)."""
+    return Rate(width, speed)
+
+
 def active(entry: PortEntry) -> Rate | None:
     """The port's active width and speed; None when it reports neither."""
     width, speed = entry.gauge("link_width_lanes"), entry.gauge("link_speed_bytes")
     width = width if width and width > 0 else None
     speed = speed if speed and speed > 0 else None
-    return Rate(width, speed) if width or speed else None
+    return _rate(width, speed) if width or speed else None
 
 
 def rated(entry: PortEntry | None) -> Rate | None:
@@ -89,7 +97,7 @@ def rated(entry: PortEntry | None) -> Rate | None:
     if entry is None:
         return None
     width, speed = entry.gauge("link_width_rated_lanes"), entry.gauge("link_speed_rated_bytes")
-    return Rate(width or None, speed or None) if width or speed else None
+    return _rate(width or None, speed or None) if width or speed else None
 
 
 def lower(a: Rate | None, b: Rate | None) -> Rate | None:
