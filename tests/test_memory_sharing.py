@@ -1,0 +1,91 @@
+"""What the agent holds once instead of once per port or per copy (docs/scaling.md, "Where
+the memory goes"): each test checks one of those sharings and that the values read through
+it are still the right ones."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from fabricmon.agent.core.guid import norm_guid
+from fabricmon.agent.detector import linkrate
+from fabricmon.agent.exporter import metrics
+from fabricmon.agent.exporter.exposition import build, render
+from fabricmon.agent.exporter.server import WRITE_SLICE, ChunksPayload
+from fabricmon.agent.pipeline import Pipeline
+from fabricmon.agent.store import CounterStore
+from fabricmon.core.model import Gauge, Sample
+
+
+def _pipeline() -> Pipeline:
+    p = Pipeline([], [])
+    p.store.update([Sample("sw1", str(i), "port_xmit_data", 100 * i) for i in range(1, 40)], 1.0, target="t1")
+    return p
+
+
+def test_port_info_block_is_one_bytes_object_shared_by_the_cache_and_the_body():
+    p = _pipeline()
+    first = metrics.topology_families(p)[1]
+    block = first.lines[0]
+    assert isinstance(block, bytes)
+    assert metrics.topology_families(p)[1].lines[0] is block  # the cache's, not a new copy
+    body = build([first])
+    assert any(part is block for part in body.parts)  # the body holds that object
+    text, _om = render([metrics.topology_families(p)[1]])
+    lines = [ln for ln in text.decode().split("\n") if ln and not ln.startswith("#")]
+    assert len(lines) == 39 and lines[0].startswith('fabricmon_port_info{device="sw1",port="1",')
+    assert metrics.topology_families(p)[1].samples() == lines  # (build consumed the first family's lines)
+
+
+def test_a_large_part_is_written_in_slices_that_add_up_to_it():
+    big = bytes(range(256)) * (3 * WRITE_SLICE // 256 + 7)
+    parts = [b"# HELP x\n", big, b"tail\n"]
+
+    class Writer:
+        def __init__(self) -> None:
+            self.writes: list[bytes] = []
+
+        async def write(self, data: bytes | memoryview) -> None:
+            self.writes.append(bytes(data))
+
+    w = Writer()
+    asyncio.run(ChunksPayload(parts, "text/plain").write(w))  # type: ignore[arg-type]
+    assert max(len(c) for c in w.writes) <= WRITE_SLICE
+    assert len(w.writes) == 2 + -(-len(big) // WRITE_SLICE)
+    assert b"".join(w.writes) == b"".join(parts)
+
+
+def test_device_clock_columns_exist_only_once_a_series_has_a_device_time():
+    store = CounterStore()
+    ports = [str(i) for i in range(1, 9)]
+    for k in range(3):
+        store.update([Sample("sw1", pn, "port_xmit_data", 1000 * k + i) for i, pn in enumerate(ports)], 10.0 * k)
+    assert store._t.dev_t is None and store._t.has_dev is None
+    se = store.port(("sw1", "3")).counter("port_xmit_data")
+    assert se.device_t is None and se.dt == 10.0
+    # Another device starts reporting its clock: the columns appear, the first device's rows read none.
+    store.update([Sample("sw2", "1", "port_xmit_data", 5)], 30.0, clocks={"sw2": 500.0})
+    store.update([Sample("sw2", "1", "port_xmit_data", 9), *(Sample("sw1", pn, "port_xmit_data", 5000) for pn in ports)],
+                 40.0, clocks={"sw2": 502.5})
+    assert store._t.dev_t is not None
+    other = store.port(("sw2", "1")).counter("port_xmit_data")
+    assert other.device_t == 502.5 and other.dt == 2.5 and other.delta == 4
+    assert se.device_t is None and se.dt == 20.0  # the poll clock: sw1 was last read at 20
+    saved = store.save()
+    again = CounterStore()
+    again.restore(saved, 40.0)
+    assert again.port(("sw2", "1")).counter("port_xmit_data").device_t == 502.5
+    assert again.port(("sw1", "3")).counter("port_xmit_data").device_t is None
+
+
+def test_rates_and_guids_already_in_form_are_not_copied_per_port():
+    store = CounterStore()
+    gauges = [Gauge("sw1", str(i), name, v) for i in range(1, 5)
+              for name, v in (("link_width_lanes", 4.0), ("link_speed_bytes", 2.5e10))]
+    store.update([Sample("sw1", str(i), "port_xmit_data", i) for i in range(1, 5)], 1.0, gauges=gauges)
+    rates = [linkrate.active(store.port(("sw1", str(i)))) for i in range(1, 5)]
+    assert rates[0] == linkrate.Rate(4.0, 2.5e10) and all(r is rates[0] for r in rates)
+    guid = "0x0c42a103008b40d0"
+    assert norm_guid(guid) is guid
+    assert norm_guid("0C42A103008B40D0") == guid and norm_guid(np.uint64(1).item()) == "0x0000000000000001"
