@@ -89,3 +89,16 @@ def test_rates_and_guids_already_in_form_are_not_copied_per_port():
     guid = "0x0c42a103008b40d0"
     assert norm_guid(guid) is guid
     assert norm_guid("0C42A103008B40D0") == guid and norm_guid(np.uint64(1).item()) == "0x0000000000000001"
+
+
+def test_a_port_keeps_its_one_view_alone_and_the_same_objects_when_it_has_more():
+    store = CounterStore()
+    store.update([Sample("sw1", "1", name, 7) for name in ("port_xmit_data", "port_xmit_wait", "symbol_errors")], 1.0)
+    e = store.port(("sw1", "1"))
+    wait = e.counter("port_xmit_wait")
+    assert e.views is wait and e.counter("port_xmit_wait") is wait  # one view: no dict
+    errors = e.counter("symbol_errors")
+    assert isinstance(e.views, dict) and e.counter("port_xmit_wait") is wait and e.counter("symbol_errors") is errors
+    assert e.series[("port_xmit_wait", ())] is wait and e.series[("port_xmit_data", ())] is not e.series[("port_xmit_data", ())]
+    store.update([Sample("sw1", "1", "port_xmit_wait", 9)], 11.0)
+    assert wait.total == 9 and wait.delta == 2
