@@ -170,9 +170,11 @@ _CLOCK_COLS: dict[str, Any] = {"dev_t": np.float64, "has_dev": np.bool_}
 
 
 class _Table:
-    """One row per series. ``hist_i``/``hist_v`` are the ring of (poll time, total) points,
-    the time as an index into ``times`` (like ``poll_i``, the last poll's), ``head`` the next
-    slot to write and ``npts`` how many are kept. ``big`` holds, by row, the raw values that
+    """One row per series. A series keeps its last ``history`` (poll time, total) points
+    (``npts`` of them so far): the newest is its own ``poll_i`` and ``total``, the others are
+    the ring ``hist_i``/``hist_v`` of ``history - 1`` slots (the newest is not kept twice: 10 B
+    a series), the time as an index into ``times`` (like ``poll_i``), ``head`` the next ring
+    slot to write (:meth:`points` reads them in order). ``big`` holds, by row, the raw values that
     are not integers in [0, 2^64) (the ``value`` column then reads 0). ``dev_t``/``has_dev``
     are None until a series has a device time (:meth:`set_clock`, :meth:`clock`)."""
 
@@ -184,8 +186,8 @@ class _Table:
         self.dev_t: np.ndarray | None = np.zeros(cap) if clock else None
         self.has_dev: np.ndarray | None = np.zeros(cap, bool) if clock else None
         self.poll_i = np.zeros(cap, index)
-        self.hist_i = np.zeros((cap, history), index)
-        self.hist_v = np.zeros((cap, history))
+        self.hist_i = np.zeros((cap, history - 1), index)
+        self.hist_v = np.zeros((cap, history - 1))
         self.big: dict[int, Any] = {}
         self.times = times  # the store's table of poll times (a table of held views keeps the one of its time)
 
@@ -238,10 +240,14 @@ class _Table:
     def nbytes(self) -> int:
         return sum(getattr(self, name).nbytes for name in self._arrays)
 
-    def history_index(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per row, the ring slots oldest first (H columns; the first H - npts are not points)."""
-        h = self.hist_i.shape[1]
-        return (self.head[rows].astype(np.intp)[:, None] + np.arange(h)) % h, self.npts[rows].astype(np.intp)
+    def points(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per row, its points oldest first in ``history`` columns, the newest last: (time
+        indices, totals, how many); the first ``history - npts`` columns are not points."""
+        r = self.hist_i.shape[1]
+        slots = (self.head[rows].astype(np.intp)[:, None] + np.arange(r)) % r
+        ti = np.concatenate([np.take_along_axis(self.hist_i[rows], slots, 1), self.poll_i[rows][:, None]], 1)
+        tv = np.concatenate([np.take_along_axis(self.hist_v[rows], slots, 1), self.total[rows][:, None]], 1)
+        return ti, tv, self.npts[rows].astype(np.intp)
 
 
 class _GaugeTable:
@@ -460,23 +466,24 @@ class Series:
         return t.delta.item(i) / dt if dt else None
 
     def _slots(self) -> tuple[_Table, int, list[int]]:
-        """The ring slots of the kept points, oldest first."""
+        """The ring slots of the kept points but the newest, oldest first."""
         t, i = self._at()
-        h = t.hist_i.shape[1]
+        r = t.hist_i.shape[1]
         head, n = t.head.item(i), t.npts.item(i)
-        return t, i, [(head + k) % h for k in range(h - n, h)]
+        return t, i, [(head + k) % r for k in range(r - n + 1, r)]
 
     @property
     def history(self) -> list[tuple[float, float]]:
         """(poll time, total) pairs, oldest first."""
         t, i, idx = self._slots()
         ts, vs = t.times[t.hist_i[i]].tolist(), t.hist_v[i].tolist()
-        return [(ts[j], vs[j]) for j in idx]
+        newest = [(t.times.item(t.poll_i.item(i)), t.total.item(i))] if t.npts.item(i) else []
+        return [(ts[j], vs[j]) for j in idx] + newest
 
     def _totals(self) -> list[float]:
         t, i, idx = self._slots()
         vs = t.hist_v[i].tolist()
-        return [vs[j] for j in idx]
+        return [vs[j] for j in idx] + ([t.total.item(i)] if t.npts.item(i) else [])
 
     def moved_in_history(self) -> bool:
         """Any increase within the kept history (includes the last interval)."""
@@ -1262,9 +1269,8 @@ class CounterStore:
         t = self._t
         live = self._live_rows()
         h = self.history
-        slots, npts = t.history_index(live)
+        hist, _, npts = t.points(live)
         kept = np.arange(h) >= h - npts[:, None]
-        hist = np.take_along_axis(t.hist_i[live], slots, 1)
         remap = self._times.keep(np.concatenate([hist[kept], t.poll_i[live]]))
         if t.hist_i.dtype == np.uint16 and self._times.n > _NARROW_TIMES:
             t.widen()
@@ -1290,16 +1296,15 @@ class CounterStore:
         t.delta_ok[rows] = t.dt_ok[rows] = False
         t.delta[rows] = t.dt[rows] = 0.0
         t.status[rows] = np.where(_capped(value, bits, sat, obj), _S_SAT, _S_FIRST)
-        t.hist_i[rows, 0] = ti
-        t.hist_v[rows, 0] = total
-        t.head[rows] = 1 % self.history
-        t.npts[rows] = 1
+        t.head[rows] = 0
+        t.npts[rows] = 1  # the reading itself: the ring holds none yet
 
     def _advance(self, rows: slice | np.ndarray, value: np.ndarray, bits: np.ndarray, sat: np.ndarray, scale: np.ndarray,
                  dev_t: np.ndarray, has_dev: np.ndarray, clock_bad: np.ndarray, poll_t: float, ti: int,
                  obj: bool) -> np.ndarray:
         """The rules of the module docstring on whole arrays; True where the total changed."""
         t = self._t
+        prev_i = t.poll_i[rows].copy()  # the newest point until now: it goes into the ring
         with np.errstate(all="ignore"):
             prev = _object_prev(t, rows) if obj else t.value[rows]
             # The interval: device clock when both readings have it, else the poll clock.
@@ -1340,9 +1345,9 @@ class CounterStore:
         t.total[rows] = total
         head = t.head[rows].astype(np.intp)
         pairs = np.arange(rows.start, rows.stop) if isinstance(rows, slice) else rows
-        t.hist_i[pairs, head] = ti
-        t.hist_v[pairs, head] = total
-        t.head[rows] = (head + 1) % self.history
+        t.hist_i[pairs, head] = prev_i
+        t.hist_v[pairs, head] = before
+        t.head[rows] = (head + 1) % t.hist_i.shape[1]
         t.npts[rows] = np.minimum(t.npts[rows] + 1, self.history)
         return moved
 
@@ -1602,10 +1607,9 @@ class CounterStore:
         cols = {name: getattr(t, name)[rows].tolist() for name in ("value", "bits", "sat", "scale", "total")}
         cols["dev_t"], cols["has_dev"] = (c.tolist() for c in t.clock(rows))
         cols["poll_t"] = t.times[t.poll_i[rows]].tolist()
-        idx, npts = t.history_index(rows)
-        hist_t = np.take_along_axis(t.times[t.hist_i[rows]], idx, 1).tolist()
-        hist_v = np.take_along_axis(t.hist_v[rows], idx, 1).tolist()
-        h = t.hist_i.shape[1]
+        ti, tv, npts = t.points(rows)
+        hist_t, hist_v = t.times[ti].tolist(), tv.tolist()
+        h = self.history
         npts_l = npts.tolist()
         big = t.big
         rows_l = rows.tolist()
@@ -1645,20 +1649,17 @@ class CounterStore:
         starts = np.cumsum(sizes) - sizes
         rows = np.repeat(bases - starts, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)
         t = self._t
-        h = t.hist_i.shape[1]
+        h = self.history
         # The table holds poll times as indices into the store's table of times; the image holds the times.
         cols = {name: getattr(t, name)[rows] for name in IMAGE_COLUMNS if name not in ("poll_t", "hist_t", "hist_v", *_CLOCK_COLS)}
         cols["dev_t"], cols["has_dev"] = t.clock(rows)
         cols["poll_t"] = t.times[t.poll_i[rows]]
-        if history is None or history >= h:
-            cols["hist_t"] = t.times[t.hist_i[rows]]
-            cols["hist_v"] = t.hist_v[rows]
-        else:  # the last ``history`` points, oldest first, right-aligned (a ring whose head is slot 0)
-            slots = (t.head[rows].astype(np.intp)[:, None] - history + np.arange(history)) % h
-            cols["hist_t"] = t.times[t.hist_i[rows[:, None], slots]]
-            cols["hist_v"] = t.hist_v[rows[:, None], slots]
-            cols["npts"] = np.minimum(cols["npts"], history).astype(np.uint16)
-            cols["head"] = np.zeros(len(rows), np.uint16)
+        # The last ``keep`` points, oldest first, right-aligned: a ring whose head is slot 0.
+        keep = h if history is None else max(1, min(history, h))
+        ti, tv, npts = t.points(rows)
+        cols["hist_t"], cols["hist_v"] = t.times[ti[:, h - keep:]], tv[:, h - keep:]
+        cols["npts"] = np.minimum(npts, keep).astype(np.uint16)
+        cols["head"] = np.zeros(len(rows), np.uint16)
         big: dict[int, Any] = {}
         if t.big:
             where = {r: i for i, r in enumerate(rows.tolist()) if r in t.big}
@@ -1745,10 +1746,12 @@ class CounterStore:
         t.status[dst] = _S_FIRST
         t.delta_ok[dst] = t.dt_ok[dst] = False
         t.delta[dst] = t.dt[dst] = 0.0
-        t.hist_i[dst] = at[total:].reshape(total, h)
-        t.hist_v[dst] = hist_v
+        # Points are left-aligned here, the newest at npts - 1: it is the row's own reading
+        # (poll_t, total), the ones before it go into the ring from slot 0.
+        t.hist_i[dst] = at[total:].reshape(total, h)[:, :h - 1]
+        t.hist_v[dst] = hist_v[:, :h - 1]
         t.npts[dst] = npts
-        t.head[dst] = npts % h
+        t.head[dst] = (npts - 1) % (h - 1)
         new_row = np.full(n, -1, np.int64)
         new_row[src] = dst
         for row, v in chk.big.items():
@@ -1870,11 +1873,12 @@ class CounterStore:
         at = iter(self._time_indices([p[0] for points in hist for p in points]))
         t = self._t  # (times widened: the same table, its index arrays replaced)
         for r, points in zip(rows.tolist(), hist, strict=True):
-            n = len(points)
-            t.hist_i[r, :n] = [next(at) for _ in points]
-            t.hist_v[r, :n] = [p[1] for p in points]
+            n = len(points)  # the newest is the reading itself (poll_t, total); the others go into the ring
+            older = [next(at) for _ in points][:-1]
+            t.hist_i[r, :len(older)] = older
+            t.hist_v[r, :len(older)] = [p[1] for p in points[:-1]]
             t.npts[r] = n
-            t.head[r] = n % self.history
+            t.head[r] = len(older) % (self.history - 1)
 
     def _restored_series(self, rec: Any, where: str) -> tuple[SeriesKey, tuple]:
         if not isinstance(rec, list) or len(rec) != 10:
@@ -2145,16 +2149,17 @@ class PortColumns:
         (:meth:`Series.increases`); 0 where the port has no such series."""
         out = np.zeros(len(self.ports), np.int64)
         t = self._store._t
-        h = t.hist_v.shape[1]
+        h = self._store.history
         k = min(intervals, h - 1)
         at, r = self._present(name, sub)
         if k <= 0 or not len(at):
             return out
-        # The ring's slots oldest first are (head + j) % h; the last k intervals span j = h-k-1 .. h-1,
-        # of which the points kept are j >= h - npts.
+        # Points oldest first (Table.points): the last k intervals span columns h-k-1 .. h-1, of
+        # which the points kept are those >= h - npts.
+        _, v, npts = t.points(r)
+        v = v[:, h - k - 1:]
         first = np.arange(h - k - 1, h - 1)
-        v = t.hist_v[r[:, None], (t.head[r].astype(np.intp)[:, None] + np.arange(h - k - 1, h)) % h]
-        out[at] = ((v[:, 1:] > v[:, :-1]) & (first[None, :] >= (h - t.npts[r].astype(np.intp))[:, None])).sum(axis=1)
+        out[at] = ((v[:, 1:] > v[:, :-1]) & (first[None, :] >= (h - npts)[:, None])).sum(axis=1)
         return out
 
     def moved_in_history(self, name: str, sub: tuple[Any, ...] = ()) -> np.ndarray:
@@ -2165,9 +2170,10 @@ class PortColumns:
         at, r = self._present(name, sub)
         if len(at):
             t = self._store._t
-            h = t.hist_v.shape[1]
-            oldest = (t.head[r].astype(np.intp) + h - t.npts[r].astype(np.intp)) % h
-            out[at] = t.total[r] != t.hist_v[r, oldest]
+            ring = t.hist_v.shape[1]
+            older = t.npts[r].astype(np.intp) - 1  # points in the ring (the newest is the total itself)
+            oldest = (t.head[r].astype(np.intp) + ring - older) % ring
+            out[at] = (older > 0) & (t.total[r] != t.hist_v[r, oldest])
         return out
 
 

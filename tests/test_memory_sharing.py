@@ -102,3 +102,18 @@ def test_a_port_keeps_its_one_view_alone_and_the_same_objects_when_it_has_more()
     assert e.series[("port_xmit_wait", ())] is wait and e.series[("port_xmit_data", ())] is not e.series[("port_xmit_data", ())]
     store.update([Sample("sw1", "1", "port_xmit_wait", 9)], 11.0)
     assert wait.total == 9 and wait.delta == 2
+
+
+def test_the_newest_point_is_the_reading_itself_and_the_ring_holds_the_others():
+    store = CounterStore(history=4)
+    for k in range(6):
+        store.update([Sample("sw1", "1", "port_xmit_wait", 10 * k * k)], 10.0 * k)
+    assert store._t.hist_v.shape[1] == 3  # history - 1 slots: the newest point is (poll_i, total)
+    se = store.port(("sw1", "1")).counter("port_xmit_wait")
+    assert se.history == [(20.0, 40.0), (30.0, 90.0), (40.0, 160.0), (50.0, 250.0)]
+    assert se.moved_in_history() and se.increases(3) == 3
+    img = store.image(history=2)
+    assert img.columns["hist_v"].tolist() == [[160.0, 250.0]] and img.columns["npts"].tolist() == [2]
+    again = CounterStore(history=4)
+    again.restore(store.save(), 50.0)
+    assert again.port(("sw1", "1")).counter("port_xmit_wait").history == se.history
