@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from fabricmon.core.model import Counters
+from fabricmon.core.model import Counters, KeyColumn
 
 FIXED, FREE, CHECKED, VALUE = 0, 1, 2, 3
 # 4 MB: a batch's transient arrays (its bytes, twice while joined, a byte mask, the prefixes
@@ -241,7 +241,7 @@ class CounterShape:
 
     ports: list[tuple[str, str]]
     port_of: np.ndarray  # int32
-    keys: list[tuple[str, tuple[Any, ...]]]
+    keys: list[tuple[str, tuple[Any, ...]]] | KeyColumn
     bits: np.ndarray  # int16
     saturating: np.ndarray  # bool
     scale: np.ndarray  # float32 when that is exact (the store reads it as float64), else float64

@@ -117,3 +117,37 @@ def test_the_newest_point_is_the_reading_itself_and_the_ring_holds_the_others():
     again = CounterStore(history=4)
     again.restore(store.save(), 50.0)
     assert again.port(("sw1", "1")).counter("port_xmit_wait").history == se.history
+
+
+def test_a_key_column_reads_as_the_list_of_keys_it_codes():
+    from array import array
+
+    from fabricmon.core.model import Counters, KeyColumn
+
+    a, b, c = ("port_xmit_data", ()), ("port_rcv_data", ()), ("port_xmit_wait", ())
+    listed = [a, b, a, c, b, a]
+    col = KeyColumn((a, b, c), array("H", [0, 1, 0, 2, 1, 0]))
+    assert col == listed and listed == col and list(col) == listed and len(col) == 6
+    assert col[3] == c and tuple(col[1:4]) == (b, a, c) and col[1:4] == listed[1:4]
+    assert col != listed[:5] and col != [*listed[:5], b]
+    assert KeyColumn((a, b, c, a), np.array([0, 1, 3, 2, 1, 0], np.uint16)) == col  # another table, the same keys
+    cnt = Counters.bulk([("sw1", "1")], [0] * 6, col, list(range(6)), [64] * 6, [False] * 6, [1.0] * 6, (a, b, c))
+    cnt.relabel(key=lambda name, sub: (name.upper(), sub))
+    assert isinstance(cnt.keys, KeyColumn) and cnt.keys.codes is col.codes
+    assert list(cnt.keys) == [(k[0].upper(), k[1]) for k in listed]
+
+
+def test_a_perfquery_poll_codes_its_keys_in_two_bytes_a_reading():
+    from fabricmon.collectors.perfquery.bulk import PollColumns
+    from fabricmon.core.model import KeyColumn, PortLayout
+
+    ext = PortLayout.of([("port_xmit_data", (), 64, False, 4.0), ("port_xmit_wait", (), 64, False, 1.0)])
+    basic = PortLayout.of([("symbol_errors", (), 16, True, 1.0), ("port_xmit_data", (), 32, True, 4.0)])
+    cols = PollColumns()
+    cols.add_port("sw1", "1", ext, [1, 2])
+    cols.add_port("sw1", "2", basic, [3, 4])
+    cols.add_port("sw1", "3", ext, [5, 6])
+    got = cols.counters()
+    assert isinstance(got.keys, KeyColumn) and got.keys.codes.dtype == np.uint16
+    assert list(got.keys) == [*ext.keys, *basic.keys, *ext.keys]
+    assert got.bits.tolist() == [64, 64, 16, 32, 64, 64]

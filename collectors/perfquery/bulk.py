@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fabricmon.collectors.textlayout import CounterShape, TextLayout, fields_equal
-from fabricmon.core.model import Counters, PortInfo, PortLayout
+from fabricmon.core.model import Counters, KeyColumn, PortInfo, PortLayout
 
 if TYPE_CHECKING:
     from fabricmon.collectors.perfquery.parse import Topology
@@ -69,7 +69,7 @@ class PollColumns:
         self.lines.extend(lines if lines is not None else repeat(-1, n))
 
     def counters(self) -> Counters:
-        """The columns: numpy arrays, the keys a list of the layouts' shared key tuples."""
+        """The columns: numpy arrays, the keys a :class:`KeyColumn` of the layouts' shared key tuples."""
         counts = np.frombuffer(self.counts, np.int64) if self.counts else np.zeros(0, np.int64)
         layout_of = np.frombuffer(self.layout_of, np.int64) if self.layout_of else np.zeros(0, np.int64)
         groups = np.frombuffer(self.groups, np.int64) if self.groups else np.zeros(0, np.int64)
@@ -83,9 +83,11 @@ class PollColumns:
         bits = np.array([b for t in table for b in t[0]], np.int16)[row]
         sat = np.array([s for t in table for s in t[1]], bool)[row]
         scale = np.array([s for t in table for s in t[2]], np.float64)[row]
-        keys = list(chain.from_iterable(map(_KEYS, map(self.layouts.__getitem__, self.layout_of))))
-        values = np.frombuffer(self.values, np.uint64) if self.values else np.zeros(0, np.uint64)
         distinct = tuple(dict.fromkeys(chain.from_iterable(map(_KEYS, self.layouts))))
+        code_of = {k: i for i, k in enumerate(distinct)}
+        codes = np.array([code_of[k] for lay in self.layouts for k in lay.keys], np.int64)[row]
+        keys = KeyColumn(distinct, codes.astype(np.uint16 if len(distinct) <= 1 << 16 else np.uint32))
+        values = np.frombuffer(self.values, np.uint64) if self.values else np.zeros(0, np.uint64)
         return Counters.bulk(self.ports, np.repeat(groups, counts).astype(np.int32), keys, values, bits, sat, scale,
                              distinct)
 
