@@ -135,19 +135,3 @@ def test_a_key_column_reads_as_the_list_of_keys_it_codes():
     cnt.relabel(key=lambda name, sub: (name.upper(), sub))
     assert isinstance(cnt.keys, KeyColumn) and cnt.keys.codes is col.codes
     assert list(cnt.keys) == [(k[0].upper(), k[1]) for k in listed]
-
-
-def test_a_perfquery_poll_codes_its_keys_in_two_bytes_a_reading():
-    from fabricmon.collectors.perfquery.bulk import PollColumns
-    from fabricmon.core.model import KeyColumn, PortLayout
-
-    ext = PortLayout.of([("port_xmit_data", (), 64, False, 4.0), ("port_xmit_wait", (), 64, False, 1.0)])
-    basic = PortLayout.of([("symbol_errors", (), 16, True, 1.0), ("port_xmit_data", (), 32, True, 4.0)])
-    cols = PollColumns()
-    cols.add_port("sw1", "1", ext, [1, 2])
-    cols.add_port("sw1", "2", basic, [3, 4])
-    cols.add_port("sw1", "3", ext, [5, 6])
-    got = cols.counters()
-    assert isinstance(got.keys, KeyColumn) and got.keys.codes.dtype == np.uint16
-    assert list(got.keys) == [*ext.keys, *basic.keys, *ext.keys]
-    assert got.bits.tolist() == [64, 64, 16, 32, 64, 64]
