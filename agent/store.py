@@ -180,11 +180,11 @@ class _Table:
 
     __slots__ = (*_COLS, *_CLOCK_COLS, "big", "hist_i", "hist_v", "poll_i", "times")
 
-    def __init__(self, history: int, cap: int, times: np.ndarray, index: Any = np.uint16, clock: bool = False) -> None:
+    def __init__(self, history: int, cap: int, times: np.ndarray, index: Any = np.uint16) -> None:
         for name, dtype in _COLS.items():
             setattr(self, name, np.zeros(cap, dtype))
-        self.dev_t: np.ndarray | None = np.zeros(cap) if clock else None
-        self.has_dev: np.ndarray | None = np.zeros(cap, bool) if clock else None
+        self.dev_t: np.ndarray | None = None
+        self.has_dev: np.ndarray | None = None
         self.poll_i = np.zeros(cap, index)
         self.hist_i = np.zeros((cap, history - 1), index)
         self.hist_v = np.zeros((cap, history - 1))
@@ -243,11 +243,21 @@ class _Table:
     def points(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per row, its points oldest first in ``history`` columns, the newest last: (time
         indices, totals, how many); the first ``history - npts`` columns are not points."""
+        slots = self._slots(rows)
+        return (self._in_order(self.hist_i, self.poll_i, rows, slots), self._in_order(self.hist_v, self.total, rows, slots),
+                self.npts[rows].astype(np.intp))
+
+    def totals(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`points` without the times: (totals, how many)."""
+        return self._in_order(self.hist_v, self.total, rows, self._slots(rows)), self.npts[rows].astype(np.intp)
+
+    def _slots(self, rows: np.ndarray) -> np.ndarray:
         r = self.hist_i.shape[1]
-        slots = (self.head[rows].astype(np.intp)[:, None] + np.arange(r)) % r
-        ti = np.concatenate([np.take_along_axis(self.hist_i[rows], slots, 1), self.poll_i[rows][:, None]], 1)
-        tv = np.concatenate([np.take_along_axis(self.hist_v[rows], slots, 1), self.total[rows][:, None]], 1)
-        return ti, tv, self.npts[rows].astype(np.intp)
+        return (self.head[rows].astype(np.intp)[:, None] + np.arange(r)) % r
+
+    @staticmethod
+    def _in_order(ring: np.ndarray, newest: np.ndarray, rows: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        return np.concatenate([np.take_along_axis(ring[rows], slots, 1), newest[rows][:, None]], 1)
 
 
 class _GaugeTable:
@@ -1655,7 +1665,7 @@ class CounterStore:
         cols["dev_t"], cols["has_dev"] = t.clock(rows)
         cols["poll_t"] = t.times[t.poll_i[rows]]
         # The last ``keep`` points, oldest first, right-aligned: a ring whose head is slot 0.
-        keep = h if history is None else max(1, min(history, h))
+        keep = h if history is None else min(history, h)
         ti, tv, npts = t.points(rows)
         cols["hist_t"], cols["hist_v"] = t.times[ti[:, h - keep:]], tv[:, h - keep:]
         cols["npts"] = np.minimum(npts, keep).astype(np.uint16)
@@ -2156,7 +2166,7 @@ class PortColumns:
             return out
         # Points oldest first (Table.points): the last k intervals span columns h-k-1 .. h-1, of
         # which the points kept are those >= h - npts.
-        _, v, npts = t.points(r)
+        v, npts = t.totals(r)
         v = v[:, h - k - 1:]
         first = np.arange(h - k - 1, h - 1)
         out[at] = ((v[:, 1:] > v[:, :-1]) & (first[None, :] >= (h - npts)[:, None])).sum(axis=1)
