@@ -48,6 +48,7 @@ RULES: list[tuple[str, str, str]] = [
     ("agent/store.py", "CounterStore._note_moved", "store: change sets for the detector"),
     ("agent/store.py", "CounterStore._", "store: ports, row plans and the rest"),
     ("agent/store.py", "", "store: ports, row plans and the rest"),
+    ("agent/exporter/exposition.py", "encoded", "exposition: fabricmon_port_info lines"),  # the one block cached as bytes
     ("agent/exporter/exposition.py", "build", "exposition: the body (both formats)"),
     ("agent/exporter/exposition.py", "_encoded", "exposition: the body (both formats)"),
     ("agent/exporter/exposition.py", "", "exposition: templates"),
