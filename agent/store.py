@@ -640,17 +640,16 @@ class PortEntry:
         """The view of the series at ``off``, the same object every time. Most ports have their
         views asked for one series (the one non-dense counter that moves), so that one is kept
         alone: a dict per port was 232 B (23 MB at 100,000 ports)."""
-        views = self.views
-        if views is None:
-            se = self.views = Series(self, off)
-            return se
-        if isinstance(views, Series):
-            if views._off == off:
-                return views
-            views = self.views = {views._off: views}
-        se = views.get(off)
+        se = self.kept_view(off)
         if se is None:
-            se = views[off] = Series(self, off)
+            se = Series(self, off)
+            views = self.views
+            if views is None:
+                self.views = se
+            elif isinstance(views, Series):
+                self.views = {views._off: views, off: se}
+            else:
+                views[off] = se
         return se
 
     def kept_view(self, off: int) -> Series | None:
@@ -1319,7 +1318,7 @@ class CounterStore:
             prev = _object_prev(t, rows) if obj else t.value[rows]
             # The interval: device clock when both readings have it, else the poll clock.
             prev_t, prev_has = t.clock(rows)
-            dt = np.where(has_dev & prev_has, dev_t - prev_t, poll_t - t.times[t.poll_i[rows]])
+            dt = np.where(has_dev & prev_has, dev_t - prev_t, poll_t - t.times[prev_i])
             changed = (bits != t.bits[rows]) | (scale != t.scale[rows]) | (sat != t.sat[rows])
             clock = ~changed & (clock_bad | (dt <= 0))
             rest = ~(changed | clock)
