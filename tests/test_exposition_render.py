@@ -160,7 +160,7 @@ def _reference_health(p: Pipeline, policy: ExpositionPolicy) -> tuple[list[str],
 
 
 def _lines(fams: list[Family]) -> dict[str, list[str]]:
-    return {f.name: [ln for b in f.lines for ln in b.split("\n") if ln] for f in fams}
+    return {f.name: f.samples() for f in fams}
 
 
 def _pipeline() -> Pipeline:
@@ -179,7 +179,7 @@ def test_fabric_render_matches_the_per_series_reference(seed):
     for k in range(3):
         _fill(p, rng, 100.0 + 10 * k, ports, grow=k == 2)  # the last poll adds series: a new layout
         fams = metrics.fabric_families(p)
-        got = [ln for f in fams for b in f.lines for ln in b.split("\n") if ln]
+        got = [ln for f in fams for ln in f.samples()]
         assert got == _reference_lines(p)
 
 

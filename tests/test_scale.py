@@ -36,7 +36,7 @@ def pipeline(policy: ExpositionPolicy | None) -> Pipeline:
 
 
 def lines(p: Pipeline) -> dict[str, list[str]]:
-    return {f.name: [ln for b in f.lines for ln in b.split("\n") if ln] for f in metrics.fabric_families(p)}
+    return {f.name: f.samples() for f in metrics.fabric_families(p)}
 
 
 def test_full_level_is_the_default_and_equals_no_policy():

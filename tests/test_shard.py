@@ -150,10 +150,9 @@ def test_sharded_health_aggregates_add_up():
         out: dict[str, float] = {}
         for f in metrics.fabric_families(p):
             if f.name.startswith("fabricmon_fabric_"):
-                for block in f.lines:
-                    for ln in block.split("\n"):
-                        key, value = ln.rsplit(" ", 1)
-                        out[key] = out.get(key, 0.0) + float(value)
+                for ln in f.samples():
+                    key, value = ln.rsplit(" ", 1)
+                    out[key] = out.get(key, 0.0) + float(value)
         return out
 
     alone = sums(run_agent(0, 1, "health"))
