@@ -29,6 +29,16 @@ interfaces before they are decoded, JSON is decoded and encoded element by eleme
 are filled in slices. ``fabricmon_event_loop_lag_seconds`` (:mod:`fabricmon.agent.looplag`)
 measures what is left.
 
+**The switch interval.** Every system call the loop makes (accept, recv, send, a file read)
+lets go of the GIL, and while the worker runs, getting it back takes up to
+``sys.getswitchinterval()``: CPython's default 5 ms makes a loop callback with 30 system calls
+(a scrape's response, the process metrics) take 0.15 s, the convoy effect (Beazley,
+"Understanding the Python GIL", 2010; bpo-7946). Measured at 200,000 ports
+(``python -m bench.loop_stall 200000``): with 5 ms, 8 stalls over 0.1 s, each spent in the
+loop's own request handler waiting for the GIL (the longest 0.23 s); with 1 ms none of those,
+for the same CPU time (57.5 s and 58.3 s for the run). So the worker sets
+:data:`SWITCH_INTERVAL` when it starts (process-wide: the worker is what the loop competes with).
+
 **The cyclic garbage collector.** A collection holds the GIL for as long as it traverses,
 whichever thread runs it: with a 20,000-port store, the collections that followed the first
 poll took 0.2-0.5 s each, and every full collection traverses the whole store again. So every
@@ -63,6 +73,7 @@ import contextlib
 import gc
 import logging
 import queue
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -73,6 +84,7 @@ from fabricmon.core.threads import in_daemon_thread, lower_priority
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 _STOP = object()
+SWITCH_INTERVAL = 0.001  # s: how long the loop waits at most for the GIL after a system call (see above)
 # Objects a job may leave alive and still have them collected after it: a young collection
 # traverses them all (about 1 s per million), holding the GIL. More are frozen instead.
 FREEZE_ABOVE = 50_000
@@ -114,6 +126,7 @@ class PipelineWorker:
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._closed = False
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
         self._thread.start()
 
     def _run(self) -> None:

@@ -8,6 +8,7 @@ import asyncio
 import threading
 import time
 
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from fabricmon.agent.exporter import metrics
@@ -186,3 +187,22 @@ async def test_the_worker_and_the_compression_run_at_a_lower_cpu_priority_than_t
     assert seen == [want, want]
     assert await asyncio.to_thread(nice) == loop_nice  # the loop's executor is not touched
     assert nice() == loop_nice
+
+
+def test_a_worker_shortens_the_wait_for_the_gil_after_each_system_call():
+    """The loop gets the GIL back from a busy worker within SWITCH_INTERVAL, not CPython's 5 ms
+    (agent/worker.py: the convoy effect); a shorter interval already set is kept."""
+    import sys
+
+    from fabricmon.agent.worker import SWITCH_INTERVAL
+
+    before = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.005)
+        PipelineWorker().close()
+        assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL)
+        sys.setswitchinterval(SWITCH_INTERVAL / 2)
+        PipelineWorker().close()
+        assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL / 2)
+    finally:
+        sys.setswitchinterval(before)
