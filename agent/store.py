@@ -84,7 +84,7 @@ import numpy as np
 
 from fabricmon.agent.exporter.exposition import Family, labels
 from fabricmon.core.model import CounterColumns, Counters, DeviceInfo, Gauge, PortInfo, Sample
-from fabricmon.core.slicing import sorted_in_slices
+from fabricmon.core.slicing import group_index, sorted_in_slices
 from fabricmon.core.vocabulary import CONFIG_GAUGES, NAMESPACE
 
 # Why the last interval has (or has no) delta.
@@ -1656,7 +1656,8 @@ class CounterStore:
         sizes = np.fromiter((len(e.schema.keys) for _, e in live), np.int64, len(live))
         bases = np.fromiter((e.base for _, e in live), np.int64, len(live))
         starts = np.cumsum(sizes) - sizes
-        rows = np.repeat(bases - starts, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)
+        at = group_index(sizes)
+        rows = (bases - starts)[at] + np.arange(len(at), dtype=np.int64)
         t = self._t
         h = self.history
         # The table holds poll times as indices into the store's table of times; the image holds the times.
@@ -2013,10 +2014,10 @@ class CounterStore:
         count = sizes[sid] if len(sid) else np.zeros(0, np.int64)
         n = int(count.sum())
         start = np.cumsum(count) - count
-        at = np.repeat(first[sid] - start, count) + np.arange(n)  # each series' place in the schemas' keys
-        offset = np.arange(n) - np.repeat(start, count)
-        port_at = np.repeat(np.arange(len(order)), count)
-        rows = np.repeat(base, count) + offset
+        port_at = group_index(count)
+        offset = np.arange(n) - start[port_at]
+        at = first[sid][port_at] + offset  # each series' place in the schemas' keys
+        rows = base[port_at] + offset
         fam = np.array(fam_of, np.int64)[at] if n else np.zeros(0, np.int64)
         sub = np.array(sub_of, np.int64)[at] if n else np.zeros(0, np.int64)
         # Exposition order: family by name, then port, then sub-labels by their text (equal

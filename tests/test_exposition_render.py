@@ -20,10 +20,22 @@ import pytest
 
 from fabricmon.agent.detector.rules import build as build_rules
 from fabricmon.agent.exporter import metrics
-from fabricmon.agent.exporter.exposition import EOF, Exposition, Family, Template, build, fmt_value, format_values, labels, render
+from fabricmon.agent.exporter.exposition import (
+    EOF,
+    Exposition,
+    Family,
+    Template,
+    build,
+    fmt_value,
+    format_values,
+    labels,
+    render,
+    sample_blocks,
+)
 from fabricmon.agent.exporter.metrics import ExpositionPolicy
 from fabricmon.agent.pipeline import Pipeline
 from fabricmon.core.model import Gauge, Sample, TargetSpec
+from fabricmon.core.slicing import SLICE
 from fabricmon.core.vocabulary import COUNTERS, GAUGES, metric_name
 
 HOSTILE = ['a"b', "back\\slash", "new\nline", "100%", "%s%d%%", "ünï€", "", "x" * 40, "{}", "a=b,c"]
@@ -62,19 +74,34 @@ def test_template_fill_matches_line_by_line(seed):
     t = Template("fabricmon_x_total", blocks)
     for _ in range(3):  # the same template, new values each poll
         vals = _random_values(rng, len(blocks))
-        assert t.fill(vals) == "\n".join(f"fabricmon_x_total{b} {fmt_value(v)}" for b, v in zip(blocks, vals, strict=True))
-    assert Template("fabricmon_y", []).fill([]) == ""
+        assert "\n".join(t.fill(vals)) == "\n".join(f"fabricmon_x_total{b} {fmt_value(v)}" for b, v in zip(blocks, vals, strict=True))
+    assert Template("fabricmon_y", []).fill([]) == []
     with pytest.raises(ValueError, match="300 series given 2 values"):
         t.fill([1, 2])
+
+
+def test_a_large_family_is_filled_in_blocks_of_at_most_slice_series():
+    """Each block is made by C calls over at most SLICE series (core/slicing.py); together
+    they are the family's lines, in order."""
+    n = 2 * SLICE + 7
+    bases = [f'{{device="d{i}"' for i in range(n)]
+    t = Template("fabricmon_z_total", bases, ',priority="3"}')
+    vals = np.arange(n, dtype=np.float64) * 0.5
+    blocks = t.fill(vals)
+    assert [b.count("\n") + 1 for b in blocks] == [SLICE, SLICE, 7]
+    assert "\n".join(blocks) == "\n".join(f'fabricmon_z_total{{device="d{i}",priority="3"}} {fmt_value(v)}' for i, v in enumerate(vals.tolist()))
+    assert sample_blocks("fabricmon_z%s %s", [b + "}" for b in bases], vals) == \
+        ["\n".join(f'fabricmon_z{{device="d{i}"}} {fmt_value(v)}' for i, v in enumerate(vals.tolist()[lo:lo + SLICE], lo))
+         for lo in (0, SLICE, 2 * SLICE)]
 
 
 def test_template_columns_concatenate_per_series():
     bases = ['{device="a%s"', '{device="b"', '{device="a%s"']
     ends = [',priority="3"}', ',priority="%d"}', "}"]
     t = Template("fabricmon_q_total", bases, ends)
-    assert t.fill([1, 2.5, float("inf")]) == ('fabricmon_q_total{device="a%s",priority="3"} 1\n'
+    assert t.fill([1, 2.5, float("inf")]) == ['fabricmon_q_total{device="a%s",priority="3"} 1\n'
                                               'fabricmon_q_total{device="b",priority="%d"} 2.5\n'
-                                              'fabricmon_q_total{device="a%s"} +Inf')
+                                              'fabricmon_q_total{device="a%s"} +Inf']
     with pytest.raises(ValueError, match="columns of 3 and 2 series"):
         Template("fabricmon_q_total", bases, ends[:2])
 
@@ -246,15 +273,14 @@ def test_one_body_serves_both_formats():
 def test_gzip_of_body_and_tail_is_one_valid_member(openmetrics):
     rng = random.Random(1)
     big = Family("fabricmon_big_total", "counter", "Big.")
-    big.lines = [Template(big.name, [labels((("device", rng.choice(HOSTILE) + str(i)),)) for i in range(5000)])
-                 .fill(_random_values(rng, 5000))]
+    big.lines = Template(big.name, [labels((("device", rng.choice(HOSTILE) + str(i)),)) for i in range(5000)]).fill(_random_values(rng, 5000))
     expo = Exposition(build([*_families(), big]), 1, 0.0, 0.0)
     head = expo.gzip_head(openmetrics)
     for tail in (b"", b"# TYPE process_open_fds gauge\nprocess_open_fds 7.0\n", bytes(range(256)) * 50):
         plain = b"".join(expo.response(openmetrics, False, tail))
         assert plain == (expo.openmetrics[: -len(EOF)] + tail + EOF if openmetrics else expo.text + tail)
         chunks = expo.response(openmetrics, True, tail)
-        assert chunks[0] is head  # the body is compressed once, only the tail per scrape
+        assert all(c is h for c, h in zip(chunks, head, strict=False)) and len(chunks) == len(head) + 1  # the body is compressed once, only the tail per scrape
         gz = b"".join(chunks)
         assert gzip.decompress(gz) == plain
         d = zlib.decompressobj(wbits=31)  # one member: a client that reads only the first gets it all

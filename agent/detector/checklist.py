@@ -41,6 +41,7 @@ import numpy as np
 from fabricmon.agent.detector.analyses.fabric import FabricShape
 from fabricmon.agent.detector.analyses.pfc_state import STORM_PAUSE_FRACTION
 from fabricmon.agent.store import CounterStore, PortColumns, PortEntry, PortKey
+from fabricmon.core.slicing import group_index
 from fabricmon.core.topology import Topology
 from fabricmon.core.vocabulary import PriorityMap
 
@@ -729,7 +730,7 @@ def _pfc_without_ecn(view: FabricView, names: list[str], device_at: np.ndarray, 
         return sent
     used = np.unique(device_at[sent])  # the devices of the ports that sent: all of their ports count
     members = [view.device_ports(names[d]) for d in used.tolist()]
-    group = np.repeat(np.arange(len(used)), [len(m) for m in members])
+    group = group_index([len(m) for m in members])
     dev = view.store.columns([pk for m in members for pk in m])
     q = view.pmap.queue(p)
     marks = ~np.isnan(dev.counter("ecn_marked_packets", (q,)).poll_t)

@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from fabricmon.agent.detector.base import ExportedGauge
-from fabricmon.agent.exporter.exposition import Family, format_values, labels
+from fabricmon.agent.exporter.exposition import Family, labels, sample_blocks
 from fabricmon.agent.store import PortKey
 from fabricmon.agent.web.ids import finding_id, finding_url
 from fabricmon.core.model import Finding
-from fabricmon.core.slicing import join_in_slices
 from fabricmon.core.vocabulary import NAMESPACE
 
 N = NAMESPACE
@@ -72,8 +71,7 @@ def gauge_families(gauges: Iterable[ExportedGauge], port_labels: Mapping[PortKey
             fam = fams[m.name] = Family(m.name, m.type, m.help)
         blocks = _blocks(m, bases, block_cache)
         if blocks:
-            fam.lines.append(join_in_slices("\n", list(map(f"{fam.name.replace('%', '%%')}%s %s".__mod__,
-                                                             zip(blocks, format_values([v for _, v in m.values]), strict=True)))))
+            fam.lines.extend(sample_blocks(f"{fam.name.replace('%', '%%')}%s %s", blocks, [v for _, v in m.values]))
     return [fams[k] for k in sorted(fams)]
 
 

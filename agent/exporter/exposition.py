@@ -37,12 +37,12 @@ import asyncio
 import math
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from fabricmon.core.slicing import join_in_slices
+from fabricmon.core.slicing import SLICE
 from fabricmon.core.threads import in_daemon_thread, lower_priority
 
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -128,8 +128,8 @@ class Template:
     Series ``i``'s label block is the concatenation of every column's ``i``-th string (say the
     port's ``{device=..,port=..`` and the sub-labels' ``,priority=..}``); a column is a list
     of references to a few distinct strings, or one string for every series. :meth:`fill`
-    interleaves them with the values and joins the lot once: the template holds references
-    (8 bytes a series and column), not the label text.
+    interleaves them with the values and joins them, a block of series at a time: the template
+    holds references (8 bytes a series and column), not the label text.
     """
 
     __slots__ = ("_columns", "_name", "size")
@@ -153,20 +153,33 @@ class Template:
         self._columns = cols
         self.size = n
 
-    def fill(self, values: np.ndarray | Sequence[float]) -> str:
-        """The family's lines with ``values`` (one per label block, same order), no final newline."""
+    def fill(self, values: np.ndarray | Sequence[float]) -> list[str]:
+        """The family's lines with ``values`` (one per label block, same order): a
+        :attr:`Family.lines` block per :data:`~fabricmon.core.slicing.SLICE` series, each made
+        by C calls over that many (on the pipeline worker, a C call over every series of a
+        family held the GIL up to 0.3 s at 200,000 ports: core/slicing.py)."""
         n = self.size
         if len(values) != n:
             raise ValueError(f"template of {n} series given {len(values)} values")
-        if not n:
-            return ""
         k = len(self._columns) + 2  # per series: newline and name, the columns, the value
-        parts: list[str] = [f"\n{self._name}"] * (n * k)
-        parts[0] = self._name
-        for j, col in enumerate(self._columns, 1):
-            parts[j::k] = [col] * n if isinstance(col, str) else col
-        parts[k - 1::k] = map(str, format_values(values))
-        return join_in_slices("", parts)  # on the pipeline worker: not one C call of n * k parts (a GIL hold)
+        blocks = []
+        for lo in range(0, n, SLICE):
+            m = min(n - lo, SLICE)
+            parts: list[str] = [f"\n{self._name}"] * (m * k)
+            parts[0] = self._name
+            for j, col in enumerate(self._columns, 1):
+                parts[j::k] = [col] * m if isinstance(col, str) else col[lo:lo + m]
+            parts[k - 1::k] = map(str, format_values(values[lo:lo + m]))
+            blocks.append("".join(parts))
+        return blocks
+
+
+def sample_blocks(fmt: str, label_blocks: Sequence[str], values: np.ndarray | Sequence[float]) -> list[str]:
+    """``fmt % (label block, value)`` lines (``fmt``: the sample name, already ``%``-escaped,
+    then ``%s %s``), as :attr:`Family.lines` blocks of at most ``SLICE`` series like
+    :meth:`Template.fill`: for families rendered without a template."""
+    return ["\n".join(map(fmt.__mod__, zip(label_blocks[lo:lo + SLICE], format_values(values[lo:lo + SLICE]), strict=True)))
+            for lo in range(0, len(label_blocks), SLICE)]
 
 
 @dataclass(slots=True)
@@ -201,6 +214,35 @@ def _om_name(f: Family) -> str:
 Part = bytes | tuple[bytes, bytes]  # shared by both formats, or (text, OpenMetrics)
 
 
+# The most one ``write`` hands the transport. asyncio's socket transport (Python 3.11) copies
+# what the socket does not take at once into its buffer, so a client that reads slower than
+# we write holds up to one write's bytes: the gzip body (12 MB at 100,000 ports) or a 16 MB
+# cached block per scraper otherwise (4 concurrent scrapers: 128 MB more peak RSS, measured).
+WRITE_SLICE = 1 << 20
+
+
+def pieces(chunks: Iterable[bytes], limit: int = WRITE_SLICE) -> Iterator[bytes | memoryview]:
+    """``chunks`` as pieces of at most ``limit`` bytes, in order: neighbours joined while they
+    fit, a larger chunk sliced (views, no copy). Few pieces, because each is a system call on
+    the event loop, and after each the loop waits for the GIL while the pipeline worker is busy
+    (up to the 5 ms switch interval: a body of 1,000 blocks written one by one stalled the loop
+    0.5 s at 200,000 ports, measured with asyncio's slow-callback log)."""
+    pending: list[bytes] = []
+    held = 0
+    for c in chunks:
+        if pending and held + len(c) > limit:
+            yield pending[0] if len(pending) == 1 else b"".join(pending)
+            pending, held = [], 0
+        if len(c) > limit:
+            view = memoryview(c)
+            yield from (view[i:i + limit] for i in range(0, len(c), limit))
+            continue
+        pending.append(c)
+        held += len(c)
+    if pending:
+        yield pending[0] if len(pending) == 1 else b"".join(pending)
+
+
 class Body:
     """The exposition as parts shared by both formats where they agree (see the module doc).
 
@@ -227,8 +269,9 @@ class Body:
         return sum(self.size)
 
 
-# Characters encoded per C call: a family's block is one string (50 MB at 200,000 ports), and
-# encoding it whole held the interpreter 0.1 s on the pipeline worker (an event-loop stall).
+# Characters encoded per C call. The renderer's blocks are at most SLICE lines each
+# (core/slicing.py); this bounds any other block: a 50 MB string encoded whole held the
+# interpreter 0.1 s on the pipeline worker (an event-loop stall).
 ENCODE_SLICE = 1 << 22
 
 
@@ -280,7 +323,7 @@ def render(families: list[Family]) -> tuple[bytes, bytes]:
 class _Deflated:
     """A body's gzip member up to a sync flush, with the CRC-32 and length of what it holds."""
 
-    head: bytes
+    head: list[bytes]  # in pieces of at most WRITE_SLICE, each a write: not one copy of it all (a GIL hold)
     crc: int
     size: int
 
@@ -289,11 +332,12 @@ def _deflate(chunks: list[bytes]) -> _Deflated:
     z = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -15)
     out, crc, size = [_GZIP_HEADER], 0, 0
     for c in chunks:
-        out.append(z.compress(c))
+        if piece := z.compress(c):
+            out.append(piece)
         crc = zlib.crc32(c, crc)
         size += len(c)
     out.append(z.flush(zlib.Z_SYNC_FLUSH))
-    return _Deflated(b"".join(out), crc, size)
+    return _Deflated([bytes(p) for p in pieces(out)], crc, size)
 
 
 def _gzip_tail(d: _Deflated, tail: bytes) -> bytes:
@@ -323,7 +367,7 @@ class Exposition:
         """The pre-rendered OpenMetrics body with its ``# EOF`` (without the per-scrape tail), joined."""
         return b"".join(self.body.chunks(True)) + EOF
 
-    def gzip_head(self, openmetrics: bool) -> bytes:
+    def gzip_head(self, openmetrics: bool) -> list[bytes]:
         """The compressed pre-rendered body of one format, built on first use and kept."""
         return self._deflated(openmetrics).head
 
@@ -351,11 +395,11 @@ class Exposition:
         if not gzipped:
             return [*self.body.chunks(openmetrics), tail]
         d = self._deflated(openmetrics)
-        return [d.head, _gzip_tail(d, tail)]
+        return [*d.head, _gzip_tail(d, tail)]
 
     def held_bytes(self) -> int:
         """Bytes kept: the body (both formats) and the gzip heads built so far."""
-        return self.body.held_bytes() + sum(len(d.head) for d in self._gz.values())
+        return self.body.held_bytes() + sum(len(c) for d in self._gz.values() for c in d.head)
 
 
 EMPTY = Exposition(Body([]), -1, 0.0, 0.0)

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fabricmon.agent import __version__
-from fabricmon.agent.exporter.exposition import Family, Template, encoded, escape_label, fmt_value, format_values, labels
+from fabricmon.agent.exporter.exposition import Family, Template, encoded, escape_label, fmt_value, labels, sample_blocks
 from fabricmon.agent.jobs.export import job_families
 from fabricmon.agent.store import CounterStore, FamilyRows, PortKey
-from fabricmon.core.slicing import join_in_slices
+from fabricmon.core.slicing import in_blocks
 from fabricmon.core.vocabulary import COUNTERS, GAUGES, NAMESPACE, metric_name
 
 if TYPE_CHECKING:
@@ -197,7 +197,7 @@ def fabric_families(p: Pipeline) -> list[Family]:
         name = metric_name(defn)
         tmpl = cache.template(name, fam, defn.labels, keep)
         rendered.add(name)
-        out.append(Family(name, "counter", defn.help, [tmpl.fill(values)]))
+        out.append(Family(name, "counter", defn.help, tmpl.fill(values)))
     out.extend(_gauge_families(store, cache, levels, rendered))
     for name in [n for n in cache.templates if n not in rendered]:
         del cache.templates[name]  # a family that is gone: its template goes with it
@@ -262,7 +262,7 @@ def _gauge_families(store: CounterStore, cache: _RenderCache, levels: _Levels, r
         tmpl = cache.template(name, fam, gdef.labels, keep)
         rendered.add(name)
         rows = fam.rows if keep is None else fam.rows[keep]
-        out.append(Family(name, "gauge", gdef.help, [tmpl.fill(values[rows])]))
+        out.append(Family(name, "gauge", gdef.help, tmpl.fill(values[rows])))
     return out
 
 
@@ -282,8 +282,7 @@ def _health_families(cache: _RenderCache, health: _Health) -> list[Family]:
         got = health.rates.get(h)
         if got is not None and got[1].any():
             at = np.flatnonzero(got[1])
-            fam.lines = [join_in_slices("\n", list(map(f"{fam.name}%s}} %s".__mod__,
-                                                        zip(map(bases.__getitem__, at.tolist()), format_values(got[0][at]), strict=True))))]
+            fam.lines = sample_blocks(f"{fam.name}%s}} %s", list(map(bases.__getitem__, at.tolist())), got[0][at])
         out.append(fam)
     agg: dict[str, Family] = {}
     for (target, counter) in sorted(sums):
@@ -330,11 +329,10 @@ def topology_families(p: Pipeline) -> list[Family]:
                                              ("guid", info.guid if info else ""), ("lid", info.lid if info else ""),
                                              ("alias", info.alias if info else ""), ("label", info.label if info else ""),
                                              ("peer_device", peer[0] if peer else ""), ("peer_port", peer[1] if peer else ""))) + " 1")
-        body = encoded(join_in_slices("\n", lines))  # bytes: the body holds this object, not a copy
+        body = [encoded(b) for b in in_blocks(lines)]  # bytes: the body holds these objects, not copies
         nlinks = sum(1 for a, b in p.topology.items() if a <= b)  # what len(links()) counts, without sorting
         cache.port_info = (stamp, body, nlinks)
-    if body:
-        port.lines = [body]
+    port.lines = list(body)
     links = Family(f"{N}_topology_links", "gauge", "Cables known to the topology (discovered and static).")
     links.add("", nlinks)
     return [dev, port, links]

@@ -30,7 +30,16 @@ from prometheus_client import generate_latest as text_latest
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
 from fabricmon.agent.exporter import connections, metrics
-from fabricmon.agent.exporter.exposition import EMPTY, EOF, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, Exposition, Family, build
+from fabricmon.agent.exporter.exposition import (
+    EMPTY,
+    EOF,
+    OPENMETRICS_CONTENT_TYPE,
+    TEXT_CONTENT_TYPE,
+    Exposition,
+    Family,
+    build,
+    pieces,
+)
 from fabricmon.agent.gcpause import gc_paused
 from fabricmon.agent.looplag import LoopLag
 from fabricmon.agent.pipeline import Pipeline
@@ -51,17 +60,11 @@ def process_registry() -> CollectorRegistry:
     return reg
 
 
-# The most one ``write`` hands the transport. asyncio's socket transport (Python 3.11) copies
-# what the socket does not take at once into its buffer, so a client that reads slower than
-# we write holds up to one write's bytes: the gzip body (12 MB at 100,000 ports) or a 16 MB
-# cached block per scraper otherwise (4 concurrent scrapers: 128 MB more peak RSS, measured).
-WRITE_SLICE = 1 << 20
-
 
 class ChunksPayload(Payload):
-    """A response body sent as the parts it is held in (each family's block), never joined:
-    no copy of the whole body per scrape, and the transport's buffer stays one slice deep
-    (each ``write`` of at most :data:`WRITE_SLICE` bytes waits for the socket to drain)."""
+    """A response body sent as the parts it is held in, never joined whole: no copy of the
+    body per scrape, and the transport's buffer stays one piece deep (:func:`pieces`: each
+    ``write`` of at most :data:`WRITE_SLICE` bytes waits for the socket to drain)."""
 
     _autoclose = True  # bytes in memory, nothing to close
 
@@ -78,13 +81,8 @@ class ChunksPayload(Payload):
         return b"".join(self._value).decode(encoding, errors)
 
     async def write(self, writer: AbstractStreamWriter) -> None:
-        for c in self._value:
-            if len(c) <= WRITE_SLICE:
-                await writer.write(c)
-                continue
-            view = memoryview(c)
-            for i in range(0, len(c), WRITE_SLICE):
-                await writer.write(view[i:i + WRITE_SLICE])
+        for piece in pieces(self._value):
+            await writer.write(piece)
 
 
 class Exporter:

@@ -23,6 +23,7 @@ import numpy as np
 
 from fabricmon.collectors.textlayout import CounterShape, TextLayout, fields_equal
 from fabricmon.core.model import Counters, KeyColumn, PortInfo, PortLayout
+from fabricmon.core.slicing import group_index
 
 if TYPE_CHECKING:
     from fabricmon.collectors.perfquery.parse import Topology
@@ -76,9 +77,10 @@ class PollColumns:
         # Each reading's row in the table of every layout's fields: its layout's first row + its place in the port.
         sizes = np.array([len(lay.keys) for lay in self.layouts], np.int64)
         first = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if len(sizes) else sizes
-        n = int(counts.sum())
+        text_at = group_index(counts)  # each reading's text
+        n = len(text_at)
         starts = np.cumsum(counts) - counts
-        row = np.repeat(first[layout_of] - starts, counts) + np.arange(n)
+        row = (first[layout_of] - starts)[text_at] + np.arange(n)
         table = [(lay.bits, lay.saturating, lay.scale) for lay in self.layouts]
         bits = np.array([b for t in table for b in t[0]], np.int16)[row]
         sat = np.array([s for t in table for s in t[1]], bool)[row]
@@ -88,7 +90,7 @@ class PollColumns:
         codes = np.array([code_of[k] for lay in self.layouts for k in lay.keys], np.int64)[row]
         keys = KeyColumn(distinct, codes.astype(np.uint16 if len(distinct) <= 1 << 16 else np.uint32))
         values = np.frombuffer(self.values, np.uint64) if self.values else np.zeros(0, np.uint64)
-        return Counters.bulk(self.ports, np.repeat(groups, counts).astype(np.int32), keys, values, bits, sat, scale,
+        return Counters.bulk(self.ports, groups.astype(np.int32)[text_at], keys, values, bits, sat, scale,
                              distinct)
 
 

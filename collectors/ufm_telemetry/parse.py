@@ -33,6 +33,7 @@ from fabricmon.core import boundedjson
 from fabricmon.core.boundedjson import MAX_VALUES
 from fabricmon.core.guid import norm_guid
 from fabricmon.core.model import Counters, ParseResult, PortInfo, TargetSpec, series_key
+from fabricmon.core.slicing import group_index
 
 NODE_GUID_KEYS = ("node_guid", "Node_GUID")
 PORT_GUID_KEYS = ("port_guid",)
@@ -413,7 +414,7 @@ def _bulk_counters(blocks: list[tuple[_Csv, list[int], list[tuple[int, tuple[str
             at += 1
         nonempty = per_row > 0
         base = len(out_ports) - int(nonempty.sum())
-        port_of.append(np.repeat(base + np.arange(int(nonempty.sum())), per_row[nonempty]))
+        port_of.append(base + group_index(per_row[nonempty]))
         r, c = np.nonzero(ok)
         keys.extend(map(col_keys.__getitem__, c.tolist()))
         values.append(vals[r, c])
