@@ -18,6 +18,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -26,6 +27,7 @@ from bench.size import CONFIG
 from fabricmon.agent.assemble import build_pipeline
 from fabricmon.agent.exporter.server import Exporter, make_app, start_server
 from fabricmon.agent.looplag import BUCKETS, LoopLag
+from fabricmon.agent.looplag import INTERVAL as INTERVAL_LAG
 from fabricmon.agent.worker import PipelineWorker
 from fabricmon.core.model import Poll, TargetSpec
 
@@ -54,18 +56,75 @@ print(json.dumps({"healthz": health, "metrics": scrapes}))
 """
 
 
-class _Blamed(LoopLag):
-    """The monitor, also noting where the pipeline worker was when the loop woke up late: the
-    long C call that held the GIL has just returned, so the worker's frame is (almost always)
-    still the line that made it. The bench prints these lines as the measured causes."""
+def _task_times(tid: int) -> tuple[float, float, int]:
+    """A thread's (seconds on a CPU, seconds runnable but waiting for one, page faults) so far,
+    from Linux's /proc/self/task/<tid>/schedstat and stat (proc(5)); zeros elsewhere."""
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat") as f:
+            run_ns, wait_ns, _ = f.read().split()
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            faults = int(f.read().rsplit(")", 1)[1].split()[7])  # minflt, field 10
+    except (OSError, ValueError, IndexError):
+        return 0.0, 0.0, 0
+    return int(run_ns) / 1e9, int(wait_ns) / 1e9, faults
 
-    def __init__(self, worker: PipelineWorker) -> None:
+
+class _SlowCallbacks:
+    """Every event-loop callback that ran longer than 50 ms (start, seconds, what it was), by
+    timing ``asyncio.events.Handle._run`` in this bench process while it is installed: a stall
+    spent inside one of the loop's own callbacks is told apart from one the loop spent in its
+    selector, waiting for the GIL to come back."""
+
+    def __init__(self) -> None:
+        self.slow: list[tuple[float, float, str]] = []
+        self._run = asyncio.events.Handle._run
+
+    def __enter__(self) -> _SlowCallbacks:
+        run, slow = self._run, self.slow
+
+        def timed(handle: asyncio.events.Handle) -> None:
+            t0 = time.monotonic()
+            run(handle)
+            took = time.monotonic() - t0
+            if took > 0.05:
+                cb = handle._callback  # type: ignore[attr-defined]
+                owner = getattr(cb, "__self__", None)
+                what = owner.get_coro() if isinstance(owner, asyncio.Task) else cb
+                slow.append((t0, took, getattr(what, "__qualname__", type(what).__name__)))
+
+        asyncio.events.Handle._run = timed  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.events.Handle._run = self._run  # type: ignore[method-assign]
+
+    def longest_in(self, start: float, end: float) -> tuple[float, str]:
+        """The longest slow callback that overlapped [start, end]: (seconds, what), or (0, "")."""
+        return max(((took, what) for t0, took, what in self.slow if t0 < end and t0 + took > start), default=(0.0, ""))
+
+
+class _Blamed(LoopLag):
+    """The monitor, also measuring what each stall was. At every wake-up it reads the pipeline
+    worker's and the loop thread's CPU time, run-queue wait and page faults (Linux), so a late
+    wake-up knows what each did since the one before (a CPU shortage shows as run-queue wait),
+    and it asks :class:`_SlowCallbacks` whether one of the loop's own callbacks filled the
+    stall. It also notes where the worker was: when it lets go of the GIL it is (almost always)
+    still on the line whose C call held it. The bench prints these as the measured causes."""
+
+    def __init__(self, worker: PipelineWorker, callbacks: _SlowCallbacks) -> None:
         super().__init__()
         self.worker = worker
+        self.callbacks = callbacks
         self.blame: dict[str, list[float]] = {}
+        self.causes: list[dict[str, Any]] = []
+        self._tids = (threading.get_native_id(), worker._thread.native_id or 0)
+        self._last = [_task_times(t) for t in self._tids]
 
     def observe(self, lag: float, now: float | None = None) -> None:
         super().observe(lag, now)
+        times = [_task_times(t) for t in self._tids]
+        (loop0, worker0), (loop1, worker1) = self._last, times
+        self._last = times
         if lag > 0.1:
             frame = sys._current_frames().get(self.worker._thread.ident)
             where = []
@@ -74,21 +133,28 @@ class _Blamed(LoopLag):
                 if "/threading.py" not in code.co_filename:
                     where.append(f"{code.co_filename.rsplit('/', 2)[-2]}/{code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno} {code.co_name}")
                 frame = frame.f_back
-            self.blame.setdefault(" < ".join(where) or "worker idle", []).append(lag)
+            line = " < ".join(where) or "worker idle"
+            self.blame.setdefault(line, []).append(lag)
+            end = time.monotonic() if now is None else now
+            took, what = self.callbacks.longest_in(end - lag - INTERVAL_LAG, end)
+            self.causes.append({"lag_s": round(lag, 3), "window_s": round(lag + INTERVAL_LAG, 3),
+                                "loop_callback_s": round(took, 3), "loop_callback": what,
+                                "worker_cpu_s": round(worker1[0] - worker0[0], 3), "worker_cpu_wait_s": round(worker1[1] - worker0[1], 3),
+                                "worker_page_faults": worker1[2] - worker0[2], "loop_cpu_s": round(loop1[0] - loop0[0], 3), "line": line})
 
 
 def _pct(xs: list[float], q: float) -> float:
     return sorted(xs)[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-async def _run(fab: Fabric, polls: int) -> dict[str, Any]:
+async def _run(fab: Fabric, polls: int, callbacks: _SlowCallbacks) -> dict[str, Any]:
     from tests.conftest import free_port
 
     texts = [fab.perfquery_texts(k) for k in range(polls)]
     p = build_pipeline(CONFIG, [TargetSpec("ib", "perfquery")])
     worker = PipelineWorker()
     exporter = Exporter(p, worker=worker)
-    lag = _Blamed(worker)
+    lag = _Blamed(worker, callbacks)
     exporter.loop_lag = lag.start()
     port = free_port()
     runner = await start_server(make_app(exporter), f"127.0.0.1:{port}")
@@ -126,11 +192,13 @@ async def _run(fab: Fabric, polls: int) -> dict[str, Any]:
             "metrics_scrapes": {"n": len(got["metrics"]), "ok": sum(1 for _, s in got["metrics"] if s == 200),
                                 "max_s": max((t for t, _ in got["metrics"]), default=float("nan"))},
             "series": p.store.series_count(),
-            "stalls_by_worker_line": sorted(([round(max(v), 3), len(v), k] for k, v in lag.blame.items()), reverse=True)[:8]}
+            "stalls_by_worker_line": sorted(([round(max(v), 3), len(v), k] for k, v in lag.blame.items()), reverse=True)[:8],
+            "stall_causes": sorted(lag.causes, key=lambda c: -c["lag_s"])[:8]}
 
 
 def measure(fab: Fabric, polls: int = 3) -> dict[str, Any]:
-    return asyncio.run(_run(fab, polls))
+    with _SlowCallbacks() as callbacks:
+        return asyncio.run(_run(fab, polls, callbacks))
 
 
 def main(argv: list[str] | None = None) -> None:

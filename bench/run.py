@@ -98,7 +98,24 @@ def loop_stall_table(rows: list[dict[str, Any]]) -> str:
                      f"({r['loop_lag_over_0_1_s']} of {r['loop_lag_samples']} wake-ups over 0.1 s); /healthz max {h['max_s']:.3f} s "
                      f"({h['ok']}/{h['n']} ok); first render {r['first_render_wall_s']:.1f} s on the worker; "
                      f"load {' '.join(f'{x:.1f}' for x in r['loadavg'])}")
+        lines.extend(f"        {_stall_cause(c)}" for c in r.get("stall_causes", [])[:3])
     return "\n".join(lines)
+
+
+def _stall_cause(c: dict[str, Any]) -> str:
+    """One stall's measured cause (bench/loop_stall.py measures both threads over its window
+    and times the loop's callbacks). The loop thread off the CPU while the worker ran is the
+    GIL: either the loop sat in one of its own callbacks, waiting for the GIL back after each
+    system call (the convoy effect), or in its selector while one C call of the worker held it."""
+    if c["worker_cpu_s"] < 0.8 * c["window_s"] or c["loop_cpu_s"] > 0.2 * c["window_s"]:
+        what = "not the GIL alone"
+    elif c["loop_callback_s"] >= 0.5 * c["lag_s"]:
+        what = f"the loop's own callback {c['loop_callback']} ran {c['loop_callback_s']:.3f} s, off the CPU, waiting for the GIL after its system calls"
+    else:
+        what = "the loop waited for the GIL while one C call of the worker held it"
+    return (f"{c['lag_s']:.3f} s: {what} (worker on a CPU {c['worker_cpu_s']:.3f} s of {c['window_s']:.3f}, "
+            f"waiting for one {c['worker_cpu_wait_s']:.3f} s, {c['worker_page_faults']:,} page faults; loop thread "
+            f"{c['loop_cpu_s']:.3f} s; worker at {c['line']})")
 
 
 def run_snmp(switches: int) -> dict[str, Any]:
