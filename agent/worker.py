@@ -31,8 +31,8 @@ measures what is left.
 
 **The switch interval.** Every system call the loop makes (accept, recv, send, a file read)
 lets go of the GIL, and while the worker runs, getting it back takes up to
-``sys.getswitchinterval()``: CPython's default 5 ms makes a loop callback with 30 system calls
-(a scrape's response, the process metrics) take 0.15 s, the convoy effect (Beazley,
+``sys.getswitchinterval()``: with CPython's default 5 ms, a loop callback that makes 30 system
+calls (a scrape's response, the process metrics) can take 30 x 5 ms = 0.15 s, the convoy effect (Beazley,
 "Understanding the Python GIL", 2010; bpo-7946). Measured at 200,000 ports
 (``python -m bench.loop_stall 200000``): with 5 ms, 8 stalls over 0.1 s, each spent in the
 loop's own request handler waiting for the GIL (the longest 0.23 s); with 1 ms none of those,

@@ -157,7 +157,7 @@ class Template:
         """The family's lines with ``values`` (one per label block, same order): a
         :attr:`Family.lines` block per :data:`~fabricmon.core.slicing.SLICE` series, each made
         by C calls over that many (on the pipeline worker, a C call over every series of a
-        family held the GIL up to 0.3 s at 200,000 ports: core/slicing.py)."""
+        family held the GIL up to 0.26 s at 200,000 ports: core/slicing.py)."""
         n = self.size
         if len(values) != n:
             raise ValueError(f"template of {n} series given {len(values)} values")
@@ -224,9 +224,10 @@ WRITE_SLICE = 1 << 20
 def pieces(chunks: Iterable[bytes], limit: int = WRITE_SLICE) -> Iterator[bytes | memoryview]:
     """``chunks`` as pieces of at most ``limit`` bytes, in order: neighbours joined while they
     fit, a larger chunk sliced (views, no copy). Few pieces, because each is a system call on
-    the event loop, and after each the loop waits for the GIL while the pipeline worker is busy
-    (up to the 5 ms switch interval: a body of 1,000 blocks written one by one stalled the loop
-    0.5 s at 200,000 ports, measured with asyncio's slow-callback log)."""
+    the event loop, after which the loop waits for the GIL while the pipeline worker is busy
+    (up to the switch interval, agent/worker.py): a gzip body kept as the compressor's many
+    small outputs, written one by one, held the loop in one request handler for 0.51 s at
+    200,000 ports (asyncio's slow-callback log)."""
     pending: list[bytes] = []
     held = 0
     for c in chunks:

@@ -60,11 +60,10 @@ def process_registry() -> CollectorRegistry:
     return reg
 
 
-
 class ChunksPayload(Payload):
     """A response body sent as the parts it is held in, never joined whole: no copy of the
     body per scrape, and the transport's buffer stays one piece deep (:func:`pieces`: each
-    ``write`` of at most :data:`WRITE_SLICE` bytes waits for the socket to drain)."""
+    ``write`` of at most ``exposition.WRITE_SLICE`` bytes waits for the socket to drain)."""
 
     _autoclose = True  # bytes in memory, nothing to close
 
