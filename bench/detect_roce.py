@@ -32,13 +32,16 @@ import random
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabricmon.agent.assemble import build_pipeline
 from fabricmon.agent.config import Config
 from fabricmon.agent.detector.analyses import ANALYSES
 from fabricmon.agent.gcpause import gc_paused
 from fabricmon.core.model import Counters, Gauge, Link, ParseResult, TargetSpec
+
+if TYPE_CHECKING:
+    from fabricmon.agent.pipeline import Pipeline
 
 T0 = 1_700_000_000.0
 INTERVAL = 10.0
@@ -64,6 +67,18 @@ class Timed:
             self.cpu += time.process_time() - c
 
 
+def timed_stages(p: Pipeline) -> dict[str, Timed]:
+    """Wrap every analysis' update and every rule's evaluation of ``p``'s detector in a
+    :class:`Timed`, by stage name ("analysis pfc", "rule congestion"); reset ``cpu`` per pass."""
+    stages: dict[str, Timed] = {}
+    for name in ANALYSES:
+        a = p.detector.analysis(name)
+        a.update = stages.setdefault(f"analysis {name}", Timed(a.update))  # type: ignore[method-assign]
+    for rule in p.detector.rules:
+        rule.evaluate = stages.setdefault(f"rule {rule.name}", Timed(rule.evaluate))  # type: ignore[method-assign]
+    return stages
+
+
 def fabric(ports: int) -> tuple[list[tuple[str, str]], list[Link]]:
     names = [(f"sw{i // 64:05d}", f"Ethernet{i % 64}") for i in range(ports)]
     by_switch = [names[i:i + 64] for i in range(0, ports, 64)]
@@ -76,12 +91,7 @@ def run(ports: int, polls: int) -> dict[str, Any]:
     p = build_pipeline(CONFIG, [TargetSpec("fabric", "snmp")])
     names, links = fabric(ports)
     gauges = [Gauge(d, pt, g, v) for d, pt in names for g, v in (("link_speed_bytes", SPEED), ("link_up", 1.0))]
-    stages: dict[str, Timed] = {}
-    for name in ANALYSES:
-        a = p.detector.analysis(name)
-        a.update = stages.setdefault(f"analysis {name}", Timed(a.update))  # type: ignore[method-assign]
-    for rule in p.detector.rules:
-        rule.evaluate = stages.setdefault(f"rule {rule.name}", Timed(rule.evaluate))  # type: ignore[method-assign]
+    stages = timed_stages(p)
     rng = random.Random(29)
     totals: dict[tuple[int, str, int], int] = {}
     passes: list[dict[str, Any]] = []

@@ -9,15 +9,19 @@ while a client in another process scrapes ``/metrics`` (OpenMetrics + gzip) and 
 all along. The payloads are built before the agent starts: a real agent receives them from
 its subprocesses a pipe chunk at a time, and a thread of the bench generating 200,000 ports
 of text in Python would compete for the interpreter as no agent's own work does. The figure
-is the monitor's longest lag, beside the /healthz latencies.
+is the monitor's longest lag, beside the /healthz latencies, and each lag over 0.1 s comes
+with its measured cause: what both threads did over it (a sampler process), the loop callback
+that filled it, and the worker's line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Any
@@ -56,17 +60,39 @@ print(json.dumps({"healthz": health, "metrics": scrapes}))
 """
 
 
-def _task_times(tid: int) -> tuple[float, float, int]:
-    """A thread's (seconds on a CPU, seconds runnable but waiting for one, page faults) so far,
-    from Linux's /proc/self/task/<tid>/schedstat and stat (proc(5)); zeros elsewhere."""
+# The thread sampler, a process of its own: every 5 ms, each named thread's time on a CPU and
+# waiting for one (ns, /proc/<pid>/task/<tid>/schedstat) and its page faults (minflt, field 10
+# of .../stat; proc(5)), with CLOCK_MONOTONIC, which is the same clock in every process. Read
+# on the agent's loop instead, each /proc read would give up the GIL and wait to get it back.
+SAMPLER = r"""
+import sys, time
+pid, out, tids = sys.argv[1], open(sys.argv[2], "w"), sys.argv[3:]
+def read(tid):
+    with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+        run, wait, _ = f.read().split()
+    with open(f"/proc/{pid}/task/{tid}/stat") as f:
+        return f"{run} {wait} {f.read().rsplit(')', 1)[1].split()[7]}"
+while True:
     try:
-        with open(f"/proc/self/task/{tid}/schedstat") as f:
-            run_ns, wait_ns, _ = f.read().split()
-        with open(f"/proc/self/task/{tid}/stat") as f:
-            faults = int(f.read().rsplit(")", 1)[1].split()[7])  # minflt, field 10
+        row = " ".join(read(t) for t in tids)
     except (OSError, ValueError, IndexError):
-        return 0.0, 0.0, 0
-    return int(run_ns) / 1e9, int(wait_ns) / 1e9, faults
+        break
+    out.write(f"{time.monotonic()} {row}\n"); out.flush(); time.sleep(0.005)
+"""
+
+
+def _thread_use(samples: list[list[float]], start: float, end: float) -> dict[str, Any]:
+    """What the loop's thread and the worker did over [start, end], from the sampler's rows
+    (time, then per thread: ns on a CPU, ns waiting for one, page faults): the rows just
+    outside the window, so the figures cover it whole (``window_s`` is their span)."""
+    before = [r for r in samples if r[0] <= start]
+    after = [r for r in samples if r[0] >= end]
+    if not before or not after:
+        return {}
+    a, b = before[-1], after[0]
+    return {"window_s": round(b[0] - a[0], 3), "loop_cpu_s": round((b[1] - a[1]) / 1e9, 3),
+            "worker_cpu_s": round((b[4] - a[4]) / 1e9, 3), "worker_cpu_wait_s": round((b[5] - a[5]) / 1e9, 3),
+            "worker_page_faults": int(b[6] - a[6])}
 
 
 class _SlowCallbacks:
@@ -104,27 +130,21 @@ class _SlowCallbacks:
 
 
 class _Blamed(LoopLag):
-    """The monitor, also measuring what each stall was. At every wake-up it reads the pipeline
-    worker's and the loop thread's CPU time, run-queue wait and page faults (Linux), so a late
-    wake-up knows what each did since the one before (a CPU shortage shows as run-queue wait),
-    and it asks :class:`_SlowCallbacks` whether one of the loop's own callbacks filled the
-    stall. It also notes where the worker was: when it lets go of the GIL it is (almost always)
-    still on the line whose C call held it. The bench prints these as the measured causes."""
+    """The monitor, also noting for each stall over 0.1 s the loop callback that filled it, if
+    one did (:class:`_SlowCallbacks`), and where the worker was: when it lets go of the GIL it
+    is (almost always) still on the line whose C call held it. With the thread sampler's rows
+    over the stall (:func:`_thread_use`: a CPU shortage shows as the worker's run-queue wait),
+    the bench prints these as the measured causes."""
 
     def __init__(self, worker: PipelineWorker, callbacks: _SlowCallbacks) -> None:
         super().__init__()
         self.worker = worker
         self.callbacks = callbacks
         self.blame: dict[str, list[float]] = {}
-        self.causes: list[dict[str, Any]] = []
-        self._tids = (threading.get_native_id(), worker._thread.native_id or 0)
-        self._last = [_task_times(t) for t in self._tids]
+        self.stalls: list[dict[str, Any]] = []
 
     def observe(self, lag: float, now: float | None = None) -> None:
         super().observe(lag, now)
-        times = [_task_times(t) for t in self._tids]
-        (loop0, worker0), (loop1, worker1) = self._last, times
-        self._last = times
         if lag > 0.1:
             frame = sys._current_frames().get(self.worker._thread.ident)
             where = []
@@ -137,10 +157,8 @@ class _Blamed(LoopLag):
             self.blame.setdefault(line, []).append(lag)
             end = time.monotonic() if now is None else now
             took, what = self.callbacks.longest_in(end - lag - INTERVAL_LAG, end)
-            self.causes.append({"lag_s": round(lag, 3), "window_s": round(lag + INTERVAL_LAG, 3),
-                                "loop_callback_s": round(took, 3), "loop_callback": what,
-                                "worker_cpu_s": round(worker1[0] - worker0[0], 3), "worker_cpu_wait_s": round(worker1[1] - worker0[1], 3),
-                                "worker_page_faults": worker1[2] - worker0[2], "loop_cpu_s": round(loop1[0] - loop0[0], 3), "line": line})
+            self.stalls.append({"lag_s": round(lag, 3), "start": end - lag - INTERVAL_LAG, "end": end,
+                                "loop_callback_s": round(took, 3), "loop_callback": what, "line": line})
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -156,6 +174,10 @@ async def _run(fab: Fabric, polls: int, callbacks: _SlowCallbacks) -> dict[str, 
     exporter = Exporter(p, worker=worker)
     lag = _Blamed(worker, callbacks)
     exporter.loop_lag = lag.start()
+    fd, rows = tempfile.mkstemp(suffix=".sched")
+    os.close(fd)
+    sampler = subprocess.Popen([sys.executable, "-c", SAMPLER, str(os.getpid()), rows,
+                                str(threading.get_native_id()), str(worker._thread.native_id)])
     port = free_port()
     runner = await start_server(make_app(exporter), f"127.0.0.1:{port}")
     client = subprocess.Popen([sys.executable, "-c", CLIENT, str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -181,6 +203,11 @@ async def _run(fab: Fabric, polls: int, callbacks: _SlowCallbacks) -> dict[str, 
     await asyncio.sleep(1.0)
     out, _ = await asyncio.to_thread(client.communicate, "")
     lag.stop()
+    sampler.terminate()
+    sampler.wait()
+    with open(rows) as f:
+        samples = [[float(x) for x in line.split()] for line in f if len(line.split()) == 7]
+    os.unlink(rows)
     await runner.cleanup()
     worker.close()
     got = json.loads(out)
@@ -193,7 +220,8 @@ async def _run(fab: Fabric, polls: int, callbacks: _SlowCallbacks) -> dict[str, 
                                 "max_s": max((t for t, _ in got["metrics"]), default=float("nan"))},
             "series": p.store.series_count(),
             "stalls_by_worker_line": sorted(([round(max(v), 3), len(v), k] for k, v in lag.blame.items()), reverse=True)[:8],
-            "stall_causes": sorted(lag.causes, key=lambda c: -c["lag_s"])[:8]}
+            "stall_causes": sorted(({**{k: v for k, v in s.items() if k not in ("start", "end")}, **_thread_use(samples, s["start"], s["end"])}
+                                    for s in lag.stalls), key=lambda c: -c["lag_s"])[:8]}
 
 
 def measure(fab: Fabric, polls: int = 3) -> dict[str, Any]:

@@ -107,6 +107,8 @@ def _stall_cause(c: dict[str, Any]) -> str:
     and times the loop's callbacks). The loop thread off the CPU while the worker ran is the
     GIL: either the loop sat in one of its own callbacks, waiting for the GIL back after each
     system call (the convoy effect), or in its selector while one C call of the worker held it."""
+    if "window_s" not in c:
+        return f"{c['lag_s']:.3f} s: the thread sampler has no rows around it; worker at {c['line']}"
     if c["worker_cpu_s"] < 0.8 * c["window_s"] or c["loop_cpu_s"] > 0.2 * c["window_s"]:
         what = "not the GIL alone"
     elif c["loop_callback_s"] >= 0.5 * c["lag_s"]:
@@ -174,7 +176,8 @@ def causes(r: dict[str, Any]) -> dict[str, str]:
         "scrape_plain_p50_s": f"a {full['bytes'] / 1e6:.0f} MB text body to a client in another process (read into a reused buffer)",
         "scrape_p50_s": f"a {full['gzip_bytes'] / 1e6:.1f} MB gzip body, 4 clients at once",
         "detect_s": detect,
-        "detect_congested_s": f"{detect}, {sum(a['congested']['active_findings'].values())} findings active",
+        "detect_congested_s": (f"{detect}, {sum(a['congested']['active_findings'].values())} findings active; worst pass, CPU s by stage: "
+                               + ", ".join(f"{n} {c:.3f}" for n, c in list(a["congested"].get("by_stage_worst_pass", {}).items())[:4])),
     }
 
 

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.detect_roce import timed_stages
 from bench.fabric import read_texts
 from fabricmon.agent.assemble import build_pipeline
 from fabricmon.agent.config import Config
@@ -225,12 +226,19 @@ def agent_path(run: Payloads, polls: int, clients: int, rounds: int) -> dict[str
     p.exposition_policy = None
     # 1 % of the ports congested at once (bench/fabric.py HOT_EVERY): the detection pass when
     # the congestion rule has findings to build, not only ports to clear.
-    hot = [one_poll(k) for k in range(polls, polls + HOT_POLLS)]
+    stages = timed_stages(p)  # CPU per analysis and rule, so the worst pass says where it went
+    hot, by_stage = [], []
+    for k in range(polls, polls + HOT_POLLS):
+        for s in stages.values():
+            s.cpu = 0.0
+        hot.append(one_poll(k))
+        by_stage.append({n: round(s.cpu, 3) for n, s in sorted(stages.items(), key=lambda kv: -kv[1].cpu) if s.cpu >= 0.005})
     kinds: dict[str, int] = {}
     for f in p.detector.active:
         kinds[f.kind] = kinds.get(f.kind, 0) + 1
     result["congested"] = {"ports": run.info["hot_ports"], "polls": HOT_POLLS,
-                           "detect_cpu_s": [x["detect"] for x in hot], "active_findings": kinds}
+                           "detect_cpu_s": [x["detect"] for x in hot], "active_findings": kinds,
+                           "by_stage_worst_pass": by_stage[max(range(len(hot)), key=lambda i: hot[i]["detect"])]}
     result["_pipeline"] = p
     return result
 
