@@ -34,9 +34,10 @@ lets go of the GIL, and while the worker runs, getting it back takes up to
 ``sys.getswitchinterval()``: with CPython's default 5 ms, a loop callback that makes 30 system
 calls (a scrape's response, the process metrics) can take 30 x 5 ms = 0.15 s, the convoy effect (Beazley,
 "Understanding the Python GIL", 2010; bpo-7946). Measured at 200,000 ports
-(``python -m bench.loop_stall 200000``): with 5 ms, 8 stalls over 0.1 s, each spent in the
-loop's own request handler waiting for the GIL (the longest 0.23 s); with 1 ms none of those,
-for the same CPU time (57.5 s and 58.3 s for the run). So the worker sets
+(``python -m bench.loop_stall 200000``, one run each, one after the other): with 5 ms, 8
+stalls over 0.1 s, the four longest (0.17-0.23 s) each inside the loop's own request handler,
+waiting for the GIL; with 1 ms, one (0.176 s, a C call of the worker), for the same CPU time
+(57.5 s and 58.3 s for the run). So the worker sets
 :data:`SWITCH_INTERVAL` when it starts (process-wide: the worker is what the loop competes with).
 
 **The cyclic garbage collector.** A collection holds the GIL for as long as it traverses,
