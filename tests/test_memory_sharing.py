@@ -65,6 +65,10 @@ def test_small_parts_are_written_together_up_to_a_slice():
     assert max(map(len, got)) <= WRITE_SLICE
     assert len(got) <= 2 * -(-sum(map(len, parts)) // WRITE_SLICE)
     assert list(pieces([])) == [] and [bytes(p) for p in pieces([b"", b"a", b""])] == [b"a"]
+    block = bytes(WRITE_SLICE // 2)
+    sent = list(pieces([b"# HELP x\n", block, b"\n", block]))
+    assert [len(p) for p in sent] == [9, len(block), 1, len(block)]
+    assert sent[1] is block and sent[3] is block  # a body's block goes out as it is held: no copy per scrape
 
 
 def test_device_clock_columns_exist_only_once_a_series_has_a_device_time():
